@@ -1,0 +1,29 @@
+// The k3host command line: main.cpp owns the app and the exit-code mapping; each
+// subcommand lives in its own cmd_<name>.cpp and registers itself here. CLI11 is included
+// only by files in this folder (it is slow to compile).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace k3::cli {
+
+/// Options shared by the main job and every subcommand.
+struct GlobalOptions {
+  std::string config;              ///< --config FILE
+  std::vector<std::string> sets;   ///< --set key=value, in order
+};
+
+/// A registered subcommand: run it when `app` was parsed. Returns the exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// Each cmd_<name>.cpp defines one of these.
+Command register_plugins(CLI::App& app, GlobalOptions& global);
+Command register_tokenize(CLI::App& app, GlobalOptions& global);
+
+}  // namespace k3::cli

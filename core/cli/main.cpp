@@ -1,0 +1,52 @@
+// k3host: runs a Kimi K3 pipeline (k3host --config presets/laptop.yaml) and its tools.
+// Exit codes (DESIGN.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
+// fit, 4 a routed expert failed to load, 5 interrupted.
+#include <cstdio>
+#include <exception>
+
+#include <k3/error.hpp>
+
+#include "cli.hpp"
+#include "run_job.hpp"
+
+int main(int argc, char** argv) {
+  using namespace k3::cli;
+  CLI::App app{"k3host — runs Moonshot's Kimi K3 exactly on a CPU in a few GB of RAM,\n"
+               "streaming the trunk and the routed experts from storage through plugins.",
+               "k3host"};
+  app.fallthrough();  // --config/--set may follow a subcommand
+  app.require_subcommand(0, 1);
+  GlobalOptions global;
+  app.add_option("--config,-c", global.config, "Pipeline YAML file (e.g. presets/laptop.yaml)");
+  app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
+      ->take_all();
+  RunOptions run;
+  add_run_options(app, run);
+
+  std::vector<Command> commands;
+  commands.push_back(register_plugins(app, global));
+  commands.push_back(register_tokenize(app, global));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return static_cast<int>(k3::ExitCode::usage);
+  }
+
+  try {
+    for (const auto& cmd : commands)
+      if (cmd.app->parsed()) return cmd.run();
+    return run_job(global, run);
+  } catch (const k3::Error& e) {
+    std::fprintf(stderr, "k3host: error: %s\n", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "k3host: internal error: %s\n", e.what());
+    return static_cast<int>(k3::ExitCode::runtime);
+  }
+}

@@ -1,0 +1,18 @@
+// The main job: k3host --config PIPELINE [--set k=v]... runs the pipeline's job.
+#pragma once
+#include <string>
+
+#include "cli.hpp"
+
+namespace k3::cli {
+
+struct RunOptions {
+  bool print_config = false;   ///< --print-config: print the merged pipeline, run nothing
+  bool list_presets = false;   ///< --list-presets: list presets/*.yaml, run nothing
+  std::string presets_dir;     ///< --presets-dir (default: ./presets, else the installed ones)
+};
+
+void add_run_options(CLI::App& app, RunOptions& run);
+int run_job(const GlobalOptions& global, const RunOptions& run);
+
+}  // namespace k3::cli

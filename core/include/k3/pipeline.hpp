@@ -1,0 +1,72 @@
+// Pipelines: the YAML files that describe a run (DESIGN.md "Pipelines and presets").
+//
+// load_pipeline() reads a file, follows `extends:` (a path relative to the file that says
+// it; chains allowed; a cycle is an error naming the files), merges (later keys win; maps
+// merge key by key, scalars and lists replace), expands ${VAR} and ${VAR:-default} from the
+// environment in scalar values, applies `--set a.b=c` overrides (the value parsed as YAML),
+// and checks the result against the schema (core/src/config/schema.cpp): an unknown key, a
+// wrong type or an out-of-range value is a UsageError "file:line:col: key: message"
+// (overrides report "--set a.b=c" instead of a file position).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <k3/plugin_host.hpp>
+
+namespace k3 {
+
+class Pipeline {
+ public:
+  Pipeline();
+  ~Pipeline();
+  Pipeline(Pipeline&&) noexcept;
+  Pipeline& operator=(Pipeline&&) noexcept;
+
+  /// Typed access by dotted key ("memory.trunk_gb"). Every schema key has a value after
+  /// loading (its default when no file set it); a key outside the schema throws.
+  [[nodiscard]] bool has(std::string_view key) const;
+  [[nodiscard]] std::string get_string(std::string_view key) const;
+  [[nodiscard]] std::int64_t get_int(std::string_view key) const;
+  [[nodiscard]] double get_double(std::string_view key) const;
+  [[nodiscard]] bool get_bool(std::string_view key) const;
+  [[nodiscard]] std::vector<std::string> get_strings(std::string_view key) const;
+  /// A path value; a relative path is resolved against the directory of the file that set
+  /// it (or the working directory for --set and defaults).
+  [[nodiscard]] std::filesystem::path get_path(std::string_view key) const;
+  /// A section's free-form `params:` map (e.g. "storage.params"), flattened to strings.
+  [[nodiscard]] PluginParams get_params(std::string_view key) const;
+  /// Where a key's value came from: "presets/laptop.yaml:12:5", "--set", or "default".
+  [[nodiscard]] std::string where(std::string_view key) const;
+  /// The pipeline's plugin_path entries, resolved.
+  [[nodiscard]] std::vector<std::filesystem::path> plugin_path() const;
+  /// The merged pipeline as YAML, every key included.
+  [[nodiscard]] std::string dump() const;
+  /// The file it was loaded from.
+  [[nodiscard]] const std::filesystem::path& file() const noexcept;
+
+  struct Impl;
+  explicit Pipeline(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Loads, merges and checks a pipeline (see the file comment). Throws UsageError.
+Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+/// The defaults alone (configs/default.yaml is itself just a pipeline file).
+struct PresetInfo {
+  std::string name;         ///< file stem: "laptop"
+  std::string description;  ///< the file's `description:`
+  std::filesystem::path file;
+  std::string trunk_gb;         ///< as written ("fit" for auto)
+  std::string expert_cache_gb;  ///< as written
+};
+/// Every *.yaml in `dir`, loaded through load_pipeline, sorted by trunk budget.
+std::vector<PresetInfo> list_presets(const std::filesystem::path& dir);
+
+}  // namespace k3

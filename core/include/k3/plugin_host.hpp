@@ -1,0 +1,89 @@
+// The plugin host: finds k3-<kind>-<name>.so libraries on an ordered search path, checks
+// their descriptor (ABI first, then toolchain, kind, name) and creates plugin objects.
+//
+// Search path, in order: the plugin folder next to libk3core (<libdir>/k3host/plugins — the
+// build tree or the install prefix, whichever this libk3core is in), then every entry of
+// K3_PLUGIN_PATH (colon-separated), then the pipeline's plugin_path entries.
+//
+// Lifetime: a library is never unloaded while an object it made lives — every object
+// returned here holds a reference to its library, and the host keeps every library it
+// loaded until the host itself is destroyed.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <k3/cache_policy.hpp>
+#include <k3/host.hpp>
+#include <k3/kernels.hpp>
+#include <k3/storage.hpp>
+#include <k3/tokenizer.hpp>
+
+namespace k3 {
+
+enum class PluginKind { storage, cache, kernels, tokenizer };
+const char* to_string(PluginKind kind) noexcept;
+
+struct PluginInfo {
+  PluginKind kind{};
+  std::string name;
+  std::string version;
+  std::filesystem::path path;
+  std::uint32_t abi = 0;
+  int score = 0;  ///< kernels: 0 = cannot run on this CPU; other kinds: 1
+};
+
+/// A library on the search path that cannot be used, with the one-line reason.
+struct PluginProblem {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+/// Parameters for a plugin, in pipeline order.
+using PluginParams = std::vector<std::pair<std::string, std::string>>;
+
+class PluginHost {
+ public:
+  /// Builds the search path (see above) with `extra_dirs` (the pipeline's plugin_path) last,
+  /// and scans it. Directories that do not exist are skipped.
+  explicit PluginHost(std::vector<std::filesystem::path> extra_dirs = {});
+  ~PluginHost();
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  [[nodiscard]] const std::vector<std::filesystem::path>& search_path() const noexcept;
+  /// Usable plugins, in search-path order.
+  [[nodiscard]] const std::vector<PluginInfo>& plugins() const noexcept;
+  /// Libraries that were refused while scanning (bad ABI, no descriptor, wrong kind, ...).
+  [[nodiscard]] const std::vector<PluginProblem>& problems() const noexcept;
+
+  /// The plugin `name` of `kind`. Throws UsageError naming the file when it is missing,
+  /// duplicated, of another kind, or was refused (with the reason), or when `kind` is
+  /// kernels and its score is 0 on this CPU.
+  [[nodiscard]] const PluginInfo& find(PluginKind kind, const std::string& name) const;
+  /// The runnable kernel set with the highest score.
+  [[nodiscard]] const PluginInfo& best_kernels() const;
+
+  /// Creation. Parameters the plugin does not recognise are returned in `unknown` when it
+  /// is given, and are a UsageError otherwise. Failures throw UsageError naming the plugin.
+  std::shared_ptr<sdk::StorageBackend> create_storage(const std::string& name, const PluginParams& params,
+                                                      std::vector<std::string>* unknown = nullptr);
+  std::shared_ptr<sdk::CachePolicy> create_cache(const std::string& name, const PluginParams& params,
+                                                 std::vector<std::string>* unknown = nullptr);
+  std::shared_ptr<sdk::KernelSet> create_kernels(const std::string& name, const PluginParams& params,
+                                                 std::vector<std::string>* unknown = nullptr);
+  std::shared_ptr<sdk::Tokenizer> create_tokenizer(const std::string& name, const PluginParams& params,
+                                                   std::vector<std::string>* unknown = nullptr);
+
+  /// The services handed to plugins (logging, nested storage creation).
+  [[nodiscard]] sdk::HostServices& services() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3

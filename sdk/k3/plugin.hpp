@@ -1,0 +1,74 @@
+// k3host plugin SDK: the one registration macro. \since ABI 1
+//
+//   K3_PLUGIN(kind, "name", "version", factory, score)
+//
+// kind     storage | cache | kernels | tokenizer (a token, not a string)
+// factory  a function  k3::sdk::Status factory(const k3::sdk::CreateArgs& args,
+//                                               std::unique_ptr<Interface>& out,
+//                                               std::vector<std::string>& unknown_params);
+//          Interface is StorageBackend, CachePolicy, KernelSet or Tokenizer. It fills `out`
+//          and lists the parameter keys it did not recognise (ParamReader::unused()).
+// score    int(*)(void) or nullptr; kernels: 0 = cannot run here. Must execute no ISA code
+//          beyond the baseline (compile it in a TU built with baseline flags).
+//
+// The macro exports exactly `k3_plugin_descriptor` and `k3_plugin_create` through
+// BOOST_DLL_ALIAS; build plugins with -fvisibility=hidden (k3_add_plugin does).
+// Exceptions thrown by the factory are caught and returned as StatusCode::internal.
+#pragma once
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/dll/alias.hpp>
+
+#include <k3/abi.hpp>
+#include <k3/cache_policy.hpp>
+#include <k3/host.hpp>
+#include <k3/kernels.hpp>
+#include <k3/status.hpp>
+#include <k3/storage.hpp>
+#include <k3/tokenizer.hpp>
+
+namespace k3::sdk {
+
+template <class Interface>
+using Factory = Status(const CreateArgs& args, std::unique_ptr<Interface>& out,
+                       std::vector<std::string>& unknown_params);
+
+namespace kind {
+struct storage { using Interface = StorageBackend; static constexpr const char* name = "storage"; };
+struct cache { using Interface = CachePolicy; static constexpr const char* name = "cache"; };
+struct kernels { using Interface = KernelSet; static constexpr const char* name = "kernels"; };
+struct tokenizer { using Interface = Tokenizer; static constexpr const char* name = "tokenizer"; };
+}  // namespace kind
+
+namespace detail {
+template <class Kind, Factory<typename Kind::Interface>* Make>
+Status guarded_create(const CreateArgs& args, std::unique_ptr<typename Kind::Interface>& out,
+                      std::vector<std::string>& unknown_params) {
+  try {
+    return Make(args, out, unknown_params);
+  } catch (const std::exception& e) {
+    return Status::error(StatusCode::internal, e.what());
+  } catch (...) {
+    return Status::error(StatusCode::internal, "unknown exception in plugin factory");
+  }
+}
+}  // namespace detail
+
+}  // namespace k3::sdk
+
+#define K3_PLUGIN(KIND, NAME, VERSION, FACTORY, SCORE)                                         \
+  namespace k3_plugin_export {                                                                 \
+  const K3PluginDescriptor descriptor = {K3_PLUGIN_ABI, ::k3::sdk::kind::KIND::name, NAME,     \
+                                         VERSION, K3_TOOLCHAIN, SCORE};                        \
+  ::k3::sdk::Status create(const ::k3::sdk::CreateArgs& args,                                  \
+                           std::unique_ptr<::k3::sdk::kind::KIND::Interface>& out,             \
+                           std::vector<std::string>& unknown_params) {                         \
+    return ::k3::sdk::detail::guarded_create<::k3::sdk::kind::KIND, FACTORY>(args, out,        \
+                                                                            unknown_params);  \
+  }                                                                                            \
+  }                                                                                            \
+  BOOST_DLL_ALIAS(k3_plugin_export::descriptor, k3_plugin_descriptor)                          \
+  BOOST_DLL_ALIAS(k3_plugin_export::create, k3_plugin_create)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages k3host needs, and only when something is missing.
+# Usage: tools/install-deps.sh [--with-reference] [--with-npm]
+#   --with-reference  also the PyTorch oracle (python3-torch, numpy, OpenBLAS) for /usr/bin/python3
+#   --with-npm        also the npm tokenizer oracle (tiktoken, js-tiktoken) into tests/oracle/node_modules
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build_pkgs=(cmake ninja-build g++ pkg-config libboost-dev libyaml-cpp-dev libcli11-dev
+            libspdlog-dev libfmt-dev catch2 libpcre2-dev libsimdjson-dev liburing-dev
+            libcurl4-openssl-dev libxxhash-dev nginx nodejs npm)
+ref_pkgs=(python3-torch python3-numpy libopenblas0-pthread)
+want=("${build_pkgs[@]}")
+with_npm=0
+for a in "$@"; do
+  case "$a" in
+    --with-reference) want+=("${ref_pkgs[@]}") ;;
+    --with-npm) with_npm=1 ;;
+    *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${want[@]}"; do
+  # nodejs/npm may come from elsewhere (e.g. a preinstalled node); accept the commands.
+  if [[ "$p" == nodejs ]] && command -v node >/dev/null; then continue; fi
+  if [[ "$p" == npm ]] && command -v npm >/dev/null; then continue; fi
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if printf '%s\n' "${missing[@]}" | grep -q python3-torch; then
+    apt-get install -y -qq python3-torch >/dev/null   # with its recommends (BLAS)
+  fi
+fi
+if ((with_npm)); then
+  dir="$here/tests/oracle"
+  if [[ ! -d "$dir/node_modules/tiktoken" || ! -d "$dir/node_modules/js-tiktoken" ]]; then
+    echo "install-deps: npm install tiktoken js-tiktoken in $dir"
+    (cd "$dir" && npm install --no-audit --no-fund --silent >/dev/null)
+  fi
+fi
