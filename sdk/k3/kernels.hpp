@@ -3,9 +3,11 @@
 // Every set computes bit-identical results to the `scalar` set (K3-MODEL.md §5); the scalar
 // plugin's source documents the one partition and reduction tree every set reproduces:
 //
-//   dot over n elements: 8 fp64 accumulators; element i adds its exact fp64 product into
-//   acc[i % 8] in increasing i; then ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-//   A matrix row's dot is rounded once to fp32.
+//   dot over n elements: 8 fp64 accumulators, each starting at +0.0 (so a -0 product never
+//   yields a -0 result); element i adds its exact fp64 product into acc[i % 8] in
+//   increasing i; then ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+//   A matrix row's dot is rounded once to fp32 (round to nearest even). Bit identity holds
+//   in the default FP environment (no FTZ/DAZ) for finite inputs; NaN bits are unspecified.
 //
 // Products of a bf16 / fp32 / E2M1·2^k weight and an fp32 activation are exact in fp64, so
 // a fused multiply-add gives the same bits as multiply-then-add; only the additions round.
@@ -14,7 +16,8 @@
 //   bf16:  w[r*cols + c] as uint16 bits (fp32 = bits << 16)
 //   f32:   w[r*cols + c]
 //   mxfp4: packed[r*ceil(cols/2) + c/2], low nibble = even column;
-//          scales[r*ceil(cols/32) + c/32]; value = E2M1[code]·2^(scale-127), scale 255 = 0.
+//          scales[r*ceil(cols/32) + c/32]; value = E2M1[code]·2^(scale-127), scale 255 = 0
+//          (each weight of that group is ±0; its products are added like any other).
 // Matmul: X is [batch, cols] contiguous, Y is [batch, rows] contiguous; only rows in
 // [row_begin, row_end) are written. Each output equals the batch-1 result bit for bit.
 // The host splits rows over threads; a kernel never splits a reduction.
