@@ -1,0 +1,54 @@
+// The checkpoint index: every tensor of every .safetensors shard, validated before any
+// pointer is formed (dtype known, shape × element size == byte span, span inside the file,
+// no overlaps, no duplicate names). Untrusted input: a header that lies is refused with a
+// UsageError naming the file and the tensor.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace k3 {
+
+enum class DType : std::uint8_t { bf16, f32, u8, f16, i32, i64, f64, i8, u16, i16 };
+const char* to_string(DType t) noexcept;
+std::size_t element_size(DType t) noexcept;
+
+struct TensorInfo {
+  std::string name;
+  DType dtype{};
+  std::vector<std::uint64_t> shape;
+  std::uint32_t file = 0;      ///< index into CheckpointIndex::files()
+  std::uint64_t offset = 0;    ///< absolute byte offset in the file (header included)
+  std::uint64_t nbytes = 0;
+};
+
+struct ShardFile {
+  std::filesystem::path path;
+  std::uint64_t size = 0;
+};
+
+class CheckpointIndex {
+ public:
+  /// Reads every *.safetensors in `dir` (the index json, when present, must agree).
+  static CheckpointIndex open(const std::filesystem::path& dir);
+
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+  [[nodiscard]] const std::vector<ShardFile>& files() const noexcept { return files_; }
+  [[nodiscard]] const std::vector<TensorInfo>& tensors() const noexcept { return tensors_; }
+  /// nullptr when absent.
+  [[nodiscard]] const TensorInfo* find(std::string_view name) const;
+  /// The tensor, checked against an expected dtype and shape; UsageError naming file and
+  /// tensor when missing or different.
+  const TensorInfo& require(std::string_view name, DType dtype, const std::vector<std::uint64_t>& shape) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<ShardFile> files_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+};
+
+}  // namespace k3

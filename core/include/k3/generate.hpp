@@ -1,0 +1,59 @@
+// Generation: prefill in chunks, then one token per step with carried state (or full
+// recompute), greedy or seeded sampling, stop at EOS or the token limit; the run report.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <k3/model.hpp>
+
+namespace k3 {
+
+struct SamplingSettings {
+  double temperature = 0.0;  ///< 0 = greedy (first index of the maximum logit)
+  std::int64_t top_k = 0;    ///< 0 = no limit
+  double top_p = 1.0;        ///< nucleus: smallest set with cumulative probability >= top_p
+  std::uint64_t seed = 0;    ///< the draw at position p uses a generator seeded by (seed, p)
+};
+
+/// Picks the next token from one row of logits. Deterministic for a given (seed, position).
+std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position);
+
+enum class DecodeMode { incremental, recompute };
+
+struct GenerateSettings {
+  std::vector<std::uint32_t> prompt;  ///< ids fed before the first generated token
+  std::int64_t max_new_tokens = 16;
+  DecodeMode mode = DecodeMode::incremental;
+  std::int64_t prefill_chunk = 16;    ///< tokens per prefill feed() (incremental mode)
+  SamplingSettings sampling;
+  bool stop_at_eos = true;
+  std::uint32_t eos_token = 0;       ///< from the model config
+  /// When set, raw little-endian float32 logits [prompt positions, vocab] of the prompt.
+  std::filesystem::path dump_logits;
+};
+
+struct StepRecord {
+  std::uint32_t token = 0;
+  double seconds = 0;
+};
+
+struct GenerateResult {
+  std::vector<std::uint32_t> prompt;     ///< ids fed this run (after any loaded state)
+  std::vector<std::uint32_t> generated;  ///< new ids, in order
+  double prefill_seconds = 0;
+  std::vector<StepRecord> steps;
+  bool stopped_at_eos = false;
+};
+
+/// Runs generation on `session` (which may already hold a resumed conversation). Calls
+/// `on_token` after each generated token (for streaming output); may be empty.
+GenerateResult generate(Session& session, const GenerateSettings& settings,
+                        const std::function<void(std::uint32_t)>& on_token = {});
+
+/// Peak resident set size of this process in bytes (getrusage).
+std::uint64_t peak_rss_bytes();
+
+}  // namespace k3

@@ -1,0 +1,93 @@
+// The model and a conversation over it: the public face of the forward pass.
+//
+//   k3::PluginHost host;
+//   k3::Model model(dir, host, settings);          // index, bind, read weights via storage
+//   k3::Session session(model, 4096);
+//   session.feed(prompt_ids, /*all_positions=*/false, logits);   // prefill
+//   session.feed({next_id}, false, logits);                       // one decode step
+//
+// Output bits depend only on the checkpoint and the token ids: not on the kernel set, the
+// thread count, the storage backend, or how the tokens are split into feed() calls.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <k3/model_config.hpp>
+#include <k3/plugin_host.hpp>
+
+namespace k3 {
+
+struct ModelSettings {
+  std::string storage = "posix";  ///< storage plugin name
+  PluginParams storage_params;
+  std::string kernels = "auto";   ///< kernel set name or "auto" (highest score that runs here)
+  PluginParams kernel_params;
+  int threads = 0;                ///< 0 = every core
+};
+
+/// Observes every routed-expert request: (position, layer, experts in top-k order).
+class RoutingListener {
+ public:
+  virtual ~RoutingListener() = default;
+  virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
+};
+
+class Model {
+ public:
+  /// Loads `dir` (config.json, shards, index) through the plugins named in `settings`.
+  /// UsageError (exit 2) for a bad checkpoint or plugin name, before any compute.
+  Model(const std::filesystem::path& dir, PluginHost& host, const ModelSettings& settings);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  [[nodiscard]] const ModelConfig& config() const noexcept;
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept;
+  [[nodiscard]] std::string kernel_set() const;   ///< the name of the set in use
+  [[nodiscard]] int threads() const noexcept;
+  [[nodiscard]] std::uint64_t weight_bytes_read() const noexcept;
+
+  struct Impl;
+  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Session {
+ public:
+  /// A fresh conversation of up to `max_positions` tokens.
+  Session(Model& model, std::int64_t max_positions);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Runs `tokens` after everything fed so far. `logits` receives [n, vocab] floats, with
+  /// n = tokens.size() when all_positions, else 1 (the last token). Ids outside the
+  /// vocabulary or beyond max_positions are refused (UsageError) before any compute.
+  void feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits);
+  /// Tokens consumed so far, in order.
+  [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
+  [[nodiscard]] std::int64_t position() const noexcept;
+  [[nodiscard]] std::int64_t max_positions() const noexcept;
+  /// Forget everything fed (keeps max_positions).
+  void reset();
+  /// Sees every routing decision from now on (nullptr to stop). Not owned.
+  void set_routing_listener(RoutingListener* listener) noexcept;
+
+  /// State files: magic, version, architecture fingerprint, payload checksum; written to a
+  /// temporary name and renamed. load() refuses another model's state (UsageError).
+  void save(const std::filesystem::path& file) const;
+  void load(const std::filesystem::path& file);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3

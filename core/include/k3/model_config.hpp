@@ -1,0 +1,58 @@
+// The K3 geometry read from a checkpoint's config.json (K3-MODEL.md §1). Every number comes
+// from the file; a missing or out-of-range required key is refused (UsageError, exit 2,
+// naming the key and the file). Nothing here has a default.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace k3 {
+
+struct ModelConfig {
+  std::int64_t hidden_size = 0;          ///< E
+  std::int64_t num_hidden_layers = 0;
+  std::int64_t vocab_size = 0;
+  double rms_norm_eps = 0;               ///< every RMSNorm except the two MLA-internal ones (1e-6)
+  std::vector<std::int64_t> mla_layers;  ///< 0-based, sorted (config's full_attn_layers is 1-based)
+  // KDA (linear_attn_config)
+  std::int64_t kda_num_heads = 0;        ///< H
+  std::int64_t kda_head_dim = 0;         ///< D (d_k = d_v)
+  std::int64_t short_conv_kernel_size = 0;
+  double gate_lower_bound = 0;           ///< -5.0 in K3
+  // MLA
+  std::int64_t num_attention_heads = 0;
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  bool mla_use_output_gate = false;
+  // MoE
+  std::int64_t num_experts = 0;
+  std::int64_t num_experts_per_token = 0;
+  std::int64_t num_shared_experts = 0;
+  std::int64_t moe_intermediate_size = 0;     ///< I
+  std::int64_t routed_expert_hidden_size = 0; ///< L
+  bool latent_moe_use_norm = false;
+  bool moe_renormalize = false;
+  double routed_scaling_factor = 0;
+  std::int64_t first_k_dense_replace = 0;
+  std::int64_t intermediate_size = 0;         ///< dense MLP width
+  // AttnRes and activation
+  std::int64_t attn_res_block_size = 0;
+  double activation_situ_beta = 0;            ///< 4.0
+  double activation_situ_linear_beta = 0;     ///< 25.0
+  std::int64_t bos_token_id = 0;
+  std::int64_t eos_token_id = 0;
+
+  [[nodiscard]] bool is_mla(std::int64_t layer) const;     ///< 0-based layer index
+  [[nodiscard]] bool is_dense(std::int64_t layer) const { return layer < first_k_dense_replace; }
+  /// A stable 64-bit fingerprint of every field (for state files and traces).
+  [[nodiscard]] std::uint64_t fingerprint() const;
+};
+
+/// Reads and validates <dir>/config.json (nested text_config / linear_attn_config, or flat).
+ModelConfig read_model_config(const std::filesystem::path& config_json);
+
+}  // namespace k3

@@ -1,0 +1,41 @@
+// The decoder stack (K3-MODEL.md §3 "Decoder layer i" and "End"), over a chunk of tokens.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <k3/model_config.hpp>
+
+#include "model/blocks/blocks.hpp"
+
+namespace k3::model {
+
+/// Where the non-expert weights come from: resident, or streamed layer by layer. A layer is
+/// acquired before use and released after; global tensors are always available.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  [[nodiscard]] virtual const GlobalWeights& global() = 0;
+  virtual const LayerWeights& acquire_layer(std::size_t layer) = 0;
+  virtual void release_layer(std::size_t layer) = 0;
+};
+
+struct ForwardContext {
+  const ModelConfig& config;
+  const Ops& ops;
+  WeightSource& weights;
+  ExpertSource& experts;
+  RoutingObserver* observer = nullptr;
+  Scratch& scratch;
+};
+
+/// Runs `tokens` at positions state.position … through every layer, updating the carried
+/// state (KDA, MLA cache, position, token history). Writes logits [tokens.size(), V] when
+/// all_positions, else [1, V] for the last token.
+void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uint32_t> tokens, bool all_positions,
+             float* logits);
+
+/// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
+SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);
+
+}  // namespace k3::model

@@ -1,0 +1,79 @@
+// The arithmetic the forward pass uses, in one place (K3-MODEL.md §5).
+//
+// Matrix products go to the kernel set (the plugin owns the partition and tree). Everything
+// else is written here once, so it is the same whatever kernel set runs:
+//  - reductions (norms, scores, weighted sums) go through dot() (the kernel's fp64 tree) or
+//    sum in fp64 in a fixed, documented order;
+//  - elementwise functions (σ, SiLU, SiTU, exp, tanh) are evaluated in fp64 from the fp32
+//    input and rounded once to fp32.
+// Threads split the rows of a matrix product only (never a reduction), so results do not
+// depend on the thread count.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <k3/kernels.hpp>
+
+namespace k3::model {
+
+/// A bf16 matrix [rows, cols] (row-major, uint16 bits).
+struct Bf16Matrix {
+  const std::uint16_t* w = nullptr;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  /// Rows [first, first+count) as their own matrix.
+  [[nodiscard]] Bf16Matrix rows_slice(std::size_t first, std::size_t count) const {
+    return {w + first * cols, count, cols};
+  }
+};
+
+class Ops {
+ public:
+  Ops(const sdk::KernelSet& kernels, int threads) : k_(kernels), threads_(threads < 1 ? 1 : threads) {}
+
+  [[nodiscard]] const sdk::KernelSet& kernels() const noexcept { return k_; }
+  [[nodiscard]] int threads() const noexcept { return threads_; }
+
+  /// Y[b, :] = W · X[b, :] for b < batch. X [batch, cols], Y [batch, rows].
+  void matmul(const Bf16Matrix& w, const float* x, std::size_t batch, float* y) const;
+  void matmul(const sdk::Mxfp4Matrix& w, const float* x, std::size_t batch, float* y) const;
+
+  /// The kernel's fp64 tree sum of a·b (unrounded).
+  [[nodiscard]] double dot(const float* a, const float* b, std::size_t n) const noexcept {
+    return k_.dot_f32(a, b, n);
+  }
+
+  /// y = w ⊙ x / sqrt(mean(x²) + eps), each element rounded once: float(w·(x·inv)), inv in fp64.
+  void rmsnorm(const float* x, const float* w, double eps, std::size_t n, float* y) const noexcept;
+
+ private:
+  const sdk::KernelSet& k_;
+  int threads_;
+};
+
+// Elementwise functions: fp64 inside, one rounding at the end.
+inline double sigmoid64(double x) noexcept { return 1.0 / (1.0 + std::exp(-x)); }
+inline float sigmoid(float x) noexcept { return static_cast<float>(sigmoid64(x)); }
+inline float silu(float x) noexcept { return static_cast<float>(double{x} * sigmoid64(x)); }
+/// SiTU(g, u) = [β1·tanh(g/β1)·σ(g)] · [β2·tanh(u/β2)]; σ sees the uncapped g.
+inline float situ(float g, float u, double beta1, double beta2) noexcept {
+  const double a = beta1 * std::tanh(double{g} / beta1) * sigmoid64(g);
+  const double c = beta2 * std::tanh(double{u} / beta2);
+  return static_cast<float>(a * c);
+}
+
+/// In-place softmax of `scores` (fp64): subtract the max, exp, sum in index order, divide.
+void softmax64(std::span<double> scores) noexcept;
+
+/// bf16 bits → fp32 (exact).
+inline float bf16_to_f32(std::uint16_t b) noexcept {
+  const std::uint32_t bits = std::uint32_t{b} << 16;
+  float f;
+  static_assert(sizeof f == sizeof bits);
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+}  // namespace k3::model

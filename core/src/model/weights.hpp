@@ -1,0 +1,110 @@
+// Weights of the K3 text model as views into loaded buffers (K3-MODEL.md §2). Every view
+// names its shape and dtype. Binding checks each tensor's dtype and shape against the
+// config before any pointer is formed; bytes arrive through the storage plugin.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/kernels.hpp>
+#include <k3/model_config.hpp>
+#include <k3/storage.hpp>
+
+#include "model/ops.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::model {
+
+/// Kimi Delta Attention, `self_attn.` of a KDA layer. P = H·D.
+struct KdaWeights {
+  Bf16Matrix q_proj, k_proj, v_proj;  ///< [P, E] bf16
+  const float* q_conv = nullptr;      ///< [P, 1, K] f32 (tap K-1 = current token)
+  const float* k_conv = nullptr;      ///< [P, 1, K] f32
+  const float* v_conv = nullptr;      ///< [P, 1, K] f32
+  Bf16Matrix f_a_proj;                ///< [D, E] bf16
+  Bf16Matrix f_b_proj;                ///< [P, D] bf16
+  Bf16Matrix b_proj;                  ///< [H, E] bf16
+  Bf16Matrix g_proj;                  ///< [P, E] bf16
+  Bf16Matrix o_proj;                  ///< [E, P] bf16
+  const float* A_log = nullptr;       ///< [D] or [H] f32; only the first H are used
+  const float* dt_bias = nullptr;     ///< [P] f32
+  std::vector<float> o_norm;          ///< [D] (bf16 in the file), shared by all heads
+};
+
+/// Gated MLA without RoPE, `self_attn.` of an MLA layer. Hq = nope + rope, Hv = v_head_dim.
+struct MlaWeights {
+  Bf16Matrix q_a_proj;                ///< [q_lora, E]
+  std::vector<float> q_a_layernorm;   ///< [q_lora]
+  Bf16Matrix q_b_proj;                ///< [heads·Hq, q_lora]
+  Bf16Matrix kv_a_proj_with_mqa;      ///< [kv_lora + rope, E]
+  std::vector<float> kv_a_layernorm;  ///< [kv_lora]
+  Bf16Matrix kv_b_proj;               ///< [heads·(nope + Hv), kv_lora]; per head nope k rows then Hv v rows
+  Bf16Matrix g_proj;                  ///< [heads·Hv, E]
+  Bf16Matrix o_proj;                  ///< [E, heads·Hv]
+};
+
+/// Dense MLP of the layers below first_k_dense_replace, `mlp.`.
+struct DenseMlpWeights {
+  Bf16Matrix gate_proj, up_proj;  ///< [intermediate, E]
+  Bf16Matrix down_proj;           ///< [E, intermediate]
+};
+
+/// One routed expert (MXFP4). I = moe_intermediate_size, L = routed_expert_hidden_size.
+struct ExpertWeights {
+  sdk::Mxfp4Matrix w1;  ///< gate [I, L]
+  sdk::Mxfp4Matrix w3;  ///< up   [I, L]
+  sdk::Mxfp4Matrix w2;  ///< down [L, I]
+};
+
+/// Stable LatentMoE trunk part, `block_sparse_moe.` (experts are separate).
+struct MoeWeights {
+  Bf16Matrix gate;                        ///< router [N_exp, E]
+  const float* bias = nullptr;            ///< e_score_correction_bias [N_exp] f32 (selection only)
+  Bf16Matrix down;                        ///< routed_expert_down_proj [L, E]
+  std::vector<float> latent_norm;         ///< routed_expert_norm [L]
+  Bf16Matrix up;                          ///< routed_expert_up_proj [E, L]
+  Bf16Matrix shared_gate, shared_up;      ///< [I·n_shared, E]
+  Bf16Matrix shared_down;                 ///< [E, I·n_shared]
+};
+
+struct LayerWeights {
+  std::vector<float> input_layernorm;          ///< [E]
+  std::vector<float> post_attention_layernorm; ///< [E]
+  std::vector<float> attn_res_norm, attn_res_proj;  ///< [E], [1,E]
+  std::vector<float> mlp_res_norm, mlp_res_proj;    ///< [E], [1,E]
+  bool mla = false;
+  bool dense = false;
+  KdaWeights kda;
+  MlaWeights mla_w;
+  DenseMlpWeights dense_w;
+  MoeWeights moe;
+  std::vector<ExpertWeights> experts;  ///< [N_exp] when resident
+};
+
+struct GlobalWeights {
+  Bf16Matrix embed_tokens;                 ///< [V, E]
+  std::vector<float> norm;                 ///< [E]
+  std::vector<float> out_res_norm;         ///< output_attn_res_norm [E]
+  std::vector<float> out_res_proj;         ///< output_attn_res_proj [1, E]
+  Bf16Matrix lm_head;                      ///< [V, E]
+};
+
+/// All weights resident in memory, read through a storage backend.
+class ResidentWeights {
+ public:
+  ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage);
+
+  [[nodiscard]] const GlobalWeights& global() const noexcept { return global_; }
+  [[nodiscard]] const LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }
+  [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
+
+ private:
+  std::vector<AlignedBuffer> buffers_;
+  GlobalWeights global_;
+  std::vector<LayerWeights> layers_;
+  std::uint64_t bytes_read_ = 0;
+};
+
+}  // namespace k3::model

@@ -1,0 +1,98 @@
+#include <k3/generate.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <k3/error.hpp>
+
+namespace k3 {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::uint64_t peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
+  GenerateResult r;
+  r.prompt = g.prompt;
+  if (g.prompt.empty() && session.position() == 0)
+    throw UsageError("nothing to continue: the prompt is empty and no state was loaded");
+  if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
+  std::vector<float> logits, last;
+  std::ofstream dump;
+  if (!g.dump_logits.empty()) {
+    dump.open(g.dump_logits, std::ios::binary | std::ios::trunc);
+    if (!dump) throw UsageError(g.dump_logits.string() + ": cannot write the logits dump");
+  }
+
+  // Prefill: the prompt in chunks (or all at once in recompute mode).
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool want_all = dump.is_open();
+  const std::size_t chunk = g.mode == DecodeMode::recompute ? std::max<std::size_t>(g.prompt.size(), 1)
+                                                            : static_cast<std::size_t>(g.prefill_chunk);
+  if (g.mode == DecodeMode::recompute && session.position() > 0) {
+    // Recompute from the very first token, including a resumed conversation.
+    std::vector<std::uint32_t> all = session.tokens();
+    all.insert(all.end(), g.prompt.begin(), g.prompt.end());
+    session.reset();
+    session.feed(all, want_all, logits);
+    if (want_all) {
+      const std::size_t V = logits.size() / all.size();
+      dump.write(reinterpret_cast<const char*>(logits.data() + (all.size() - g.prompt.size()) * V),
+                 static_cast<std::streamsize>(g.prompt.size() * V * sizeof(float)));
+    }
+    const std::size_t V = want_all ? logits.size() / all.size() : logits.size();
+    last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
+  } else {
+    for (std::size_t at = 0; at < g.prompt.size(); at += chunk) {
+      const std::size_t n = std::min(chunk, g.prompt.size() - at);
+      session.feed({g.prompt.data() + at, n}, want_all, logits);
+      if (want_all)
+        dump.write(reinterpret_cast<const char*>(logits.data()),
+                   static_cast<std::streamsize>(logits.size() * sizeof(float)));
+      const std::size_t V = logits.size() / (want_all ? n : 1);
+      last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
+    }
+  }
+  if (last.empty()) throw UsageError("a loaded state without new prompt tokens has no logits to continue from");
+  r.prefill_seconds = seconds_since(t0);
+  if (dump.is_open() && !dump.flush()) throw RuntimeError(g.dump_logits.string() + ": write failed");
+
+  const std::size_t V = last.size();
+  for (std::int64_t step = 0; step < g.max_new_tokens; ++step) {
+    const auto ts = std::chrono::steady_clock::now();
+    const std::uint32_t next = sample_token(last.data(), V, g.sampling, session.position());
+    r.generated.push_back(next);
+    if (on_token) on_token(next);
+    const bool is_eos = g.stop_at_eos && next == g.eos_token;
+    if (is_eos || step + 1 == g.max_new_tokens) {
+      r.steps.push_back({next, seconds_since(ts)});
+      r.stopped_at_eos = is_eos;
+      break;
+    }
+    if (g.mode == DecodeMode::recompute) {
+      std::vector<std::uint32_t> all = session.tokens();
+      all.push_back(next);
+      session.reset();
+      session.feed(all, false, logits);
+    } else {
+      session.feed({&next, 1}, false, logits);
+    }
+    last = logits;
+    r.steps.push_back({next, seconds_since(ts)});
+  }
+  return r;
+}
+
+}  // namespace k3

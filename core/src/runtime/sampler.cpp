@@ -1,0 +1,66 @@
+// Token selection. Greedy = first index of the maximum. Sampling works in fp64 on a
+// private copy: logits / temperature, keep the top-k (ties → lower id), softmax, keep the
+// smallest prefix whose probability reaches top_p, then draw with a generator seeded by
+// (seed, position) so that a resumed run draws exactly what an uninterrupted one would.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include <k3/generate.hpp>
+
+namespace k3 {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Uniform in [0, 1) with 53 random bits.
+double uniform01(std::uint64_t seed, std::int64_t position) {
+  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(position) * 0xD1B54A32D192ED03ull);
+  splitmix64(x);
+  return static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position) {
+  if (s.temperature <= 0.0) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < vocab; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return static_cast<std::uint32_t>(best);
+  }
+  std::vector<std::uint32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return logits[a] > logits[b]; });
+  std::size_t keep = vocab;
+  if (s.top_k > 0) keep = std::min<std::size_t>(keep, static_cast<std::size_t>(s.top_k));
+  std::vector<double> p(keep);
+  const double m = logits[order[0]] / s.temperature;
+  double z = 0;
+  for (std::size_t i = 0; i < keep; ++i) z += p[i] = std::exp(logits[order[i]] / s.temperature - m);
+  for (double& v : p) v /= z;
+  if (s.top_p < 1.0) {
+    double cum = 0;
+    std::size_t n = 0;
+    while (n < keep && cum < s.top_p) cum += p[n++];
+    keep = std::max<std::size_t>(n, 1);
+    p.resize(keep);
+    z = std::accumulate(p.begin(), p.end(), 0.0);
+    for (double& v : p) v /= z;
+  }
+  const double u = uniform01(s.seed, position);
+  double cum = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    cum += p[i];
+    if (u < cum) return order[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace k3
