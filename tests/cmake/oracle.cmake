@@ -86,6 +86,9 @@ endfunction()
 # 32 fixed prompt ids, all below 256 so every test geometry's vocabulary holds them.
 set(K3_ORACLE_IDS "17,4,200,33,91,128,7,250,66,12,180,45,99,3,150,222,58,131,9,77,240,36,110,5,164,88,21,199,140,61,2,115")
 
-if(EXISTS ${PROJECT_SOURCE_DIR}/configs/models/tiny.yaml)
-  k3_oracle_case(tiny ${K3_ORACLE_IDS} 16)
-endif()
+# tiny and tiny2 differ in every dimension and in the seed (configs/models/*.yaml).
+foreach(geometry IN ITEMS tiny tiny2)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/configs/models/${geometry}.yaml)
+    k3_oracle_case(${geometry} ${K3_ORACLE_IDS} 16)
+  endif()
+endforeach()

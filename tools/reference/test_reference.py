@@ -288,5 +288,35 @@ class TestModel(unittest.TestCase):
             self.assertIn("99999", bad.stderr)
 
 
+class TestGeometryVariants(unittest.TestCase):
+    """Other shapes of the layer map and MoE options; each must keep step == whole-sequence form."""
+
+    VARIANTS = {
+        # MLA at layer 0 and dense for two layers, block size 3, top-4 of 16 with 2 shared, scale 1.5
+        "mla_first": ["linear_attn_config.full_attn_layers=[1,4]", "num_hidden_layers=5",
+                      "first_k_dense_replace=2", "attn_res_block_size=3", "num_shared_experts=2",
+                      "routed_scaling_factor=1.5", "rms_norm_eps=1e-6", "linear_attn_config.num_heads=3"],
+        # no MLA output gate, no latent norm, no renormalisation, top-1, no shared experts, block size 1
+        "options_off": ["mla_use_output_gate=false", "latent_moe_use_norm=false", "moe_renormalize=false",
+                        "num_experts_per_token=1", "num_shared_experts=0", "attn_res_block_size=1"],
+        # every layer KDA, block size larger than the depth
+        "all_kda": ["linear_attn_config.full_attn_layers=[]", "attn_res_block_size=12"],
+    }
+
+    def test_variants(self):
+        ids = [(29 * i + 11) % 384 for i in range(13)]
+        for name, sets in self.VARIANTS.items():
+            with self.subTest(name), tempfile.TemporaryDirectory() as d:
+                argv = [d, "--seed", "23", "--shards", "1"]
+                for s in sets:
+                    argv += ["--set", s]
+                mtc.main(argv)
+                m = K3Model(d)
+                st = m.new_state()
+                step = torch.stack([m.step(st, t) for t in ids])
+                self.assertTrue(bool(torch.isfinite(step).all()))
+                self.assertLess(rel_err(m.forward_sequence(ids, 4), step), 1e-12)
+
+
 if __name__ == "__main__":
     unittest.main()
