@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,15 +32,24 @@ class Pipeline {
   [[nodiscard]] bool has(std::string_view key) const;
   [[nodiscard]] std::string get_string(std::string_view key) const;
   [[nodiscard]] std::int64_t get_int(std::string_view key) const;
+  /// Numbers, integers, and budgets that are not "fit".
   [[nodiscard]] double get_double(std::string_view key) const;
+  /// A memory budget in GB; nullopt when it is "fit" (sized from available memory).
+  [[nodiscard]] std::optional<double> get_budget(std::string_view key) const;
   [[nodiscard]] bool get_bool(std::string_view key) const;
+  /// A list (plugin_path, job.ids) as strings; paths already resolved.
   [[nodiscard]] std::vector<std::string> get_strings(std::string_view key) const;
-  /// A path value; a relative path is resolved against the directory of the file that set
-  /// it (or the working directory for --set and defaults).
+  /// An integer list (job.ids).
+  [[nodiscard]] std::vector<std::int64_t> get_ints(std::string_view key) const;
+  /// A path value, absolute: a relative path is resolved against the directory of the file
+  /// that set it (or the working directory for --set and defaults). Empty when unset.
   [[nodiscard]] std::filesystem::path get_path(std::string_view key) const;
-  /// A section's free-form `params:` map (e.g. "storage.params"), flattened to strings.
+  /// A section's free-form `params:` map (e.g. "storage.params"), flattened to strings:
+  /// nested maps join keys with '.', lists join items with ','; `!path` values resolved.
   [[nodiscard]] PluginParams get_params(std::string_view key) const;
-  /// Where a key's value came from: "presets/laptop.yaml:12:5", "--set", or "default".
+  /// Where a key's value came from: "presets/laptop.yaml:12:5", "--set a.b=c", or "default".
+  /// Also works for a parameter that was set ("storage.params.block_size"), so a plugin's
+  /// refusal of a parameter can point at the file.
   [[nodiscard]] std::string where(std::string_view key) const;
   /// The pipeline's plugin_path entries, resolved.
   [[nodiscard]] std::vector<std::filesystem::path> plugin_path() const;
@@ -47,6 +57,8 @@ class Pipeline {
   [[nodiscard]] std::string dump() const;
   /// The file it was loaded from.
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
+  /// Every file read, following `extends:`: the most basic first, `file()` last.
+  [[nodiscard]] const std::vector<std::string>& files() const noexcept;
 
   struct Impl;
   explicit Pipeline(std::unique_ptr<Impl> impl);
@@ -58,7 +70,13 @@ class Pipeline {
 /// Loads, merges and checks a pipeline (see the file comment). Throws UsageError.
 Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 
-/// The defaults alone (configs/default.yaml is itself just a pipeline file).
+/// Every schema key, dotted, in schema order (including the file-level `extends`).
+std::vector<std::string> pipeline_keys();
+/// The key reference (a Markdown table: key, type, default, allowed values, meaning and why
+/// the default) that docs/pipelines.md embeds; `k3host --print-schema` prints it.
+std::string pipeline_schema_markdown();
+
+/// A memory preset: a pipeline file in presets/.
 struct PresetInfo {
   std::string name;         ///< file stem: "laptop"
   std::string description;  ///< the file's `description:`
@@ -66,7 +84,9 @@ struct PresetInfo {
   std::string trunk_gb;         ///< as written ("fit" for auto)
   std::string expert_cache_gb;  ///< as written
 };
-/// Every *.yaml in `dir`, loaded through load_pipeline, sorted by trunk budget.
+/// Every *.yaml in `dir`, loaded through load_pipeline, sorted by trunk budget then expert
+/// cache ("fit" last). A folder that does not exist, or a preset that does not load, is a
+/// UsageError.
 std::vector<PresetInfo> list_presets(const std::filesystem::path& dir);
 
 }  // namespace k3

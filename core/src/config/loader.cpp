@@ -1,0 +1,123 @@
+// load_pipeline(): files and `extends:` chains -> one tree, then --set, ${VAR}, the schema.
+#include <algorithm>
+#include <memory>
+
+#include <k3/error.hpp>
+#include <k3/pipeline.hpp>
+
+#include "config/env_expand.hpp"
+#include "config/pipeline_impl.hpp"
+#include "config/schema.hpp"
+#include "config/validate.hpp"
+#include "config/yaml_reader.hpp"
+
+namespace k3 {
+
+namespace fs = std::filesystem;
+using config::ConfigNode;
+using config::Origin;
+
+namespace {
+
+[[noreturn]] void fail(const Origin& where, std::string_view key, const std::string& message) {
+  throw UsageError(where.str() + ": " + std::string(key) + ": " + message);
+}
+
+/// Follows `extends:` depth first. `stack` holds the files being loaded (for cycles);
+/// `files` collects every file read, most basic first.
+class ChainLoader {
+ public:
+  ConfigNode load(const fs::path& path, const std::string& display, const Origin* extended_from) {
+    const fs::path id = fs::weakly_canonical(fs::absolute(path));
+    const auto seen = std::find_if(stack_.begin(), stack_.end(), [&](const auto& e) { return e.first == id; });
+    if (seen != stack_.end()) {
+      std::string cycle;
+      for (auto it = seen; it != stack_.end(); ++it) cycle += it->second + " -> ";
+      fail(*extended_from, "extends", "cycle: " + cycle + display);
+    }
+    if (extended_from != nullptr && !fs::is_regular_file(path))
+      fail(*extended_from, "extends", "'" + display + "' " + (fs::exists(path) ? "is not a file" : "does not exist"));
+
+    ConfigNode node = config::read_pipeline_file(path, display);
+    ConfigNode* extends = node.find("extends");
+    if (extends == nullptr) {
+      files_.push_back(display);
+      return node;
+    }
+    if (!extends->is_scalar() || extends->text.empty())
+      fail(extends->origin, "extends", "expected the path of one pipeline file, got " + config::describe(*extends));
+    const Origin where = extends->origin;
+    const fs::path target(config::expand_env(extends->text, where, "extends"));
+    node.erase("extends");
+
+    const fs::path base_path = target.is_absolute() ? target : fs::absolute(path).parent_path() / target;
+    const std::string base_display =
+        target.is_absolute() ? target.string() : (fs::path(display).parent_path() / target).lexically_normal().string();
+    stack_.emplace_back(id, display);
+    ConfigNode base = load(base_path, base_display, &where);
+    stack_.pop_back();
+    files_.push_back(display);
+    config::merge_into(base, std::move(node));
+    return base;
+  }
+
+  std::vector<std::string> take_files() { return std::move(files_); }
+
+ private:
+  std::vector<std::pair<fs::path, std::string>> stack_;
+  std::vector<std::string> files_;
+};
+
+/// `--set a.b=c`: the value parsed as YAML, merged over the tree like one more file.
+void apply_override(ConfigNode& root, const std::string& text, const fs::path& cwd) {
+  Origin where;
+  where.label = "--set " + text;
+  where.dir = cwd;
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError(where.label + ": expected key=value (e.g. --set memory.expert_cache_gb=2)");
+  const std::string key = text.substr(0, eq);
+  if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    fail(where, key, "not a dotted key like memory.trunk_gb");
+  if (key == "extends") fail(where, key, "extends can only be written in a pipeline file");
+  if (config::find_key(key) == nullptr && !config::is_section(key) && !config::is_inside_params(key)) {
+    const std::string near = config::closest_key(key);
+    fail(where, key, "unknown key" + (near.empty() ? std::string() : " (did you mean '" + near + "'?)"));
+  }
+
+  ConfigNode value = config::parse_override_value(text.substr(eq + 1), where);
+  // Wrap the value in one map per key part, innermost first: a.b=c -> {a: {b: c}}.
+  std::size_t end = key.size();
+  while (true) {
+    const std::size_t dot = key.rfind('.', end - 1);
+    const std::size_t begin = dot == std::string::npos ? 0 : dot + 1;
+    ConfigNode wrapper;
+    wrapper.kind = ConfigNode::Kind::map;
+    wrapper.origin = where;
+    wrapper.key_origin = where;
+    wrapper.expand_env = false;
+    wrapper.entries.emplace_back(key.substr(begin, end - begin), std::move(value));
+    value = std::move(wrapper);
+    if (dot == std::string::npos) break;
+    end = dot;
+  }
+  config::merge_into(root, std::move(value));
+}
+
+}  // namespace
+
+Pipeline load_pipeline(const fs::path& file, const std::vector<std::string>& overrides) {
+  const fs::path cwd = fs::current_path();
+  ChainLoader chain;
+  auto impl = std::make_unique<Pipeline::Impl>();
+  impl->file = file;
+  impl->root = chain.load(file, file.lexically_normal().string(), nullptr);
+  impl->files = chain.take_files();
+  // Files first, so an unset ${VAR} in a value a --set replaces is not an error.
+  for (const auto& text : overrides) apply_override(impl->root, text, cwd);
+  config::expand_env_tree(impl->root, "");
+  config::validate_and_complete(impl->root, cwd);
+  return Pipeline(std::move(impl));
+}
+
+}  // namespace k3

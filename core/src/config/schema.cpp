@@ -1,0 +1,222 @@
+// THE pipeline schema. Adding a key: add one row here (type, default, range, a one-line
+// meaning with units, and why the default), then regenerate the reference in
+// docs/pipelines.md: K3_UPDATE_DOCS=1 build/bin/k3test-config "[docs]".
+#include "config/schema.hpp"
+
+#include "config/scalar_text.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace k3::config {
+
+namespace {
+
+Range at_least(double min) { return Range{min, std::nullopt, false, false}; }
+Range between(double min, double max) { return Range{min, max, false, false}; }
+
+std::vector<KeySpec> build_schema() {
+  using T = ValueType;
+  return {
+      {"extends", T::path, "''", {}, {},
+       "Pipeline file this one builds on, relative to this file; its keys are read first and this file's keys win",
+       "a file stands alone unless it says what it extends", true},
+      {"description", T::string, "''", {}, {}, "One line saying what the pipeline is for; --list-presets prints it",
+       "empty: a pipeline needs no description to run"},
+      {"plugin_path", T::path_list, "[]", {}, {},
+       "Extra folders searched for plugins, after the built-in folder and K3_PLUGIN_PATH",
+       "the built-in plugins need no path"},
+
+      {"model.path", T::path, "models/demo", {}, {},
+       "Checkpoint folder (`config.json`, `*.safetensors`, `tiktoken.model`, `tokenizer_config.json`)",
+       "the demo model is generated there on first use, so a fresh clone runs without a download; "
+       "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder"},
+      {"model.geometry", T::name, "demo", {}, {},
+       "Geometry `configs/models/<name>.yaml`: used to generate a missing model and by `plan` without weights",
+       "demo is the embedded default: a few hundred MB, with enough experts that streaming matters"},
+      {"model.generate_if_missing", T::boolean, "true", {}, {},
+       "Write the synthetic model.geometry checkpoint to model.path when that folder has no config.json",
+       "the main command must work on a fresh machine; set false to make a missing checkpoint an error"},
+
+      {"storage.plugin", T::name, "posix", {}, {},
+       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, throttle, faulty)",
+       "posix (buffered pread) works on every file system"},
+      {"storage.params", T::params, "{}", {}, {}, "Parameters for the storage plugin (see its README)",
+       "every plugin has working defaults"},
+
+      {"cache.policy", T::name, "lru", {}, {}, "Expert cache policy plugin (lru, s3fifo, lfu, sieve, belady)",
+       "LRU is simple, exact and a fair baseline"},
+      {"cache.params", T::params, "{}", {}, {}, "Parameters for the cache policy plugin",
+       "every plugin has working defaults"},
+      {"cache.future", T::path, "''", {}, {},
+       "Expert trace of an earlier run of the same prompt (trace.out); the belady policy reads the future from it",
+       "only belady needs the future"},
+
+      {"kernels.set", T::name, "auto", {}, {},
+       "Kernel set (scalar, avx2, avx512, neon); auto picks the highest-scoring set this CPU runs",
+       "every set gives bit-identical results, so the fastest runnable one is the right default"},
+      {"kernels.params", T::params, "{}", {}, {}, "Parameters for the kernel set", "every plugin has working defaults"},
+
+      {"tokenizer.plugin", T::name, "tiktoken", {}, {}, "Tokenizer plugin",
+       "K3 ships a tiktoken rank file"},
+      {"tokenizer.params", T::params, "{}", {}, {},
+       "Parameters for the tokenizer (tiktoken: pattern kimi/cl100k/o200k, ...)",
+       "configs/default.yaml sets the Kimi pattern"},
+
+      {"threads", T::integer, "0", between(0, 4096), {}, "Compute threads; 0 = every logical CPU",
+       "results are bit-identical for any count, so use the whole machine"},
+
+      {"memory.trunk_gb", T::budget, "3", Range{0, 4096, true, false}, {},
+       "Budget for resident trunk layers plus the trunk ring, GB (1e9 bytes), or fit",
+       "3 GB is the laptop floor; presets set their own"},
+      {"memory.expert_cache_gb", T::budget, "1", between(0, 4096), {},
+       "Budget for the routed-expert cache, GB (1e9 bytes), or fit",
+       "1 GB is the laptop floor; presets set their own"},
+      {"memory.stream_embedding", T::boolean, "false", {}, {},
+       "Stream embedding rows and lm_head chunks from storage instead of keeping them resident",
+       "resident is faster; only the ultra preset needs the memory back"},
+      {"memory.context", T::integer, "4096", between(1, 1048576), {},
+       "Tokens of context (prompt + generated) the plan reserves KV cache and state for",
+       "enough for a conversation while keeping the latent cache small; K3 allows 1048576"},
+
+      {"job.prompt", T::string, "''", {}, {}, "Prompt text, encoded with the tokenizer section",
+       "configs/default.yaml sets a short English prompt"},
+      {"job.prompt_file", T::path, "''", {}, {}, "File whose UTF-8 text is the prompt; wins over job.prompt",
+       "prompts are usually short enough to write inline"},
+      {"job.ids", T::int_list, "[]", at_least(0), {},
+       "Prompt as token ids; wins over job.prompt_file and job.prompt", "text prompts are the common case"},
+      {"job.max_new_tokens", T::integer, "16", between(0, 1048576), {},
+       "Tokens to generate (generation also stops at end-of-sequence); 0 = prefill only",
+       "enough to see the model continue the prompt, quick even when streaming"},
+      {"job.mode", T::choice, "incremental", {}, {"incremental", "recompute"},
+       "incremental: prefill, then one token per step with carried state; recompute: the whole sequence every "
+       "step (a check, O(T^2))",
+       "incremental is the fast path; both give bit-identical logits"},
+      {"job.prefill_chunk", T::integer, "64", between(1, 65536), {},
+       "Prompt tokens per prefill chunk (one expert read serves every token of the chunk that chose it)",
+       "the reference engine's chunk; there it halved expert bytes on a 40-token prompt, with small buffers"},
+      {"job.sampling.temperature", T::number, "0", between(0, 100), {},
+       "Sampling temperature; 0 = greedy (argmax)", "greedy output is reproducible and what the oracle tests check"},
+      {"job.sampling.top_k", T::integer, "0", between(0, 1048576), {},
+       "Sample among the k most likely tokens; 0 = no limit", "no truncation unless asked"},
+      {"job.sampling.top_p", T::number, "1", Range{0, 1, true, false}, {},
+       "Sample from the smallest set of tokens whose probability reaches p; 1 = no limit",
+       "no truncation unless asked"},
+      {"job.sampling.seed", T::integer, "0", at_least(0), {},
+       "Seed of the sampling random stream; the same seed gives the same tokens", "a fixed seed keeps runs repeatable"},
+      {"job.report", T::path, "''", {}, {},
+       "Write the run report as JSON here (prompt and generated ids, per-step times, bytes read, peak RSS)",
+       "the report is also printed; a file only when asked"},
+      {"job.save_state", T::path, "''", {}, {},
+       "Save the conversation state here after the run (needs job.mode incremental)", "nothing is saved unless asked"},
+      {"job.load_state", T::path, "''", {}, {},
+       "Resume from this state file; the prompt continues it (needs job.mode incremental)",
+       "a run starts fresh unless asked"},
+
+      {"trace.out", T::path, "''", {}, {},
+       "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future",
+       "tracing costs a write per layer; off unless asked"},
+  };
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0U : 1U)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> table = build_schema();
+  return table;
+}
+
+const KeySpec* find_key(std::string_view dotted) {
+  for (const auto& spec : schema())
+    if (spec.key == dotted) return &spec;
+  return nullptr;
+}
+
+bool is_section(std::string_view dotted) {
+  for (const auto& spec : schema())
+    if (spec.key.size() > dotted.size() && spec.key.substr(0, dotted.size()) == dotted && spec.key[dotted.size()] == '.')
+      return true;
+  return false;
+}
+
+bool is_inside_params(std::string_view dotted) {
+  for (const auto& spec : schema())
+    if (spec.type == ValueType::params && dotted.size() > spec.key.size() &&
+        dotted.substr(0, spec.key.size()) == spec.key && dotted[spec.key.size()] == '.')
+      return true;
+  return false;
+}
+
+std::string closest_key(std::string_view dotted) {
+  std::vector<std::string> candidates;
+  for (const auto& spec : schema()) {
+    if (spec.file_only && dotted.find('.') != std::string_view::npos) continue;
+    const std::string key(spec.key);
+    candidates.push_back(key);
+    for (std::size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+      candidates.push_back(key.substr(0, dot));
+  }
+  std::string best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(dotted, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  // Close enough to be a typo: at most a third of the name, and never more than 3 edits.
+  const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, dotted.size() / 3));
+  return best_distance <= limit ? best : std::string();
+}
+
+std::string_view type_name(ValueType type) {
+  switch (type) {
+    case ValueType::string: return "string";
+    case ValueType::name: return "name";
+    case ValueType::choice: return "choice";
+    case ValueType::integer: return "integer";
+    case ValueType::number: return "number";
+    case ValueType::boolean: return "bool";
+    case ValueType::budget: return "GB or fit";
+    case ValueType::path: return "path";
+    case ValueType::path_list: return "list of paths";
+    case ValueType::int_list: return "list of integers";
+    case ValueType::params: return "map";
+  }
+  return "?";
+}
+
+std::string range_text(const KeySpec& spec) {
+  if (spec.type == ValueType::choice) {
+    std::string out;
+    for (const auto& c : spec.choices) out += (out.empty() ? "" : ", ") + std::string(c);
+    return out;
+  }
+  const Range& r = spec.range;
+  if (r.min && r.max) {
+    if (!r.min_open && !r.max_open) return format_number(*r.min) + " – " + format_number(*r.max);
+    return std::string(r.min_open ? "(" : "[") + format_number(*r.min) + ", " + format_number(*r.max) +
+           (r.max_open ? ")" : "]");
+  }
+  if (r.min) return std::string(r.min_open ? "> " : ">= ") + format_number(*r.min);
+  if (r.max) return std::string(r.max_open ? "< " : "<= ") + format_number(*r.max);
+  return {};
+}
+
+}  // namespace k3::config

@@ -1,0 +1,104 @@
+// The shipped files: configs/default.yaml and every preset in presets/.
+#include "config_test_util.hpp"
+
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Budget {
+  std::string trunk;
+  std::string cache;
+  bool stream_embedding;
+};
+
+// The table in DESIGN.md "Pipelines and presets", copied by hand.
+const std::map<std::string, Budget>& design_table() {
+  static const std::map<std::string, Budget> table{
+      {"ultra", {"2.5", "0.31", true}},    {"laptop", {"3", "1", false}},  {"desktop", {"16", "10", false}},
+      {"workstation", {"60", "30", false}}, {"server", {"110", "13", false}}, {"max", {"110", "109", false}},
+      {"auto", {"fit", "fit", false}},
+  };
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("the default pipeline: demo model, posix, lru, auto kernels, tiktoken/kimi, a short greedy job",
+          "[presets][defaults]") {
+  const fs::path file = k3test::source_dir() / "configs/default.yaml";
+  const k3::Pipeline p = k3::load_pipeline(file);
+  CHECK(p.get_path("model.path") == (k3test::source_dir() / "models/demo").lexically_normal());
+  CHECK(p.get_string("model.geometry") == "demo");
+  CHECK(p.get_bool("model.generate_if_missing"));
+  CHECK(p.get_string("storage.plugin") == "posix");
+  CHECK(p.get_string("cache.policy") == "lru");
+  CHECK(p.get_string("kernels.set") == "auto");
+  CHECK(p.get_string("tokenizer.plugin") == "tiktoken");
+  CHECK(p.get_params("tokenizer.params") == k3::PluginParams{{"pattern", "kimi"}});
+  CHECK(p.get_double("job.sampling.temperature") == 0.0);
+  CHECK(p.get_string("job.mode") == "incremental");
+  CHECK_FALSE(p.get_string("job.prompt").empty());
+  CHECK(p.get_int("job.max_new_tokens") > 0);
+  CHECK(p.get_int("job.max_new_tokens") <= 32);
+  CHECK(p.files() == std::vector<std::string>{file.string()});
+}
+
+TEST_CASE("every preset loads, extends configs/default.yaml and sets the DESIGN.md budgets", "[presets]") {
+  const fs::path dir = k3test::source_dir() / "presets";
+  const fs::path default_file = (k3test::source_dir() / "configs/default.yaml").lexically_normal();
+  std::size_t seen = 0;
+  for (const auto& [name, budget] : design_table()) {
+    INFO(name);
+    const fs::path file = dir / (name + ".yaml");
+    const k3::Pipeline p = k3::load_pipeline(file);
+    REQUIRE(p.files().size() == 2);
+    CHECK(p.files()[0] == default_file.string());
+    CHECK(p.files()[1] == file.string());
+    CHECK(p.get_string("memory.trunk_gb") == budget.trunk);
+    CHECK(p.get_string("memory.expert_cache_gb") == budget.cache);
+    CHECK(p.get_bool("memory.stream_embedding") == budget.stream_embedding);
+    CHECK(p.where("memory.trunk_gb").rfind(file.string() + ":", 0) == 0);
+    CHECK(p.where("memory.expert_cache_gb").rfind(file.string() + ":", 0) == 0);
+    CHECK(p.where("storage.plugin").rfind(default_file.string() + ":", 0) == 0);
+    CHECK(p.where("description").rfind(file.string() + ":", 0) == 0);
+    CHECK_FALSE(p.get_string("description").empty());
+    ++seen;
+  }
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.path().extension() == ".yaml" ? 1 : 0;
+  CHECK(files == seen);  // no preset outside the table, none missing
+}
+
+TEST_CASE("list_presets reads the preset files, smallest trunk first and auto last", "[presets]") {
+  const auto presets = k3::list_presets(k3test::source_dir() / "presets");
+  std::vector<std::string> names;
+  for (const auto& p : presets) {
+    names.push_back(p.name);
+    INFO(p.name);
+    CHECK(p.trunk_gb == design_table().at(p.name).trunk);
+    CHECK(p.expert_cache_gb == design_table().at(p.name).cache);
+    CHECK(p.description == k3::load_pipeline(p.file).get_string("description"));
+  }
+  CHECK(names == std::vector<std::string>{"ultra", "laptop", "desktop", "workstation", "server", "max", "auto"});
+}
+
+TEST_CASE("list_presets refuses a missing folder and a broken preset", "[presets][errors]") {
+  k3test::TempDir dir;
+  CHECK(k3test::usage_error([&] { (void)k3::list_presets(dir.path() / "none"); }) ==
+        "presets folder '" + (dir.path() / "none").string() + "' does not exist");
+  const std::string text = "memory:\n  trunk_gb: lots\n";
+  const auto bad = dir.write("bad.yaml", text);
+  CHECK(k3test::usage_error([&] { (void)k3::list_presets(dir.path()); }) ==
+        k3test::pos(bad, text, "lots") + ": memory.trunk_gb: expected a size in GB or 'fit', got 'lots'");
+}
+
+TEST_CASE("the test pipelines in configs/test load (except the deliberately broken ones)", "[presets]") {
+  for (const auto& entry : fs::directory_iterator(k3test::source_dir() / "configs/test")) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".yaml" || name.rfind("bad-", 0) == 0) continue;
+    INFO(name);
+    CHECK_NOTHROW(k3::load_pipeline(entry.path()));
+  }
+}
