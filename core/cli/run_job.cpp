@@ -12,6 +12,8 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_flag("--print-config", run.print_config, "Print the merged pipeline (after extends and --set) and exit");
   app.add_flag("--list-presets", run.list_presets, "List the memory presets (from the preset files) and exit");
   app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default ./presets)");
+  app.add_flag("--print-schema", run.print_schema,
+               "Print every pipeline key with its type, default and meaning (Markdown) and exit");
 }
 
 namespace {
@@ -25,6 +27,10 @@ std::filesystem::path presets_dir(const RunOptions& run) {
 }  // namespace
 
 int run_job(const GlobalOptions& global, const RunOptions& run) {
+  if (run.print_schema) {
+    std::fputs(pipeline_schema_markdown().c_str(), stdout);
+    return 0;
+  }
   if (run.list_presets) {
     std::printf("%-12s %-9s %-9s %s\n", "PRESET", "TRUNK_GB", "CACHE_GB", "DESCRIPTION");
     for (const auto& p : list_presets(presets_dir(run)))

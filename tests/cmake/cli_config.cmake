@@ -1,0 +1,71 @@
+# CLI tests of pipelines: --print-config, --list-presets, --print-schema, and bad pipelines
+# (exit code 2 with a file:line:col message, nothing run). The fixtures are
+# configs/test/bad-*.yaml.
+#
+# This one file has two roles. Included by tests/CMakeLists.txt it registers the tests;
+# run as `cmake -P` (CMAKE_SCRIPT_MODE_FILE set) it runs k3host once and checks the exit
+# code and the output:
+#   cmake -DEXE=k3host -DARGS="--config|f.yaml" -DCODE=2 -DSTDERR=regex [-DSTDOUT=regex] -P cli_config.cmake
+# (ARGS is '|'-separated: add_test would split a ';' list into separate arguments.)
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  string(REPLACE "|" ";" args "${ARGS}")
+  execute_process(COMMAND ${EXE} ${args} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(shown "k3host ${args}\n--- exit code: ${code}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  if(NOT "${code}" STREQUAL "${CODE}")
+    message(FATAL_ERROR "expected exit code ${CODE}\n${shown}")
+  endif()
+  if(DEFINED STDERR AND NOT err MATCHES "${STDERR}")
+    message(FATAL_ERROR "stderr does not match '${STDERR}'\n${shown}")
+  endif()
+  if(DEFINED STDOUT AND NOT out MATCHES "${STDOUT}")
+    message(FATAL_ERROR "stdout does not match '${STDOUT}'\n${shown}")
+  endif()
+  return()
+endif()
+
+# k3_cli_config_test(NAME CODE ARGS <args...> [STDOUT regex] [STDERR regex])
+function(k3_cli_config_test name code)
+  cmake_parse_arguments(T "" "STDOUT;STDERR" "ARGS" ${ARGN})
+  string(REPLACE ";" "|" joined "${T_ARGS}")
+  set(defs -DEXE=$<TARGET_FILE:k3host> "-DARGS=${joined}" -DCODE=${code})
+  if(DEFINED T_STDOUT)
+    list(APPEND defs "-DSTDOUT=${T_STDOUT}")
+  endif()
+  if(DEFINED T_STDERR)
+    list(APPEND defs "-DSTDERR=${T_STDERR}")
+  endif()
+  add_test(NAME "cli-config: ${name}" COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_LIST_FILE}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endfunction()
+
+k3_cli_config_test("print-config shows the merged preset with origins" 0
+  ARGS --config presets/laptop.yaml --print-config
+  STDOUT "plugin: posix  # configs/default.yaml:[0-9]+:[0-9]+.*trunk_gb: 3  # presets/laptop.yaml:[0-9]+:[0-9]+")
+k3_cli_config_test("print-config applies --set in order" 0
+  ARGS --config presets/ultra.yaml --set memory.expert_cache_gb=2 --set memory.expert_cache_gb=4.5 --print-config
+  STDOUT "expert_cache_gb: 4.5  # --set memory.expert_cache_gb=4.5.*stream_embedding: true  # presets/ultra.yaml")
+k3_cli_config_test("list-presets prints every preset from the files, smallest first" 0
+  ARGS --list-presets --presets-dir presets
+  STDOUT "ultra +2.5 +0.31 .*laptop +3 +1 .*desktop +16 +10 .*workstation +60 +30 .*server +110 +13 .*max +110 +109 .*auto +fit +fit ")
+k3_cli_config_test("print-schema prints the key reference" 0
+  ARGS --print-schema
+  STDOUT "`memory.trunk_gb` \\| GB or fit \\|")
+k3_cli_config_test("a YAML syntax error is exit 2 with file:line:col" 2
+  ARGS --config configs/test/bad-syntax.yaml --print-config
+  STDERR "k3host: error: configs/test/bad-syntax.yaml:[0-9]+:[0-9]+: YAML syntax error: ")
+k3_cli_config_test("an unknown key is exit 2 with file:line:col and a suggestion" 2
+  ARGS --config configs/test/bad-unknown-key.yaml --print-config
+  STDERR "configs/test/bad-unknown-key.yaml:5:3: memory.expert_cache: unknown key \\(did you mean 'memory.expert_cache_gb'\\?\\)")
+k3_cli_config_test("an out-of-range value is exit 2 with file:line:col" 2
+  ARGS --config configs/test/bad-range.yaml --print-config
+  STDERR "configs/test/bad-range.yaml:5:12: job.sampling.top_p: must be in \\(0, 1\\] \\(got 1.5\\)")
+k3_cli_config_test("an extends cycle is exit 2 naming the files" 2
+  ARGS --config configs/test/bad-cycle-a.yaml --print-config
+  STDERR "extends: cycle: configs/test/bad-cycle-a.yaml -> configs/test/bad-cycle-b.yaml -> configs/test/bad-cycle-a.yaml")
+k3_cli_config_test("an unknown --set key is exit 2 naming the --set" 2
+  ARGS --config presets/laptop.yaml --set memory.trunkgb=2 --print-config
+  STDERR "--set memory.trunkgb=2: memory.trunkgb: unknown key")
+k3_cli_config_test("a missing pipeline file is exit 2" 2
+  ARGS --config configs/test/no-such-file.yaml --print-config
+  STDERR "pipeline file 'configs/test/no-such-file.yaml' does not exist")
