@@ -44,7 +44,7 @@ function(k3_oracle_case geometry ids generate)
 
   add_test(NAME "${pfx}: reference"
            COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py reference ${model}
-                   --ids ${ids} --generate ${generate} --out ${out}/reference.json)
+                   --ids ${ids} --generate ${generate} --dump-routing --out ${out}/reference.json)
   set_tests_properties("${pfx}: reference" PROPERTIES
     FIXTURES_REQUIRED k3_oracle_${geometry}_model FIXTURES_SETUP k3_oracle_${geometry}_ref
     SKIP_RETURN_CODE 77)

@@ -133,6 +133,12 @@ def compare(ref, ref_logits, eng_logits, eng_generated, tolerance, rows, tie_mar
         k = next((i for i, (a, b) in enumerate(zip(eng_generated, ref_gen)) if a != b),
                  min(len(eng_generated), len(ref_gen)))
         failures.append(f"greedy ids differ from position {k}: engine {list(eng_generated)}, reference {ref_gen}")
+    margins = [(l["margin"], p["position"], l["layer"]) for p in ref.get("routing", [])[:n]
+               for l in p["layers"] if l.get("margin") is not None]
+    if margins and (failures or notes):
+        m, pos, layer = min(margins)
+        notes.append(f"smallest reference routing margin {m:.3g} at row {pos}, layer {layer} "
+                     "(a near-tie in expert selection can explain a divergence from there on)")
     summary = {"rows_compared": n, "worst_relative_error": worst_rel, "worst_row": worst_row,
                "tolerance": tolerance, "argmax_mismatches": mismatches, "near_ties": near_ties,
                "generated_reference": ref_gen,

@@ -10,6 +10,7 @@ and the forward pass of §3 in two forms.
 """
 
 import collections
+import math
 
 import numpy as np
 import torch
@@ -248,7 +249,8 @@ class K3Model:
         """§3 router + Stable LatentMoE for one token."""
         idx, w, margin = self.routing(i, x)
         if trace is not None:
-            trace.append({"layer": i, "experts": idx, "weights": w.tolist(), "margin": margin})
+            trace.append({"layer": i, "experts": idx, "weights": w.tolist(),
+                          "margin": margin if math.isfinite(margin) else None})
         z = self.lw(i, "block_sparse_moe.routed_expert_down_proj.weight") @ x
         r = torch.zeros(self.cfg.L, dtype=self.dtype)
         for j, e in enumerate(idx):
