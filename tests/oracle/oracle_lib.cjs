@@ -1,0 +1,163 @@
+// Independent reference pieces for the tokenizer parity test (parity.cjs). Nothing here is
+// shared with the C++ plugin: it is written from the public definitions.
+//  - readTiktokenFile: a tiktoken rank file -> Map(latin1 bytes -> rank), and the npm
+//    `bpe_ranks` string form the WASM Tiktoken constructor takes.
+//  - kimiPatternV: the official Kimi pat_str (research/arch-refs.md §9) as a JavaScript
+//    Unicode-sets (/v) regex, which has class intersection (&&) natively.
+//  - bytePairEncode: tiktoken's rank BPE, the plain O(n^2) way.
+//  - kimiChunks: tokenization_kimi.py's cut of the text before tiktoken (400,000 code
+//    points; runs of at most 25,000 whitespace / non-whitespace code points, Python isspace).
+"use strict";
+const fs = require("fs");
+
+function readTiktokenFile(file) {
+  const ranks = new Map();
+  const byRank = [];
+  for (const line of fs.readFileSync(file, "latin1").split("\n")) {
+    if (!line) continue;
+    const [b64, rank] = line.split(" ");
+    const r = Number(rank);
+    ranks.set(Buffer.from(b64, "base64").toString("latin1"), r);
+    byRank[r] = b64;
+  }
+  // npm form: one "! <offset> <b64> ..." line per run of consecutive ranks.
+  const lines = [];
+  let r = 0;
+  while (r < byRank.length) {
+    if (byRank[r] === undefined) { r++; continue; }
+    const start = r;
+    const toks = [];
+    while (r < byRank.length && byRank[r] !== undefined) toks.push(byRank[r++]);
+    lines.push(`! ${start} ${toks.join(" ")}`);
+  }
+  return { ranks, npmRanks: lines.join("\n"), end: byRank.length };
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d) with Unicode simple case folding spelled out, because Node 20
+// has no inline (?i:) group: every code point that /x/iu matches for each letter.
+function caseClass(letter) {
+  const re = new RegExp(`^${letter}$`, "iu");
+  const members = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const c = String.fromCodePoint(cp);
+    if (re.test(c)) members.push(c);
+  }
+  return `[${members.join("")}]`;
+}
+function contractions() {
+  const w = (s) => "'" + [...s].map(caseClass).join("");
+  return `(?:${["s", "t", "re", "ve", "m", "ll", "d"].map(w).join("|")})`;
+}
+
+// The official pattern, alternative for alternative. \s of the Rust engine is the Unicode
+// White_Space property (JS \s differs: it adds U+FEFF and lacks U+0085), and \p{Han} there is
+// Script=Han, so both are written out.
+let kimiRegex = null;
+function kimiPatternV() {
+  if (kimiRegex) return new RegExp(kimiRegex);  // a fresh lastIndex, the same compiled source
+  const ws = String.raw`\p{White_Space}`;
+  const han = String.raw`\p{Script=Han}`;
+  const upper = String.raw`[[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]&&[^${han}]]`;
+  const lower = String.raw`[[\p{Ll}\p{Lm}\p{Lo}\p{M}]&&[^${han}]]`;
+  const c = contractions();
+  const alts = [
+    String.raw`[${han}]+`,
+    String.raw`[^\r\n\p{L}\p{N}]?${upper}*${lower}+${c}?`,
+    String.raw`[^\r\n\p{L}\p{N}]?${upper}+${lower}*${c}?`,
+    String.raw`\p{N}{1,3}`,
+    String.raw` ?[^${ws}\p{L}\p{N}]+[\r\n]*`,
+    String.raw`${ws}*[\r\n]+`,
+    String.raw`${ws}+(?!\P{White_Space})`,
+    String.raw`${ws}+`,
+  ];
+  kimiRegex = new RegExp(alts.join("|"), "gv");
+  return new RegExp(kimiRegex);
+}
+
+// The official Kimi pat_str exactly as tokenization_kimi.py writes it (Rust regex syntax),
+// for the WASM build of tiktoken.
+const KIMI_PAT_STR = [
+  String.raw`[\p{Han}]+`,
+  String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
+  String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
+  String.raw`\p{N}{1,3}`,
+  String.raw` ?[^\s\p{L}\p{N}]+[\r\n]*`,
+  String.raw`\s*[\r\n]+`,
+  String.raw`\s+(?!\S)`,
+  String.raw`\s+`,
+].join("|");
+
+// tiktoken's _byte_pair_merge on a latin1 string of bytes.
+function bytePairEncode(ranks, piece) {
+  const whole = ranks.get(piece);
+  if (whole !== undefined) return [whole];
+  const starts = [];
+  for (let i = 0; i <= piece.length; i++) starts.push(i);
+  const rankOf = (i) => (i + 2 < starts.length ? ranks.get(piece.slice(starts[i], starts[i + 2])) : undefined);
+  for (;;) {
+    let best = Infinity, at = -1;
+    for (let i = 0; i + 2 < starts.length; i++) {
+      const r = rankOf(i);
+      if (r !== undefined && r < best) { best = r; at = i; }
+    }
+    if (at < 0) break;
+    starts.splice(at + 1, 1);
+  }
+  const out = [];
+  for (let i = 0; i + 1 < starts.length; i++) {
+    const r = ranks.get(piece.slice(starts[i], starts[i + 1]));
+    if (r === undefined) throw new Error(`byte without rank in piece ${JSON.stringify(piece)}`);
+    out.push(r);
+  }
+  return out;
+}
+
+// Python str.isspace() for one code point.
+function pyIsSpace(cp) {
+  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp === 0x85 || cp === 0xa0 ||
+    cp === 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp === 0x2028 || cp === 0x2029 || cp === 0x202f ||
+    cp === 0x205f || cp === 0x3000;
+}
+
+function splitRuns(cps, maxRun) {
+  if (cps.length === 0) return [];
+  if (!maxRun) return [cps];
+  const out = [];
+  let len = 0, isSpace = pyIsSpace(cps[0]), start = 0;
+  for (let i = 0; i < cps.length; i++) {
+    const now = pyIsSpace(cps[i]);
+    if (isSpace !== now) { len = 1; isSpace = now; }
+    else if (++len > maxRun) { out.push(cps.slice(start, i)); start = i; len = 1; }
+  }
+  out.push(cps.slice(start));
+  return out;
+}
+
+// Substrings (JS strings) as tokenization_kimi.py hands them to tiktoken.
+function kimiChunks(text, maxChunk, maxRun) {
+  const cps = Array.from(text, (c) => c.codePointAt(0));
+  const out = [];
+  const step = maxChunk || Math.max(cps.length, 1);
+  for (let i = 0; i < cps.length; i += step)
+    for (const run of splitRuns(cps.slice(i, i + step), maxRun)) out.push(String.fromCodePoint(...run));
+  return out;
+}
+
+// The Kimi pipeline in JS: chunks, /v regex pieces, rank BPE.
+function kimiEncodeJs(ranks, text, maxChunk, maxRun) {
+  const ids = [];
+  const re = kimiPatternV();
+  for (const chunk of kimiChunks(text, maxChunk, maxRun)) {
+    let pos = 0;
+    for (const m of chunk.matchAll(re)) {
+      if (m.index !== pos) throw new Error(`kimi /v pattern skipped text at ${pos}`);
+      pos = m.index + m[0].length;
+      ids.push(...bytePairEncode(ranks, Buffer.from(m[0], "utf8").toString("latin1")));
+    }
+    if (pos !== chunk.length) throw new Error("kimi /v pattern skipped the end of a chunk");
+  }
+  return ids;
+}
+
+module.exports = { readTiktokenFile, kimiPatternV, KIMI_PAT_STR, bytePairEncode, kimiChunks, kimiEncodeJs };
