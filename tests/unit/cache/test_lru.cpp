@@ -63,7 +63,7 @@ const ExpertKey A = key(0, 1), B = key(0, 2), C = key(1, 1), D = key(1, 2), E = 
 
 }  // namespace
 
-TEST_CASE("lru loads through the plugin host; no parameters, no future", "[cache][lru]") {
+TEST_CASE("lru loads through the plugin host with no parameters and no future", "[cache][lru]") {
   const auto policy = k3test::cache_policy("lru");
   REQUIRE(policy);
   CHECK_FALSE(policy->wants_future());
@@ -154,7 +154,7 @@ TEST_CASE("lru on_remove drops any key, wherever it is in the order", "[cache][l
   CHECK_FALSE(d.victim());
 }
 
-TEST_CASE("lru: an access without insert changes nothing; an insert counts as most recent", "[cache][lru]") {
+TEST_CASE("lru: an access without insert changes nothing, an insert counts as most recent", "[cache][lru]") {
   const auto policy = k3test::cache_policy("lru");
   Driver d(*policy, 3);
   d.request(A);
