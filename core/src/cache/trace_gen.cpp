@@ -1,0 +1,124 @@
+// Synthetic expert traces (k3/sim.hpp): per-layer Zipf popularity over a random
+// permutation of the experts, plus token-to-token reuse within a layer.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <xxhash.h>
+
+#include <k3/error.hpp>
+#include <k3/sim.hpp>
+
+namespace k3 {
+
+namespace {
+
+// Uniform in [0, 1) from the top 53 bits: the same on every platform, unlike
+// std::uniform_real_distribution, whose algorithm the standard leaves open.
+double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Uniform integer in [0, n) by rejection (unbiased, platform-independent).
+std::uint32_t below(std::mt19937_64& rng, std::uint32_t n) {
+  const std::uint64_t limit = (~std::uint64_t{0}) - (~std::uint64_t{0}) % n;
+  for (;;) {
+    const std::uint64_t x = rng();
+    if (x < limit) return static_cast<std::uint32_t>(x % n);
+  }
+}
+
+}  // namespace
+
+Trace generate_trace(const TraceGenSettings& g) {
+  if (g.layers == 0 || g.layers > 65536) throw UsageError("trace generator: --layers must be 1..65536");
+  if (g.experts == 0 || g.experts > 65536) throw UsageError("trace generator: --experts must be 1..65536");
+  if (g.top_k == 0 || g.top_k > g.experts)
+    throw UsageError("trace generator: --top-k must be 1..experts (" + std::to_string(g.experts) + ")");
+  if (g.tokens == 0) throw UsageError("trace generator: --tokens must be > 0");
+  if (!(g.zipf >= 0) || !std::isfinite(g.zipf)) throw UsageError("trace generator: --zipf must be >= 0");
+  if (!(g.reuse >= 0 && g.reuse <= 1)) throw UsageError("trace generator: --reuse must be in [0, 1]");
+  const std::uint64_t total = std::uint64_t{g.layers} * g.top_k * g.tokens;
+  if (total > (std::uint64_t{1} << 32)) throw UsageError("trace generator: more than 2^32 requests");
+
+  std::mt19937_64 rng(g.seed);
+  // Popularity CDF by rank (shared by all layers); each layer maps rank -> expert through
+  // its own permutation, so different layers have different hot experts.
+  std::vector<double> cdf(g.experts);
+  double sum = 0;
+  for (std::uint32_t r = 0; r < g.experts; ++r) {
+    sum += std::pow(static_cast<double>(r) + 1.0, -g.zipf);
+    cdf[r] = sum;
+  }
+  for (double& c : cdf) c /= sum;
+  std::vector<std::vector<std::uint32_t>> expert_of_rank(g.layers, std::vector<std::uint32_t>(g.experts));
+  for (auto& perm : expert_of_rank) {
+    for (std::uint32_t e = 0; e < g.experts; ++e) perm[e] = e;
+    for (std::uint32_t i = g.experts; i-- > 1;) std::swap(perm[i], perm[below(rng, i + 1)]);  // Fisher-Yates
+  }
+
+  Trace t;
+  t.header.layers = g.layers;
+  t.header.experts_per_layer = g.experts;
+  t.header.top_k = g.top_k;
+  t.header.expert_bytes = g.expert_bytes;
+  // No model and no prompt: the prompt hash identifies the generator settings instead.
+  const std::string id = "gen:" + std::to_string(g.layers) + ":" + std::to_string(g.experts) + ":" +
+                         std::to_string(g.top_k) + ":" + std::to_string(g.tokens) + ":" + std::to_string(g.zipf) + ":" +
+                         std::to_string(g.reuse) + ":" + std::to_string(g.seed);
+  t.header.prompt_hash = XXH64(id.data(), id.size(), 0);
+  t.records.reserve(static_cast<std::size_t>(total));
+
+  std::vector<std::vector<std::uint32_t>> previous(g.layers);
+  std::vector<std::uint32_t> chosen;
+  std::vector<std::uint8_t> taken(g.experts, 0);
+  for (std::uint32_t tok = 0; tok < g.tokens; ++tok) {
+    for (std::uint32_t layer = 0; layer < g.layers; ++layer) {
+      chosen.clear();
+      for (const std::uint32_t e : previous[layer])
+        if (uniform(rng) < g.reuse) {
+          chosen.push_back(e);
+          taken[e] = 1;
+        }
+      // Fresh draws by popularity without replacement: rejection while cheap, then an exact
+      // draw over the remaining mass (steep Zipf makes repeats of the head likely).
+      int rejections = 0;
+      while (chosen.size() < g.top_k) {
+        std::uint32_t e = 0;
+        if (rejections < 64) {
+          const double u = uniform(rng);
+          const auto rank = static_cast<std::uint32_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+          e = expert_of_rank[layer][std::min(rank, g.experts - 1)];
+          if (taken[e] != 0) {
+            ++rejections;
+            continue;
+          }
+        } else {
+          double left = 0;
+          for (std::uint32_t r = 0; r < g.experts; ++r)
+            if (taken[expert_of_rank[layer][r]] == 0) left += cdf[r] - (r ? cdf[r - 1] : 0.0);
+          double u = uniform(rng) * left;
+          std::uint32_t pick = g.experts;
+          for (std::uint32_t r = 0; r < g.experts; ++r) {
+            if (taken[expert_of_rank[layer][r]] != 0) continue;
+            pick = r;
+            u -= cdf[r] - (r ? cdf[r - 1] : 0.0);
+            if (u < 0) break;
+          }
+          e = expert_of_rank[layer][pick];
+        }
+        chosen.push_back(e);
+        taken[e] = 1;
+      }
+      for (const std::uint32_t e : chosen) {
+        t.records.push_back(TraceRecord{tok, static_cast<std::uint16_t>(layer), static_cast<std::uint16_t>(e)});
+        taken[e] = 0;
+      }
+      previous[layer] = chosen;
+    }
+  }
+  t.header.record_count = t.records.size();
+  return t;
+}
+
+}  // namespace k3
