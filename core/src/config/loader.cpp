@@ -28,15 +28,17 @@ namespace {
 class ChainLoader {
  public:
   ConfigNode load(const fs::path& path, const std::string& display, const Origin* extended_from) {
-    const fs::path id = fs::weakly_canonical(fs::absolute(path));
+    std::error_code ec;
+    fs::path id = fs::weakly_canonical(fs::absolute(path), ec);
+    if (ec) id = fs::absolute(path).lexically_normal();
     const auto seen = std::find_if(stack_.begin(), stack_.end(), [&](const auto& e) { return e.first == id; });
     if (seen != stack_.end()) {
       std::string cycle;
       for (auto it = seen; it != stack_.end(); ++it) cycle += it->second + " -> ";
       fail(*extended_from, "extends", "cycle: " + cycle + display);
     }
-    if (extended_from != nullptr && !fs::is_regular_file(path))
-      fail(*extended_from, "extends", "'" + display + "' " + (fs::exists(path) ? "is not a file" : "does not exist"));
+    if (extended_from != nullptr && !fs::is_regular_file(path, ec))
+      fail(*extended_from, "extends", "'" + display + "' " + (fs::exists(path, ec) ? "is not a file" : "does not exist"));
 
     ConfigNode node = config::read_pipeline_file(path, display);
     ConfigNode* extends = node.find("extends");

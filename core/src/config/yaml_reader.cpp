@@ -13,9 +13,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A pipeline is a few dozen values. YAML aliases can make a small file expand to an
+// enormous tree ("billion laughs"); refuse anything far beyond a real pipeline instead.
+constexpr std::size_t kMaxNodes = 100000;
+
 struct FileContext {
   std::string display;
   fs::path dir;  // absolute folder of the file
+  std::size_t* nodes;  // values converted so far
 };
 
 Origin origin_at(const FileContext& ctx, const YAML::Mark& mark) {
@@ -33,6 +38,9 @@ Origin origin_at(const FileContext& ctx, const YAML::Mark& mark) {
 }
 
 ConfigNode convert(const YAML::Node& node, const FileContext& ctx, const Origin& key_origin) {
+  if (++*ctx.nodes > kMaxNodes)
+    fail_at(origin_at(ctx, node.Mark()), "more than " + std::to_string(kMaxNodes) +
+                                             " values (aliases expanding without end?); a pipeline is far smaller");
   ConfigNode out;
   out.key_origin = key_origin;
   // A null value written as `key:` has no position of its own (yaml-cpp gives the next
@@ -80,7 +88,8 @@ ConfigNode read_pipeline_file(const fs::path& path, const std::string& display) 
   std::stringstream buffer;
   buffer << in.rdbuf();
 
-  const FileContext ctx{display, fs::absolute(path).lexically_normal().parent_path()};
+  std::size_t nodes = 0;
+  const FileContext ctx{display, fs::absolute(path).lexically_normal().parent_path(), &nodes};
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(buffer.str());
@@ -113,7 +122,8 @@ ConfigNode parse_override_value(const std::string& text, const Origin& where) {
   } catch (const YAML::Exception& e) {
     throw UsageError(where.str() + ": the value is not valid YAML: " + e.msg);
   }
-  const FileContext ctx{where.label, where.dir};
+  std::size_t nodes = 0;
+  const FileContext ctx{where.label, where.dir, &nodes};
   ConfigNode out = convert(node, ctx, where);
   out.set_origin_recursive(where);
   std::vector<ConfigNode*> stack{&out};

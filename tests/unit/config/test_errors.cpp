@@ -143,3 +143,17 @@ TEST_CASE("an empty file is a pipeline of defaults", "[errors][defaults]") {
   const auto comments = dir.write("comments.yaml", "# nothing but a comment\n");
   CHECK(k3::load_pipeline(comments).get_int("job.max_new_tokens") == 16);
 }
+
+TEST_CASE("YAML aliases that expand without end are refused, not followed", "[errors]") {
+  TempDir dir;
+  std::string text = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  for (int level = 1; level < 5; ++level) {
+    text += std::string(names[level]) + ": &" + names[level] + " [";
+    for (int i = 0; i < 10; ++i) text += std::string(i ? ", " : "") + "*" + names[level - 1];
+    text += "]\n";
+  }
+  const std::string msg = error_of(dir, text);
+  CHECK(msg.rfind((dir.path() / "bad.yaml").string() + ":", 0) == 0);
+  CHECK(msg.find(": more than 100000 values (aliases expanding without end?)") != std::string::npos);
+}

@@ -4,7 +4,7 @@
 using k3test::TempDir;
 using k3test::usage_error;
 
-TEST_CASE("--set beats every file, and a later --set beats an earlier one", "[overrides]") {
+TEST_CASE("overrides: --set beats every file, and a later --set beats an earlier one", "[overrides]") {
   TempDir dir;
   dir.write("base.yaml", "threads: 1\nmemory: {trunk_gb: 5}\n");
   const auto top = dir.write("top.yaml", "extends: base.yaml\nthreads: 2\n");
@@ -18,7 +18,7 @@ TEST_CASE("--set beats every file, and a later --set beats an earlier one", "[ov
   CHECK(p.get_string("memory.expert_cache_gb") == "fit");
 }
 
-TEST_CASE("--set values are YAML: flow lists, flow maps, quoted strings, empty", "[overrides]") {
+TEST_CASE("overrides: --set values are YAML: flow lists, flow maps, quoted strings, empty", "[overrides]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "job:\n  prompt: hello\nstorage:\n  params: {keep: 1}\n");
   const k3::Pipeline p = k3::load_pipeline(
@@ -35,7 +35,7 @@ TEST_CASE("--set values are YAML: flow lists, flow maps, quoted strings, empty",
   CHECK(p.get_double("job.sampling.top_p") == 0.25);
 }
 
-TEST_CASE("--set of an unknown key is refused, naming the --set", "[overrides][errors]") {
+TEST_CASE("overrides: --set of an unknown key is refused, naming the --set", "[overrides][errors]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "threads: 1\n");
   CHECK(usage_error([&] { (void)k3::load_pipeline(file, {"memory.trunkgb=2"}); }) ==
@@ -51,7 +51,7 @@ TEST_CASE("--set of an unknown key is refused, naming the --set", "[overrides][e
         "--set extends=x.yaml: extends: extends can only be written in a pipeline file");
 }
 
-TEST_CASE("--set values are checked like file values, and errors name the --set", "[overrides][errors]") {
+TEST_CASE("overrides: --set values are checked like file values, and errors name the --set", "[overrides][errors]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "threads: 1\n");
   CHECK(usage_error([&] { (void)k3::load_pipeline(file, {"threads=many"}); }) ==
@@ -66,7 +66,7 @@ TEST_CASE("--set values are checked like file values, and errors name the --set"
   CHECK(bad_yaml.rfind("--set job.ids=[1, 2: the value is not valid YAML: ", 0) == 0);
 }
 
-TEST_CASE("--set values are not ${VAR}-expanded (the shell already did that)", "[overrides][env]") {
+TEST_CASE("overrides: --set values are not ${VAR}-expanded (the shell already did that)", "[overrides][env]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "threads: 1\n");
   const k3::Pipeline p = k3::load_pipeline(file, {"job.prompt=costs ${NOT_A_VAR_K3}"});
