@@ -28,8 +28,16 @@ class Pipeline {
   Pipeline& operator=(Pipeline&&) noexcept;
 
   /// Typed access by dotted key ("memory.trunk_gb"). Every schema key has a value after
-  /// loading (its default when no file set it); a key outside the schema throws.
+  /// loading (its default when no file set it), in canonical form. A key outside the
+  /// schema, or a getter that does not fit the key's type, throws std::logic_error: that is
+  /// a bug in the caller, not a configuration error. A loaded Pipeline is immutable, so
+  /// concurrent reads are safe.
+  ///
+  /// True for every schema key, and for a plugin parameter that was set
+  /// ("storage.params.block_size"); false for anything else (never throws).
   [[nodiscard]] bool has(std::string_view key) const;
+  /// Any scalar key as text (numbers canonical: "3", "0.31"; booleans "true"/"false";
+  /// budgets a number or "fit"; paths resolved).
   [[nodiscard]] std::string get_string(std::string_view key) const;
   [[nodiscard]] std::int64_t get_int(std::string_view key) const;
   /// Numbers, integers, and budgets that are not "fit".
