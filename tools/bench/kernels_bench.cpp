@@ -1,0 +1,272 @@
+// k3bench-kernels: weight bytes per second of every kernel set at the real K3 matrix shapes,
+// on 1 and 2 threads, next to this machine's memory read bandwidth measured in the same run.
+//
+// Each measurement cycles through enough copies of the matrix (>= --working-set MiB) that the
+// weights come from memory, not from a cache, as they do in the engine. Threads split the
+// output rows (the host's rule); a kernel never splits a reduction. Rates are weight bytes
+// read per second (bf16 2 B, f32 4 B, MXFP4 17/32 B per weight incl. scales).
+//
+//   k3bench-kernels [--sets scalar,avx2,avx512] [--kernels bf16,mxfp4,f32] [--threads 1,2]
+//                   [--batch 1] [--lm-head-rows 16384] [--min-time 0.4] [--working-set 512]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <k3/plugin_host.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::vector<std::string> sets;  // empty: every runnable set
+  std::vector<std::string> kernels{"bf16", "mxfp4", "f32"};
+  std::vector<int> threads{1, 2};
+  std::size_t batch = 1;
+  std::size_t lm_head_rows = 16384;
+  double min_time = 0.4;
+  std::size_t working_set_mib = 512;
+};
+
+struct Shape {
+  const char* name;
+  std::size_t rows;
+  std::size_t cols;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::puts(
+          "k3bench-kernels [--sets a,b] [--kernels bf16,mxfp4,f32] [--threads 1,2] [--batch N]\n"
+          "                [--lm-head-rows N] [--min-time SECONDS] [--working-set MiB]");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(arg + ": missing value");
+    const std::string v = argv[++i];
+    if (arg == "--sets") o.sets = split(v);
+    else if (arg == "--kernels") o.kernels = split(v);
+    else if (arg == "--threads") {
+      o.threads.clear();
+      for (const auto& t : split(v)) o.threads.push_back(std::stoi(t));
+    } else if (arg == "--batch") o.batch = std::stoul(v);
+    else if (arg == "--lm-head-rows") o.lm_head_rows = std::stoul(v);
+    else if (arg == "--min-time") o.min_time = std::stod(v);
+    else if (arg == "--working-set") o.working_set_mib = std::stoul(v);
+    else throw std::invalid_argument("unknown option " + arg);
+  }
+  return o;
+}
+
+/// splitmix64: fast reproducible fill for hundreds of MiB.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+};
+
+/// Moderate fp32 values (|v| in [2^-8, 2^8)) with random signs, like real activations.
+float moderate(Rng& r) {
+  const std::uint64_t u = r.next();
+  const auto bits = static_cast<std::uint32_t>((u & 0x807FFFFFu) | ((119u + (u >> 40) % 16u) << 23));
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// `copies` back-to-back copies of one random matrix in the kernel's format.
+struct Weights {
+  std::vector<std::uint16_t> bf16;
+  std::vector<float> f32;
+  std::vector<std::uint8_t> packed;
+  std::vector<std::uint8_t> scales;
+  std::size_t bytes_per_copy = 0;
+};
+
+Weights make_weights(const std::string& kernel, const Shape& s, std::size_t copies) {
+  Weights w;
+  Rng rng{42};
+  const std::size_t n = s.rows * s.cols;
+  if (kernel == "bf16") {
+    w.bf16.resize(n * copies);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = moderate(rng);
+      std::uint32_t b;
+      std::memcpy(&b, &v, sizeof b);
+      w.bf16[i] = static_cast<std::uint16_t>(b >> 16);
+    }
+    for (std::size_t c = 1; c < copies; ++c) std::memcpy(w.bf16.data() + c * n, w.bf16.data(), n * 2);
+    w.bytes_per_copy = n * 2;
+  } else if (kernel == "f32") {
+    w.f32.resize(n * copies);
+    for (std::size_t i = 0; i < n; ++i) w.f32[i] = moderate(rng);
+    for (std::size_t c = 1; c < copies; ++c) std::memcpy(w.f32.data() + c * n, w.f32.data(), n * 4);
+    w.bytes_per_copy = n * 4;
+  } else {
+    const std::size_t pbytes = s.rows * ((s.cols + 1) / 2);
+    const std::size_t sbytes = s.rows * ((s.cols + 31) / 32);
+    w.packed.resize(pbytes * copies);
+    w.scales.resize(sbytes * copies);
+    for (std::size_t i = 0; i < pbytes; ++i) w.packed[i] = static_cast<std::uint8_t>(rng.next());
+    for (std::size_t i = 0; i < sbytes; ++i) w.scales[i] = static_cast<std::uint8_t>(112 + rng.next() % 16);
+    for (std::size_t c = 1; c < copies; ++c) {
+      std::memcpy(w.packed.data() + c * pbytes, w.packed.data(), pbytes);
+      std::memcpy(w.scales.data() + c * sbytes, w.scales.data(), sbytes);
+    }
+    w.bytes_per_copy = pbytes + sbytes;
+  }
+  return w;
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+/// Bytes per second of wall time, and per second of CPU time summed over the threads (the
+/// per-core rate; on a busy machine it shows what the kernel does when it gets a core).
+struct Rate {
+  double wall = 0;
+  double per_cpu = 0;
+};
+
+/// Runs `body(copy)` over the copies in turn until min_time has passed.
+template <class Body>
+Rate measure(double min_time, std::size_t copies, std::size_t bytes_per_call, Body&& body) {
+  body(0);  // warm-up (every copy is already paged in: make_weights wrote it)
+  std::size_t calls = 0;
+  const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
+  double elapsed = 0;
+  do {
+    body(calls % copies);
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < min_time);
+  const double bytes = static_cast<double>(bytes_per_call) * static_cast<double>(calls);
+  return {bytes / elapsed, bytes / (process_cpu_seconds() - cpu_start)};
+}
+
+/// Memory read bandwidth: a streaming 64-bit integer sum over `mib` MiB, split over threads.
+Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
+  const std::size_t n = mib * 1024 * 1024 / 8;
+  std::vector<std::uint64_t> buf(n);
+  for (std::size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  volatile std::uint64_t sink = 0;
+  return measure(min_time, 1, n * 8, [&](std::size_t) {
+    std::uint64_t total = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+    for (std::size_t i = 0; i < n; ++i) total += buf[i];
+    sink = sink + total;
+  });
+}
+
+/// Runs one matmul over all rows, rows split evenly over `threads` OpenMP threads.
+void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
+         const std::vector<float>& x, std::size_t batch, std::vector<float>& y, int threads) {
+  const std::size_t n = s.rows * s.cols;
+#pragma omp parallel num_threads(threads)
+  {
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    const auto nt = static_cast<std::size_t>(omp_get_num_threads());
+    const k3::sdk::RowRange range{s.rows * t / nt, s.rows * (t + 1) / nt};
+    if (kernel == "bf16") {
+      set.matmul_bf16(w.bf16.data() + copy * n, s.rows, s.cols, range, x.data(), batch, y.data());
+    } else if (kernel == "f32") {
+      set.matmul_f32(w.f32.data() + copy * n, s.rows, s.cols, range, x.data(), batch, y.data());
+    } else {
+      const std::size_t pbytes = s.rows * ((s.cols + 1) / 2);
+      const std::size_t sbytes = s.rows * ((s.cols + 31) / 32);
+      const k3::sdk::Mxfp4Matrix m{w.packed.data() + copy * pbytes, w.scales.data() + copy * sbytes, s.rows, s.cols};
+      set.matmul_mxfp4(m, range, x.data(), batch, y.data());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+  k3::PluginHost host;
+  std::vector<std::string> sets = opt.sets;
+  if (sets.empty()) {
+    for (const char* name : {"scalar", "avx2", "avx512", "neon"})
+      for (const auto& info : host.plugins())
+        if (info.kind == k3::PluginKind::kernels && info.name == name && info.score > 0) sets.push_back(name);
+  }
+  std::map<std::string, std::shared_ptr<k3::sdk::KernelSet>> loaded;
+  for (const auto& name : sets) loaded[name] = host.create_kernels(name, {});
+
+  const Shape shapes[] = {{"7168x12288", 7168, 12288}, {"12288x7168", 12288, 7168}, {"3072x3584", 3072, 3584},
+                          {"3584x3072", 3584, 3072},   {"896x7168", 896, 7168},     {"lm_head", opt.lm_head_rows, 7168}};
+
+  std::printf("# memory read bandwidth (streaming 64-bit sum over %zu MiB)\n", opt.working_set_mib);
+  std::map<int, Rate> membw;
+  for (int t : opt.threads) {
+    membw[t] = memory_bandwidth(t, opt.working_set_mib, opt.min_time);
+    std::printf("threads %d: %.2f GB/s (%.2f GB/s per CPU-second)\n", t, membw[t].wall / 1e9, membw[t].per_cpu / 1e9);
+  }
+  std::printf(
+      "\n| kernel | shape (rows x cols) | set | threads | batch | GB/s of weights | %% of mem BW | x scalar | GB/s "
+      "per CPU-second |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& kernel : opt.kernels) {
+    for (const Shape& s : shapes) {
+      Weights probe = make_weights(kernel, s, 1);
+      const std::size_t bytes = probe.bytes_per_copy;
+      probe = Weights{};
+      const std::size_t copies = std::max<std::size_t>(1, (opt.working_set_mib * 1024 * 1024 + bytes - 1) / bytes);
+      const Weights w = make_weights(kernel, s, copies);
+      Rng rng{7};
+      std::vector<float> x(opt.batch * s.cols);
+      for (auto& v : x) v = moderate(rng);
+      std::vector<float> y(opt.batch * s.rows);
+      for (int t : opt.threads) {
+        double scalar_rate = 0;
+        for (const auto& name : sets) {
+          const auto& set = *loaded[name];
+          const Rate rate = measure(opt.min_time, copies, bytes,
+                                    [&](std::size_t c) { run(set, kernel, s, w, c, x, opt.batch, y, t); });
+          if (name == "scalar") scalar_rate = rate.wall;
+          char ratio[32] = "-";
+          if (scalar_rate > 0) std::snprintf(ratio, sizeof ratio, "%.1f", rate.wall / scalar_rate);
+          std::printf("| %s | %s (%zux%zu) | %s | %d | %zu | %.2f | %.0f%% | %s | %.2f |\n", kernel.c_str(), s.name,
+                      s.rows, s.cols, name.c_str(), t, opt.batch, rate.wall / 1e9, 100.0 * rate.wall / membw[t].wall,
+                      ratio, rate.per_cpu / 1e9);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "k3bench-kernels: %s\n", e.what());
+  return 2;
+}
