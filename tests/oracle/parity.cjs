@@ -135,5 +135,34 @@ for (const [label, name, cuts] of kimiRuns) {
   rust.free();
 }
 
+// --- controls: the corpus must tell the PCRE2 spellings apart from naive ones ---
+// The official pat_str run verbatim by PCRE2 (its \s takes U+180E; bare \p{Han} is
+// Script_Extensions) must NOT reproduce the oracle, or the corpus would not be testing the
+// rewrites the presets make (pretokenizer.cpp).
+{
+  const name = "cl100k_base";
+  const rankFile = path.join(workDir, `${name}.tiktoken`);
+  const officialCl100k = require(`tiktoken/encoders/${name}.json`).pat_str;
+  const naiveKimi = lib.KIMI_PAT_STR
+    .replace(/\[(\\p\{[^&\]]*)&&\[\^\\p\{Han\}\]\]/g, "(?:(?!\\p{Han})[$1])");
+  const enc = tiktoken.get_encoding(name);
+  const table = lib.readTiktokenFile(rankFile);
+  const rust = new tiktoken.Tiktoken(table.npmRanks, {}, lib.KIMI_PAT_STR);
+  const controls = [
+    ["cl100k pat_str verbatim in PCRE2", officialCl100k, {}, (t) => Array.from(enc.encode_ordinary(t))],
+    ["kimi pat_str in PCRE2 with bare \\p{Han}", naiveKimi, { max_chunk_chars: 0, max_run_chars: 0 },
+      (t) => Array.from(rust.encode_ordinary(t))],
+  ];
+  for (const [label, pattern, extra, oracle] of controls) {
+    const pipeline = writePipeline(label.replace(/[^a-z0-9]+/gi, "-"), { model: rankFile, pattern: `regex:${pattern}`, ...extra });
+    const got = ours(pipeline, allLinesFile, { lines: true });
+    const differing = allLines.filter((t, i) => !same(oracle(t), got[i])).length;
+    console.log(`${differing ? "ok  " : "FAIL"} control "${label}": ${differing} line(s) differ from the oracle (must be > 0)`);
+    if (!differing) failures++;
+  }
+  enc.free();
+  rust.free();
+}
+
 console.log(failures ? `tokenizer parity: ${failures} comparison(s) FAILED` : "tokenizer parity: all equal");
 process.exit(failures ? 1 : 0);

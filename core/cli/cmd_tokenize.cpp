@@ -1,0 +1,155 @@
+// k3host tokenize: text -> ids (or ids -> text with --decode) through the tokenizer section
+// of a pipeline, for scripts and parity checks.
+//
+//   k3host tokenize [--config PIPELINE] [--set tokenizer.params.model=F] [--file F] [--decode]
+//                   [--special] [--lines]
+//
+// Input is the file or stdin, byte for byte. Encoding prints the ids space-separated on one
+// line; --decode reads whitespace-separated ids and writes the bytes they stand for, with
+// nothing added. --lines treats every input line (split at '\n', which is not part of the
+// line) on its own: one output line per input line, in both directions.
+// Without --config the default pipeline (configs/default.yaml) is used. When the tokenizer
+// params name no rank file, the checkpoint's own files are used: <model.path>/tiktoken.model
+// and, if it exists, <model.path>/tokenizer_config.json.
+// Bad input (invalid UTF-8, an id outside the vocabulary, a word that is not an id) is a
+// usage error (exit 2) naming the line and byte offset.
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <k3/error.hpp>
+#include <k3/pipeline.hpp>
+#include <k3/plugin_host.hpp>
+
+#include "cli.hpp"
+
+namespace k3::cli {
+
+namespace {
+
+struct TokenizeOptions {
+  std::string file;
+  bool decode = false;
+  bool special = false;
+  bool lines = false;
+};
+
+std::filesystem::path default_pipeline() {
+  const std::filesystem::path local = "configs/default.yaml";
+  if (std::filesystem::is_regular_file(local)) return local;
+  return std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml";
+}
+
+std::string read_input(const std::string& file) {
+  std::FILE* in = file.empty() ? stdin : std::fopen(file.c_str(), "rb");
+  if (in == nullptr) throw UsageError(file + ": cannot open input");
+  std::string data;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, n);
+  const bool failed = std::ferror(in) != 0;
+  if (!file.empty()) std::fclose(in);
+  if (failed) throw RuntimeError((file.empty() ? std::string("stdin") : file) + ": read error");
+  return data;
+}
+
+void write_output(std::string_view bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) throw RuntimeError("stdout: write error");
+}
+
+/// Whole input, or its lines without the '\n' (a final line without '\n' counts too).
+std::vector<std::string_view> units_of(std::string_view input, bool lines) {
+  if (!lines) return {input};
+  std::vector<std::string_view> out;
+  std::size_t pos = 0;
+  while (pos < input.size()) {
+    std::size_t eol = input.find('\n', pos);
+    if (eol == std::string_view::npos) eol = input.size();
+    out.push_back(input.substr(pos, eol - pos));
+    pos = eol + 1;
+  }
+  return out;
+}
+
+[[noreturn]] void throw_status(const sdk::Status& st, const std::string& where) {
+  const std::string msg = "tokenizer: " + where + st.detail;
+  if (st.code == sdk::StatusCode::invalid_argument || st.code == sdk::StatusCode::not_found) throw UsageError(msg);
+  throw RuntimeError(msg);
+}
+
+std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
+  const Pipeline pipeline = load_pipeline(global.config.empty() ? default_pipeline() : std::filesystem::path(global.config), global.sets);
+  PluginParams params = pipeline.get_params("tokenizer.params");
+  auto has = [&](std::string_view key) {
+    for (const auto& [k, v] : params)
+      if (k == key) return true;
+    return false;
+  };
+  if (!has("model")) {
+    const std::filesystem::path model_dir = pipeline.get_path("model.path");
+    params.emplace_back("model", (model_dir / "tiktoken.model").string());
+    if (!has("config") && std::filesystem::is_regular_file(model_dir / "tokenizer_config.json"))
+      params.emplace_back("config", (model_dir / "tokenizer_config.json").string());
+  }
+  PluginHost host(pipeline.plugin_path());
+  return host.create_tokenizer(pipeline.get_string("tokenizer.plugin"), params);
+}
+
+int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
+  const std::shared_ptr<sdk::Tokenizer> tokenizer = make_tokenizer(global);
+  const std::string input = read_input(opt.file);
+  const auto units = units_of(input, opt.lines);
+  std::string out;
+  std::vector<std::uint32_t> ids;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const std::string where = opt.lines ? "line " + std::to_string(u + 1) + ": " : std::string();
+    ids.clear();
+    if (opt.decode) {
+      const std::string_view text = units[u];
+      std::size_t pos = 0;
+      while (pos < text.size()) {
+        while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
+          ++pos;
+        if (pos == text.size()) break;
+        std::size_t end = pos;
+        while (end < text.size() && text[end] != ' ' && text[end] != '\t' && text[end] != '\n' && text[end] != '\r')
+          ++end;
+        std::uint32_t id = 0;
+        const auto res = std::from_chars(text.data() + pos, text.data() + end, id);
+        if (res.ec != std::errc{} || res.ptr != text.data() + end)
+          throw UsageError("tokenize --decode: " + where + "'" + std::string(text.substr(pos, end - pos)) +
+                           "' is not a token id (byte offset " + std::to_string(pos) + ")");
+        ids.push_back(id);
+        pos = end;
+      }
+      if (const sdk::Status st = tokenizer->decode(ids, out); !st.ok()) throw_status(st, where);
+      if (opt.lines) out += '\n';
+    } else {
+      if (const sdk::Status st = tokenizer->encode(units[u], opt.special, ids); !st.ok()) throw_status(st, where);
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i > 0) out += ' ';
+        out += std::to_string(ids[i]);
+      }
+      out += '\n';
+    }
+  }
+  write_output(out);
+  return 0;
+}
+
+}  // namespace
+
+Command register_tokenize(CLI::App& app, GlobalOptions& global) {
+  auto* sub = app.add_subcommand("tokenize", "Encode text to token ids (or decode ids) with the pipeline's tokenizer");
+  auto opt = std::make_shared<TokenizeOptions>();
+  sub->add_option("--file,-f", opt->file, "Input file (default: stdin)");
+  sub->add_flag("--decode,-d", opt->decode, "Read token ids and write the text they stand for");
+  sub->add_flag("--special", opt->special, "Encode special-token text (<|im_end|>) as its id, not as plain text");
+  sub->add_flag("--lines", opt->lines, "Treat each input line on its own (one output line per input line)");
+  return {sub, [&global, opt]() { return run_tokenize(global, *opt); }};
+}
+
+}  // namespace k3::cli
