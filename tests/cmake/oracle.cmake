@@ -7,12 +7,13 @@
 #   oracle-G: engine             k3host run with --dump-logits (raw little-endian float32 [rows, vocab])
 #   oracle-G: compare            argmax at every row equal, worst relative logits error <= tolerance,
 #                                greedy ids equal (tools/reference/compare.py)
-#   oracle-G: identical <mode>   engine logits of another decode mode / thread count are
+#   oracle-G: identical <mode>   prompt logits and generated ids of another decode mode, chunk
+#                                size, thread count, kernel set, or of a save->resume split, are
 #                                byte-identical to the incremental run's
 # The reference and compare steps run /usr/bin/python3 (Debian's python3-torch); without torch
 # they exit 77 and ctest reports them SKIPPED, never passed.
 #
-# The engine command line is assembled in one place (engine_args + variant_<name> below).
+# The engine command line is assembled in one place (engine + variant_<name> below).
 
 set(K3_ORACLE_PYTHON /usr/bin/python3 CACHE FILEPATH "Interpreter with python3-torch for the oracle gates")
 set(K3_ORACLE_TOLERANCE 1e-4 CACHE STRING "Max relative logits error, engine vs float64 reference")
@@ -31,16 +32,21 @@ if(NOT TARGET k3host)
   return()
 endif()
 
-# One oracle case. IDS: comma-separated prompt ids (inside every geometry's vocabulary);
+# One oracle case. HEAD and TAIL: comma-separated prompt ids (inside every geometry's
+# vocabulary); the prompt is HEAD,TAIL, and the save->resume gate splits it there.
 # GENERATE: greedy tokens after the prompt.
-function(k3_oracle_case geometry ids generate)
+function(k3_oracle_case geometry head tail generate)
   set(model ${PROJECT_BINARY_DIR}/models/${geometry})
   set(out ${PROJECT_BINARY_DIR}/oracle/${geometry})
   set(pfx "oracle-${geometry}")
+  set(ids "${head},${tail}")
 
   add_test(NAME "${pfx}: make-model"
-           COMMAND $<TARGET_FILE:k3host> make-model --geometry ${geometry} --out ${model})
-  set_tests_properties("${pfx}: make-model" PROPERTIES FIXTURES_SETUP k3_oracle_${geometry}_model)
+           COMMAND $<TARGET_FILE:k3host> make-model --geometry ${geometry} --out ${model} --force)
+  # k3host writes reports and dumps into existing folders only.
+  add_test(NAME "${pfx}: output folder" COMMAND ${CMAKE_COMMAND} -E make_directory ${out})
+  set_tests_properties("${pfx}: make-model" "${pfx}: output folder" PROPERTIES
+    FIXTURES_SETUP k3_oracle_${geometry}_model)
 
   add_test(NAME "${pfx}: reference"
            COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py reference ${model}
@@ -49,30 +55,51 @@ function(k3_oracle_case geometry ids generate)
     FIXTURES_REQUIRED k3_oracle_${geometry}_model FIXTURES_SETUP k3_oracle_${geometry}_ref
     SKIP_RETURN_CODE 77)
 
-  # The engine runs: incremental (the one compared with the reference) and the modes that
-  # must reproduce its logits bit for bit.
-  set(engine_args --config ${K3_ORACLE_PIPELINE}
-                  --set model.path=${model} --set model.generate_if_missing=false
-                  --set job.ids=${ids} --set job.max_new_tokens=${generate})
+  # Engine runs: incremental (the one compared with the reference) and the variants that must
+  # reproduce its prompt logits and generated ids bit for bit.
+  set(engine $<TARGET_FILE:k3host> --config ${K3_ORACLE_PIPELINE}
+             --set model.path=${model} --set model.generate_if_missing=false
+             --set job.max_new_tokens=${generate} --quiet)
   set(variant_incremental --set job.mode=incremental --set threads=1)
   set(variant_recompute --set job.mode=recompute --set threads=1)
   set(variant_chunk1 --set job.mode=incremental --set job.prefill_chunk=1 --set threads=1)
   set(variant_chunk7 --set job.mode=incremental --set job.prefill_chunk=7 --set threads=1)
   set(variant_threads2 --set job.mode=incremental --set threads=2)
-  foreach(name IN ITEMS incremental recompute chunk1 chunk7 threads2)
+  set(variant_scalar --set job.mode=incremental --set kernels.set=scalar --set threads=1)
+  foreach(name IN ITEMS incremental recompute chunk1 chunk7 threads2 scalar)
     add_test(NAME "${pfx}: engine ${name}"
-             COMMAND $<TARGET_FILE:k3host> ${engine_args} ${variant_${name}}
+             COMMAND ${engine} ${variant_${name}} --ids ${ids}
                      --out ${out}/engine-${name}.json --dump-logits ${out}/engine-${name}.f32)
     set_tests_properties("${pfx}: engine ${name}" PROPERTIES
       FIXTURES_REQUIRED k3_oracle_${geometry}_model FIXTURES_SETUP k3_oracle_${geometry}_engine)
     if(NOT name STREQUAL "incremental")
       add_test(NAME "${pfx}: identical ${name}"
                COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py identical
-                       ${out}/engine-incremental.f32 ${out}/engine-${name}.f32)
+                       ${out}/engine-incremental.f32 ${out}/engine-${name}.f32
+                       --reports ${out}/engine-incremental.json ${out}/engine-${name}.json)
       set_tests_properties("${pfx}: identical ${name}" PROPERTIES
         FIXTURES_REQUIRED k3_oracle_${geometry}_engine)
     endif()
   endforeach()
+
+  # save -> resume: prefill HEAD and save; resume with TAIL. The resumed run's prompt logits
+  # must equal the last rows of the uninterrupted run's, and its generated ids the same.
+  add_test(NAME "${pfx}: engine save"
+           COMMAND ${engine} --set threads=1 --set job.max_new_tokens=0 --ids ${head}
+                   --save-state ${out}/state.k3s --out ${out}/engine-save.json)
+  set_tests_properties("${pfx}: engine save" PROPERTIES
+    FIXTURES_REQUIRED k3_oracle_${geometry}_model FIXTURES_SETUP k3_oracle_${geometry}_saved)
+  add_test(NAME "${pfx}: engine resume"
+           COMMAND ${engine} --set threads=1 --ids ${tail} --load-state ${out}/state.k3s
+                   --out ${out}/engine-resume.json --dump-logits ${out}/engine-resume.f32)
+  set_tests_properties("${pfx}: engine resume" PROPERTIES
+    FIXTURES_REQUIRED k3_oracle_${geometry}_saved FIXTURES_SETUP k3_oracle_${geometry}_engine)
+  add_test(NAME "${pfx}: identical resume"
+           COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py identical
+                   ${out}/engine-incremental.f32 ${out}/engine-resume.f32 --tail
+                   --reports ${out}/engine-incremental.json ${out}/engine-resume.json)
+  set_tests_properties("${pfx}: identical resume" PROPERTIES
+    FIXTURES_REQUIRED k3_oracle_${geometry}_engine)
 
   add_test(NAME "${pfx}: compare"
            COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py compare ${out}/reference.json
@@ -84,11 +111,12 @@ function(k3_oracle_case geometry ids generate)
 endfunction()
 
 # 32 fixed prompt ids, all below 256 so every test geometry's vocabulary holds them.
-set(K3_ORACLE_IDS "17,4,200,33,91,128,7,250,66,12,180,45,99,3,150,222,58,131,9,77,240,36,110,5,164,88,21,199,140,61,2,115")
+set(K3_ORACLE_IDS_HEAD "17,4,200,33,91,128,7,250,66,12,180,45,99,3,150,222")
+set(K3_ORACLE_IDS_TAIL "58,131,9,77,240,36,110,5,164,88,21,199,140,61,2,115")
 
 # tiny and tiny2 differ in every dimension and in the seed (configs/models/*.yaml).
 foreach(geometry IN ITEMS tiny tiny2)
   if(EXISTS ${PROJECT_SOURCE_DIR}/configs/models/${geometry}.yaml)
-    k3_oracle_case(${geometry} ${K3_ORACLE_IDS} 16)
+    k3_oracle_case(${geometry} ${K3_ORACLE_IDS_HEAD} ${K3_ORACLE_IDS_TAIL} 16)
   endif()
 endforeach()
