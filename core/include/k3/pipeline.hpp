@@ -59,6 +59,10 @@ class Pipeline {
   /// Also works for a parameter that was set ("storage.params.block_size"), so a plugin's
   /// refusal of a parameter can point at the file.
   [[nodiscard]] std::string where(std::string_view key) const;
+  /// Throws UsageError "<where(key)>: <key>: <message>", for a value the pipeline accepted
+  /// but a later stage refuses (a plugin parameter it does not know, a checkpoint folder
+  /// without config.json), so the message still points at the file that set it.
+  [[noreturn]] void refuse(std::string_view key, const std::string& message) const;
   /// The pipeline's plugin_path entries, resolved.
   [[nodiscard]] std::vector<std::filesystem::path> plugin_path() const;
   /// The merged pipeline as YAML, every key included.

@@ -1,6 +1,7 @@
 // k3::Pipeline: typed reads of a loaded pipeline (see pipeline_impl.hpp for the data).
 #include <stdexcept>
 
+#include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 
 #include "config/pipeline_impl.hpp"
@@ -168,6 +169,10 @@ std::string Pipeline::where(std::string_view key) const {
   if (config::is_inside_params(key))
     if (const ConfigNode* entry = params_entry(impl_->root, key)) return entry->origin.str();
   misuse(key, "not a key of the pipeline schema, nor a parameter that was set");
+}
+
+void Pipeline::refuse(std::string_view key, const std::string& message) const {
+  throw UsageError(where(key) + ": " + std::string(key) + ": " + message);
 }
 
 std::vector<fs::path> Pipeline::plugin_path() const {

@@ -33,3 +33,14 @@ TEST_CASE("defaults and --set paths resolve against the working directory", "[pa
   CHECK(p.where("model.path") == "default");
   CHECK(p.get_path("model.path") == fs::current_path() / "models/demo");
 }
+
+TEST_CASE("refuse() points a later stage's error at the file that set the value", "[paths][errors]") {
+  TempDir dir;
+  const std::string text = "storage:\n  plugin: posix\n  params:\n    blok_size: 4096\n";
+  const auto file = dir.write("p.yaml", text);
+  const k3::Pipeline p = k3::load_pipeline(file, {"model.path=/nowhere"});
+  CHECK(k3test::usage_error([&] { p.refuse("storage.params.blok_size", "unknown parameter of storage posix"); }) ==
+        k3test::pos(file, text, "4096") + ": storage.params.blok_size: unknown parameter of storage posix");
+  CHECK(k3test::usage_error([&] { p.refuse("model.path", "no config.json in /nowhere"); }) ==
+        "--set model.path=/nowhere: model.path: no config.json in /nowhere");
+}
