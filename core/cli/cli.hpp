@@ -25,5 +25,6 @@ struct Command {
 /// Each cmd_<name>.cpp defines one of these.
 Command register_plugins(CLI::App& app, GlobalOptions& global);
 Command register_tokenize(CLI::App& app, GlobalOptions& global);
+Command register_make_model(CLI::App& app, GlobalOptions& global);
 
 }  // namespace k3::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands;
   commands.push_back(register_plugins(app, global));
   commands.push_back(register_tokenize(app, global));
+  commands.push_back(register_make_model(app, global));
 
   try {
     app.parse(argc, argv);

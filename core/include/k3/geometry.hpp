@@ -1,0 +1,90 @@
+// Model geometries (configs/models/<name>.yaml) and the checkpoint layout they imply.
+//
+// A geometry file holds every config.json key of the language model under `text_config:`
+// (KDA keys under `text_config.linear_attn_config:`, K3-MODEL.md §1 names), validated by the
+// same rules as a checkpoint's config.json, plus a `writer:` section for `k3host make-model`.
+// The layout functions list every tensor of a checkpoint in the released naming scheme
+// (K3-MODEL.md §2) in the order make-model writes them; the planner uses them to size a
+// model without its weights.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/model_config.hpp>
+
+namespace k3 {
+
+/// The `writer:` section of a geometry file.
+struct WriterSettings {
+  std::uint64_t seed = 0;              ///< weights, deterministic on every host
+  std::uint64_t shard_size_bytes = 0;  ///< target shard size; a tensor group never straddles shards
+  std::int64_t tokenizer_ranks = 0;    ///< BPE ranks in tiktoken.model; vocab_size = ranks + 256
+  bool headers_only_required = false;  ///< true: too big to write (k3): only --headers-only
+};
+
+struct ModelGeometry {
+  std::string name;            ///< file stem, e.g. "tiny"
+  std::filesystem::path file;  ///< the YAML it came from
+  ModelConfig config;
+  WriterSettings writer;
+};
+
+/// The YAML file for NAME (configs/models/NAME.yaml in the source tree or $K3_MODELS_DIR)
+/// or FILE (a path, recognised by a '/' or a .yaml/.yml suffix). UsageError when absent.
+std::filesystem::path find_geometry(const std::string& name_or_file);
+/// Loads and validates a geometry; UsageError "<file>:<line>:<col>: <key>: <what>".
+ModelGeometry load_geometry(const std::string& name_or_file);
+
+/// One tensor as it appears in a shard header.
+struct TensorSpec {
+  std::string name;
+  DType dtype{};
+  std::vector<std::uint64_t> shape;
+  [[nodiscard]] std::uint64_t nbytes() const;
+};
+
+/// Tensors make-model keeps contiguous inside one shard: the embedding, one layer's trunk
+/// (everything of the layer except routed experts), one routed expert (its six tensors in
+/// the order w1, w2, w3 × packed, scale), or the output head.
+struct TensorGroup {
+  enum class Kind { embedding, layer_trunk, routed_expert, output };
+  Kind kind{};
+  std::int64_t layer = -1;   ///< 0-based; -1 for embedding/output
+  std::int64_t expert = -1;  ///< routed expert id, else -1
+  std::vector<TensorSpec> tensors;
+  [[nodiscard]] std::uint64_t nbytes() const;
+};
+
+/// Calls `fn` for every group in write order: embedding, then per layer its trunk and its
+/// routed experts 0..N-1, then the output head. Streams (the full K3 has 82,526 groups).
+void for_each_tensor_group(const ModelConfig& c, const std::function<void(TensorGroup&&)>& fn);
+/// Every group at once (convenient for small models and tests).
+std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c);
+
+/// Totals over the layout. A routed-expert parameter is one MXFP4 element (0.53125 B).
+struct GeometryCensus {
+  std::uint64_t tensors = 0;
+  std::uint64_t params = 0;          ///< logical parameters, experts included
+  std::uint64_t bytes = 0;           ///< tensor bytes (safetensors data, headers excluded)
+  std::uint64_t expert_params = 0;
+  std::uint64_t expert_bytes = 0;    ///< every routed expert (w1, w2, w3 packed + scale)
+  std::uint64_t bytes_per_expert = 0;
+};
+GeometryCensus geometry_census(const ModelConfig& c);
+
+/// Tensor names of the released checkpoint (K3-MODEL.md §2).
+namespace tensor_names {
+inline constexpr std::string_view kModel = "language_model.model.";
+inline constexpr std::string_view kLmHead = "language_model.lm_head.weight";
+/// "language_model.model.layers.{layer}.{suffix}"
+std::string layer(std::int64_t layer, std::string_view suffix);
+/// "language_model.model.layers.{layer}.block_sparse_moe.experts.{expert}.w{w}.weight_{packed|scale}"
+std::string expert(std::int64_t layer, std::int64_t expert, int w, bool scale);
+}  // namespace tensor_names
+
+}  // namespace k3

@@ -1,0 +1,38 @@
+// The safetensors container, both directions (https://github.com/huggingface/safetensors):
+//   [u64 little-endian header length N][N bytes of JSON header][data]
+// header: {"__metadata__": {...}?, "<name>": {"dtype": "BF16", "shape": [..],
+//          "data_offsets": [begin, end]}, ...}, offsets relative to the data start 8 + N.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/geometry.hpp>
+
+namespace k3::detail {
+
+/// A header longer than this is refused as implausible (a full K3 shard's is ~0.8 MB).
+inline constexpr std::uint64_t kMaxSafetensorsHeader = std::uint64_t{1} << 30;
+
+/// "BF16" → DType; nullopt for a dtype we cannot hold.
+std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept;
+
+/// Reads and validates one shard's header. Tensors get `file = file_index` and absolute
+/// offsets. Checks: header length inside the file, valid JSON object, known dtype, shape ×
+/// element size == span, span inside the file, no two spans overlapping. UsageError
+/// "<file>: tensor '<name>': <what>" (or "<file>: <what>" for the container).
+/// Appends the shard's tensors to `out`.
+void read_safetensors_header(const std::filesystem::path& file, std::uint32_t file_index, std::uint64_t& file_size,
+                             std::vector<TensorInfo>& out);
+
+/// The bytes before a shard's data: length prefix + JSON, padded with spaces so the data
+/// starts 8-byte aligned (as the safetensors library does). Offsets follow the given order,
+/// packed without gaps.
+std::string encode_safetensors_header(std::span<const TensorSpec* const> tensors);
+
+}  // namespace k3::detail

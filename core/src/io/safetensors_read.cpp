@@ -1,0 +1,204 @@
+// Reading and validating one safetensors header (simdjson on-demand: the full K3 has ~78 MB
+// of headers, so no DOM is built). Every number from the file is checked before use.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <simdjson.h>
+
+#include <k3/error.hpp>
+
+#include "io/mapped_json.hpp"
+#include "io/safetensors.hpp"
+
+namespace k3::detail {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+class Fd {
+ public:
+  explicit Fd(const std::filesystem::path& p) : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Reads exactly n bytes at off; false on a short read.
+bool pread_all(int fd, void* buf, std::size_t n, std::uint64_t off) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    off += static_cast<std::uint64_t>(r);
+  }
+  return true;
+}
+
+struct Context {
+  std::string file;
+  [[noreturn]] void fail(const std::string& what) const { throw UsageError(file + ": " + what); }
+  [[noreturn]] void fail(std::string_view tensor, const std::string& what) const {
+    throw UsageError(file + ": tensor '" + std::string(tensor) + "': " + what);
+  }
+  [[noreturn]] void json(std::string_view tensor, simdjson::error_code e) const {
+    if (tensor.empty()) fail(std::string("header is not valid JSON (") + simdjson::error_message(e) + ")");
+    fail(tensor, std::string("header entry is not valid JSON (") + simdjson::error_message(e) + ")");
+  }
+};
+
+// Reads a JSON array of unsigned integers into `out` (cleared first).
+void read_u64_array(od::value v, const Context& cx, std::string_view name, const char* key,
+                    std::vector<std::uint64_t>& out) {
+  od::array arr;
+  if (auto e = v.get_array().get(arr); e) cx.fail(name, std::string(key) + " must be an array of integers");
+  out.clear();
+  for (auto item : arr) {
+    std::uint64_t x = 0;
+    if (auto e = item.get_uint64().get(x); e) cx.fail(name, std::string(key) + " must hold non-negative integers");
+    out.push_back(x);
+  }
+}
+
+}  // namespace
+
+std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept {
+  if (s == "BF16") return DType::bf16;
+  if (s == "F32") return DType::f32;
+  if (s == "U8") return DType::u8;
+  if (s == "F16") return DType::f16;
+  if (s == "I32") return DType::i32;
+  if (s == "I64") return DType::i64;
+  if (s == "F64") return DType::f64;
+  if (s == "I8") return DType::i8;
+  if (s == "U16") return DType::u16;
+  if (s == "I16") return DType::i16;
+  return std::nullopt;
+}
+
+void read_safetensors_header(const std::filesystem::path& path, std::uint32_t file_index, std::uint64_t& file_size,
+                             std::vector<TensorInfo>& out) {
+  const Context cx{path.string()};
+  Fd fd(path);
+  if (fd.get() < 0) cx.fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) cx.fail(std::string("cannot stat: ") + std::strerror(errno));
+  file_size = static_cast<std::uint64_t>(st.st_size);
+
+  unsigned char len_bytes[8];
+  if (file_size < 8 || !pread_all(fd.get(), len_bytes, 8, 0))
+    cx.fail("too short for a safetensors file (" + std::to_string(file_size) + " bytes; the 8-byte header length is missing)");
+  std::uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | len_bytes[i];
+  if (hlen < 2 || hlen > kMaxSafetensorsHeader)
+    cx.fail("implausible header length " + std::to_string(hlen) + " (allowed 2.." + std::to_string(kMaxSafetensorsHeader) + ")");
+  if (hlen > file_size - 8)
+    cx.fail("header length " + std::to_string(hlen) + " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
+
+  const MappedJson header(fd.get(), 8, hlen, cx.file);
+  const std::uint64_t base = 8 + hlen;
+  const std::uint64_t data_size = file_size - base;
+
+  od::parser parser;
+  od::document doc;
+  if (auto e = parser.iterate(header.view()).get(doc); e) cx.json({}, e);
+  od::object top;
+  if (auto e = doc.get_object().get(top); e) cx.fail("header is not a JSON object");
+
+  const std::size_t first = out.size();
+  std::vector<std::uint64_t> offsets;  // reused: no allocation per tensor
+  for (auto field : top) {
+    std::string_view key_view;
+    if (auto e = field.unescaped_key().get(key_view); e) cx.json({}, e);
+    std::string name(key_view);
+    od::value value;
+    if (auto e = field.value().get(value); e) cx.json(name, e);
+    if (name == "__metadata__") {  // free-form string map; not ours to interpret
+      od::object meta;
+      if (auto e = value.get_object().get(meta); e) cx.fail("__metadata__ must be a JSON object");
+      continue;  // on-demand skips the unread members
+    }
+    od::object entry;
+    if (auto e = value.get_object().get(entry); e) cx.fail(name, "header entry must be a JSON object");
+
+    TensorInfo t;
+    t.name = std::move(name);
+    t.file = file_index;
+    bool have_dtype = false, have_shape = false, have_offsets = false;
+    for (auto f : entry) {
+      std::string_view k;
+      if (auto e = f.unescaped_key().get(k); e) cx.json(t.name, e);
+      od::value v;
+      if (auto e = f.value().get(v); e) cx.json(t.name, e);
+      if (k == "dtype") {
+        std::string_view s;
+        if (auto e = v.get_string().get(s); e) cx.fail(t.name, "dtype must be a string");
+        const auto d = parse_safetensors_dtype(s);
+        if (!d) cx.fail(t.name, "unknown dtype '" + std::string(s) + "'");
+        t.dtype = *d;
+        have_dtype = true;
+      } else if (k == "shape") {
+        read_u64_array(v, cx, t.name, "shape", t.shape);
+        have_shape = true;
+      } else if (k == "data_offsets") {
+        read_u64_array(v, cx, t.name, "data_offsets", offsets);
+        have_offsets = true;
+      }
+    }
+    if (!have_dtype) cx.fail(t.name, "dtype is missing");
+    if (!have_shape) cx.fail(t.name, "shape is missing");
+    if (!have_offsets) cx.fail(t.name, "data_offsets is missing");
+    if (offsets.size() != 2) cx.fail(t.name, "data_offsets must be [begin, end]");
+    if (t.shape.size() > 8) cx.fail(t.name, "rank " + std::to_string(t.shape.size()) + " is above 8");
+    if (offsets[0] > offsets[1])
+      cx.fail(t.name, "data_offsets [" + std::to_string(offsets[0]) + ", " + std::to_string(offsets[1]) + "] run backwards");
+    std::uint64_t bytes = element_size(t.dtype);
+    for (auto d : t.shape)
+      if (__builtin_mul_overflow(bytes, d, &bytes)) cx.fail(t.name, "shape overflows 64 bits");
+    const std::uint64_t span = offsets[1] - offsets[0];
+    if (bytes != span) {
+      std::string shape;
+      for (auto d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+      cx.fail(t.name, "shape [" + shape + "] x " + std::to_string(element_size(t.dtype)) + " B = " +
+                          std::to_string(bytes) + " bytes, but data_offsets span " + std::to_string(span));
+    }
+    if (offsets[1] > data_size)
+      cx.fail(t.name, "data ends at byte " + std::to_string(base + offsets[1]) + ", past the end of the file (" +
+                          std::to_string(file_size) + " bytes)");
+    t.offset = base + offsets[0];
+    t.nbytes = span;
+    out.push_back(std::move(t));
+  }
+  // current_location() is OUT_OF_BOUNDS exactly when every token has been consumed.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) cx.fail("trailing content after the header JSON");
+
+  // No two tensors may share bytes: sort the non-empty spans and compare neighbours.
+  std::vector<std::size_t> order;
+  order.reserve(out.size() - first);
+  for (std::size_t i = first; i < out.size(); ++i)
+    if (out[i].nbytes > 0) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return out[a].offset < out[b].offset; });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const auto& prev = out[order[i - 1]];
+    const auto& cur = out[order[i]];
+    if (cur.offset < prev.offset + prev.nbytes && cur.name == prev.name) cx.fail(cur.name, "duplicate name");
+    if (cur.offset < prev.offset + prev.nbytes)
+      cx.fail(cur.name, "bytes [" + std::to_string(cur.offset) + ", " + std::to_string(cur.offset + cur.nbytes) +
+                            ") overlap tensor '" + prev.name + "'");
+  }
+}
+
+}  // namespace k3::detail
