@@ -10,8 +10,9 @@
 //   - the total is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7));
 //   - a matrix output is that total rounded once to fp32 (round to nearest even).
 // Every product below is exact in fp64 (bf16·fp32: 8+24 significant bits; fp32·fp32: 48;
-// E2M1·2^k·fp32: 2+24, exponents within ±400), so a fused multiply-add would round the
-// same as multiply-then-add: only the additions round, in the order fixed above.
+// E2M1·2^k·fp32: 2+24 bits, nonzero magnitudes within [2^-277, 2^259)), so a fused
+// multiply-add would round the same as multiply-then-add: only the additions round, in the
+// order fixed above.
 // Requires the default floating-point environment (no flush-to-zero / denormals-are-zero).
 #pragma once
 #include <array>
