@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <k3/error.hpp>
+#include <k3/job.hpp>
 #include <k3/pipeline.hpp>
 
 namespace k3::cli {
@@ -14,6 +15,15 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default ./presets)");
   app.add_flag("--print-schema", run.print_schema,
                "Print every pipeline key with its type, default and meaning (Markdown) and exit");
+  app.add_option("--ids", run.ids, "Prompt as token ids, comma-separated (sets job.ids)");
+  app.add_option("--prompt", run.prompt, "Prompt text (sets job.prompt)");
+  app.add_option("--prompt-file", run.prompt_file, "File holding the prompt text (sets job.prompt_file)");
+  app.add_option("--out", run.out, "Write the JSON run report to FILE (sets job.report)");
+  app.add_option("--save-state", run.save_state, "Save the conversation state after the run (sets job.save_state)");
+  app.add_option("--load-state", run.load_state, "Resume a saved conversation (sets job.load_state)");
+  app.add_option("--dump-logits", run.dump_logits,
+                 "Write the prompt's logits as raw float32 [positions, vocab] (sets job.dump_logits)");
+  app.add_flag("--quiet,-q", run.quiet, "Print only the generated text");
 }
 
 namespace {
@@ -22,6 +32,65 @@ std::filesystem::path presets_dir(const RunOptions& run) {
   if (!run.presets_dir.empty()) return run.presets_dir;
   if (std::filesystem::is_directory("presets")) return "presets";
   return std::filesystem::path(K3_SOURCE_DIR) / "presets";
+}
+
+/// A YAML double-quoted scalar, so any text survives --set unchanged.
+std::string quote_yaml(const std::string& v) {
+  std::string out = "\"";
+  for (const char ch : v) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default: out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string human_bytes(std::uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
+  return buf;
+}
+
+/// Runs the job, streaming the generated text to stdout and a summary to stderr.
+int run_pipeline(const Pipeline& pipeline, bool quiet) {
+  JobHooks hooks;
+  hooks.on_status = [&](const std::string& s) {
+    if (!quiet) std::fprintf(stderr, "k3host: %s\n", s.c_str());
+  };
+  hooks.on_progress = [&](const std::string& what, std::uint64_t done, std::uint64_t total) {
+    if (quiet || total == 0) return;
+    std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
+                 100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done).c_str(),
+                 human_bytes(total).c_str(), done >= total ? "\n" : "");
+  };
+  hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
+    if (quiet) return;
+    std::printf("prompt (%zu tokens): %s\n", ids.size(), text.c_str());
+    std::printf("output: ");
+    std::fflush(stdout);
+  };
+  hooks.on_token = [&](std::uint32_t, const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  const JobReport r = run_job(pipeline, hooks);
+  std::printf("\n");
+  if (!quiet) {
+    std::printf("generated %zu tokens%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
+                r.result.generated.size(), r.result.stopped_at_eos ? " (stopped at EOS)" : "",
+                r.result.prefill_seconds, r.tokens_per_second, human_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
+                r.threads);
+    if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -39,13 +108,23 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
     return 0;
   }
   if (global.config.empty()) throw UsageError("no pipeline given: use --config FILE (e.g. presets/laptop.yaml)");
-  const Pipeline pipeline = load_pipeline(global.config, global.sets);
+  std::vector<std::string> sets = global.sets;
+  auto shortcut = [&](const std::string& value, const char* key, bool list = false) {
+    if (!value.empty()) sets.push_back(std::string(key) + "=" + (list ? "[" + value + "]" : quote_yaml(value)));
+  };
+  shortcut(run.ids, "job.ids", true);
+  shortcut(run.prompt, "job.prompt");
+  shortcut(run.prompt_file, "job.prompt_file");
+  shortcut(run.out, "job.report");
+  shortcut(run.save_state, "job.save_state");
+  shortcut(run.load_state, "job.load_state");
+  shortcut(run.dump_logits, "job.dump_logits");
+  const Pipeline pipeline = load_pipeline(global.config, sets);
   if (run.print_config) {
     std::fputs(pipeline.dump().c_str(), stdout);
     return 0;
   }
-  throw UsageError("no model yet: the K3 forward pass is not built in this version, so the pipeline '" +
-                   global.config + "' cannot run a job (use --print-config to check it)");
+  return run_pipeline(pipeline, run.quiet);
 }
 
 }  // namespace k3::cli

@@ -1,0 +1,178 @@
+#include <k3/job.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <k3/error.hpp>
+#include <k3/make_model.hpp>
+#include <k3/model.hpp>
+
+#include "util/atomic_file.hpp"
+
+namespace k3 {
+namespace {
+
+std::vector<std::uint32_t> parse_ids(const std::vector<std::string>& items, std::int64_t vocab) {
+  std::vector<std::uint32_t> ids;
+  for (const auto& s : items) {
+    std::size_t pos = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(s, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != s.size() || v < 0 || v >= vocab)
+      throw UsageError("job.ids: '" + s + "' is not a token id of this model (0 … " + std::to_string(vocab - 1) + ")");
+    ids.push_back(static_cast<std::uint32_t>(v));
+  }
+  return ids;
+}
+
+std::string read_text_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw UsageError(p.string() + ": cannot read the prompt file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The tokenizer section, defaulting its files to the checkpoint's own.
+std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::filesystem::path& dir) {
+  PluginParams params = p.get_params("tokenizer.params");
+  auto has = [&](const char* k) {
+    for (const auto& kv : params)
+      if (kv.first == k) return true;
+    return false;
+  };
+  if (!has("model")) params.emplace_back("model", (dir / "tiktoken.model").string());
+  if (!has("config") && std::filesystem::exists(dir / "tokenizer_config.json"))
+    params.emplace_back("config", (dir / "tokenizer_config.json").string());
+  return host.create_tokenizer(p.get_string("tokenizer.plugin"), params);
+}
+
+std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
+  std::string out;
+  const sdk::Status st = tok.decode(ids, out);
+  if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
+  return out;
+}
+
+}  // namespace
+
+JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
+  auto status = [&](const std::string& s) {
+    if (hooks.on_status) hooks.on_status(s);
+  };
+  JobReport rep;
+  rep.model = p.get_path("model.path");
+  if (!std::filesystem::exists(rep.model / "config.json")) {
+    if (!p.get_bool("model.generate_if_missing"))
+      throw UsageError(rep.model.string() + ": no checkpoint there (" + p.where("model.path") +
+                       "); generate one with k3host make-model or set model.generate_if_missing: true");
+    const std::string geometry = p.get_string("model.geometry");
+    status("generating the synthetic '" + geometry + "' checkpoint in " + rep.model.string() + " (first run only)");
+    MakeModelOptions opts;
+    opts.out = rep.model;
+    opts.progress = [&](std::uint64_t done, std::uint64_t total) {
+      if (hooks.on_progress) hooks.on_progress("writing " + geometry + " checkpoint", done, total);
+    };
+    make_model(load_geometry(geometry), opts);
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  PluginHost host(p.plugin_path());
+  ModelSettings ms;
+  ms.storage = p.get_string("storage.plugin");
+  ms.storage_params = p.get_params("storage.params");
+  ms.kernels = p.get_string("kernels.set");
+  ms.kernel_params = p.get_params("kernels.params");
+  ms.threads = static_cast<int>(p.get_int("threads"));
+  status("loading " + rep.model.string());
+  Model model(rep.model, host, ms);
+  auto tokenizer = make_tokenizer(p, host, rep.model);
+  rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.kernels = model.kernel_set();
+  rep.storage = ms.storage;
+  rep.threads = model.threads();
+
+  // The prompt: ids, a file, or text (first one set wins, in that order).
+  GenerateSettings g;
+  const auto ids = p.get_strings("job.ids");
+  if (!ids.empty()) {
+    g.prompt = parse_ids(ids, model.config().vocab_size);
+  } else {
+    const std::filesystem::path file = p.get_path("job.prompt_file");
+    rep.prompt_text = file.empty() ? p.get_string("job.prompt") : read_text_file(file);
+    const sdk::Status st = tokenizer->encode(rep.prompt_text, false, g.prompt);
+    if (!st.ok()) throw UsageError("the prompt cannot be tokenised: " + st.detail);
+  }
+  if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = decode(*tokenizer, g.prompt);
+  g.max_new_tokens = p.get_int("job.max_new_tokens");
+  rep.mode = p.get_string("job.mode");
+  g.mode = rep.mode == "recompute" ? DecodeMode::recompute : DecodeMode::incremental;
+  g.prefill_chunk = p.get_int("job.prefill_chunk");
+  g.sampling.temperature = p.get_double("job.sampling.temperature");
+  g.sampling.top_k = p.get_int("job.sampling.top_k");
+  g.sampling.top_p = p.get_double("job.sampling.top_p");
+  g.sampling.seed = static_cast<std::uint64_t>(p.get_int("job.sampling.seed"));
+  g.stop_at_eos = p.get_bool("job.stop_at_eos");
+  g.eos_token = static_cast<std::uint32_t>(model.config().eos_token_id);
+  g.dump_logits = p.get_path("job.dump_logits");
+
+  Session session(model, p.get_int("memory.context"));
+  const std::filesystem::path load_state = p.get_path("job.load_state");
+  if (!load_state.empty()) session.load(load_state);
+  if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
+
+  std::vector<std::uint32_t> so_far;
+  std::string printed;
+  rep.result = generate(session, g, [&](std::uint32_t id) {
+    so_far.push_back(id);
+    if (!hooks.on_token) return;
+    // Print the text that became complete with this token (BPE pieces may split UTF-8).
+    const std::string text = decode(*tokenizer, so_far);
+    hooks.on_token(id, text.substr(std::min(printed.size(), text.size())));
+    printed = text;
+  });
+  rep.generated_text = decode(*tokenizer, rep.result.generated);
+  double decode_s = 0;
+  for (const auto& s : rep.result.steps) decode_s += s.seconds;
+  rep.tokens_per_second = decode_s > 0 ? static_cast<double>(rep.result.generated.size()) / decode_s : 0;
+  rep.peak_rss = peak_rss_bytes();
+  rep.weight_bytes_read = model.weight_bytes_read();
+
+  const std::filesystem::path save_state = p.get_path("job.save_state");
+  if (!save_state.empty()) session.save(save_state);
+  rep.report_file = p.get_path("job.report");
+  if (!rep.report_file.empty()) write_file_atomically(rep.report_file, report_json(rep));
+  return rep;
+}
+
+std::string report_json(const JobReport& r) {
+  nlohmann::json j;
+  j["model"] = r.model.string();
+  j["kernels"] = r.kernels;
+  j["storage"] = r.storage;
+  j["threads"] = r.threads;
+  j["mode"] = r.mode;
+  j["prompt_text"] = r.prompt_text;
+  j["prompt_ids"] = r.result.prompt;
+  j["generated_ids"] = r.result.generated;
+  j["generated_text"] = r.generated_text;
+  j["stopped_at_eos"] = r.result.stopped_at_eos;
+  j["load_seconds"] = r.load_seconds;
+  j["prefill_seconds"] = r.result.prefill_seconds;
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : r.result.steps) steps.push_back({{"token", s.token}, {"seconds", s.seconds}});
+  j["steps"] = steps;
+  j["tokens_per_second"] = r.tokens_per_second;
+  j["peak_rss_bytes"] = r.peak_rss;
+  j["weight_bytes_read"] = r.weight_bytes_read;
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace k3
