@@ -224,7 +224,8 @@ std::shared_ptr<Interface> Registry::create(PluginKind kind, const std::string& 
   std::vector<sdk::Param> view;
   view.reserve(params.size());
   for (const auto& [k, v] : params) view.push_back({k, v});
-  const sdk::CreateArgs args{view, this};
+  auto services = std::make_shared<PluginServices>(shared_from_this(), std::string(to_string(kind)) + "/" + name);
+  const sdk::CreateArgs args{view, services.get()};
   std::unique_ptr<Interface> object;
   std::vector<std::string> unknown_keys;
   const sdk::Status st = factory(args, object, unknown_keys);
@@ -244,14 +245,15 @@ std::shared_ptr<Interface> Registry::create(PluginKind kind, const std::string& 
     }
     *unknown = std::move(unknown_keys);
   }
-  // The holder keeps the library and the registry (the object's HostServices) referenced
-  // for as long as the object lives; the object is declared last, so it is destroyed first.
+  // The holder keeps the library and the object's HostServices (and through them the
+  // registry) referenced for as long as the object lives; the object is declared last, so
+  // it is destroyed first.
   struct Holder {
-    std::shared_ptr<Registry> registry;
+    std::shared_ptr<PluginServices> services;
     std::shared_ptr<LoadedLibrary> library;
     std::unique_ptr<Interface> object;
   };
-  auto holder = std::make_shared<Holder>(Holder{shared_from_this(), std::move(library), std::move(object)});
+  auto holder = std::make_shared<Holder>(Holder{std::move(services), std::move(library), std::move(object)});
   return std::shared_ptr<Interface>(holder, holder->object.get());
 }
 
@@ -269,6 +271,20 @@ void Registry::log(sdk::LogLevel level, std::string_view component, std::string_
     k3::log(level, component, message);
   } catch (...) {
     // Logging must never take a plugin down; a lost line is the lesser harm.
+  }
+}
+
+void PluginServices::log(sdk::LogLevel level, std::string_view component, std::string_view message) noexcept {
+  // The header promises "[<kind>/<name>]" in front; a plugin's own component name, when it
+  // says more than that, stays in the message.
+  if (component.empty() || component == prefix_) {
+    registry_->log(level, prefix_, message);
+    return;
+  }
+  try {
+    registry_->log(level, prefix_, std::string(component) + ": " + std::string(message));
+  } catch (...) {
+    // Logging must never take a plugin down.
   }
 }
 

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,23 @@ namespace k3::detail {
 struct LoadedLibrary {
   boost::dll::shared_library lib;
   PluginInfo info;
+};
+
+/// The HostServices one plugin object receives: the registry's, with the object's
+/// "<kind>/<name>" put in front of its log lines. Shares ownership of the registry.
+class PluginServices final : public sdk::HostServices {
+ public:
+  PluginServices(std::shared_ptr<sdk::HostServices> registry, std::string prefix)
+      : registry_(std::move(registry)), prefix_(std::move(prefix)) {}
+  void log(sdk::LogLevel level, std::string_view component, std::string_view message) noexcept override;
+  sdk::Status create_storage(std::string_view plugin, std::span<const sdk::Param> params,
+                             std::unique_ptr<sdk::StorageBackend>& out) noexcept override {
+    return registry_->create_storage(plugin, params, out);
+  }
+
+ private:
+  std::shared_ptr<sdk::HostServices> registry_;
+  std::string prefix_;
 };
 
 class Registry final : public sdk::HostServices, public std::enable_shared_from_this<Registry> {

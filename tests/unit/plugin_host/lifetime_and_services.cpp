@@ -7,11 +7,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <catch2/catch.hpp>
 
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 #include <k3/plugin_host.hpp>
 
 #include "fixture_env.hpp"
@@ -35,6 +44,40 @@ void check_read(k3::sdk::StorageFile& file, std::uint64_t offset, std::uint64_t 
   CHECK(req.result == k3::sdk::StatusCode::ok);
   for (std::uint64_t i = 0; i < length; ++i) REQUIRE(buf[i] == expected_byte(offset + i));
 }
+
+/// Sends this process's stderr to a file until finish(), which returns what was written.
+class CaptureStderr {
+ public:
+  explicit CaptureStderr(fs::path file) : file_(std::move(file)) {
+    fs::create_directories(file_.parent_path());
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~CaptureStderr() { restore(); }
+  CaptureStderr(const CaptureStderr&) = delete;
+  CaptureStderr& operator=(const CaptureStderr&) = delete;
+
+  std::string finish() {
+    restore();
+    std::ifstream in(file_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  fs::path file_;
+  int saved_ = -1;
+};
 
 class AllEvictable final : public k3::sdk::VictimQuery {
  public:
@@ -132,6 +175,21 @@ TEST_CASE("HostServices::create_storage builds a decorator's inner backend", "[p
     // The limit is per call chain: ordinary nesting still works afterwards.
     CHECK(host.create_storage("fxwrap", {}) != nullptr);
   }
+}
+
+TEST_CASE("a plugin's log lines carry its kind and name", "[plugin_host][services]") {
+  const k3::test::ScopedPluginPath env(std::nullopt);
+  PluginHost host({fixture_dir("good")});
+  auto storage = host.create_storage("fxwrap", {{"lazy", "true"}});
+  k3::set_log_level(k3::LogLevel::debug);
+  CaptureStderr capture(fs::path(K3_BINARY_DIR) / "test-tmp" / "plugin-host-log.txt");
+  std::unique_ptr<k3::sdk::StorageFile> file;
+  const k3::sdk::Status st = storage->open("w.bin", file);
+  const std::string log = capture.finish();
+  k3::set_log_level(k3::LogLevel::info);
+  REQUIRE(st.ok());
+  // fxwrap logs component "decorator"; the host puts the object's kind/name in front.
+  CHECK_THAT(log, Contains("[storage/fxwrap] debug: decorator: opening w.bin through fxmem"));
 }
 
 TEST_CASE("the search path is the core folder, then K3_PLUGIN_PATH, then extra folders", "[plugin_host][path]") {
