@@ -1,5 +1,6 @@
 #include "run_job.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -67,6 +68,7 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   };
   hooks.on_progress = [&](const std::string& what, std::uint64_t done, std::uint64_t total) {
     if (quiet || total == 0) return;
+    done = std::min(done, total);
     std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
                  100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done).c_str(),
                  human_bytes(total).c_str(), done >= total ? "\n" : "");
