@@ -6,8 +6,8 @@
 // K3_PLUGIN_PATH (colon-separated), then the pipeline's plugin_path entries.
 //
 // Lifetime: a library is never unloaded while an object it made lives — every object
-// returned here holds a reference to its library, and the host keeps every library it
-// loaded until the host itself is destroyed.
+// returned here holds a reference to its library and to the HostServices it was given
+// (libraries are also opened RTLD_NODELETE), so objects may outlive the PluginHost.
 #pragma once
 #include <cstdint>
 #include <filesystem>
