@@ -1,0 +1,125 @@
+// Storage `throttle`: wraps another backend and holds each read back until an emulated
+// device would have finished it (LinkModel: bandwidth, per-request latency, requests in
+// flight). The real read runs first; the batch then sleeps until its last request's
+// emulated completion, so a fast disk or the page cache behaves like an NVMe drive, a SATA
+// SSD or a network volume, the same way on every run.
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <k3/plugin.hpp>
+
+#include "common/inner_backend.hpp"
+#include "link_model.hpp"
+
+namespace local = k3::storage::local;
+
+namespace {
+
+using k3::sdk::Status;
+using k3::sdk::StatusCode;
+using Clock = std::chrono::steady_clock;
+
+/// The shared device: one per backend, so every file opened through it shares the link.
+struct Device {
+  Device(double bytes_per_second, double latency_seconds, unsigned max_inflight)
+      : model(bytes_per_second, latency_seconds, max_inflight) {}
+  std::mutex mutex;
+  k3::storage::throttle::LinkModel model;
+  const Clock::time_point epoch = Clock::now();
+
+  /// Reserves the device for the batch; returns when the emulated device is done.
+  Clock::time_point reserve(std::span<const k3::sdk::ReadRequest> batch) {
+    const std::lock_guard lock(mutex);
+    const double now = std::chrono::duration<double>(Clock::now() - epoch).count();
+    double last = now;
+    for (const auto& r : batch)
+      if (r.length > 0) last = std::max(last, model.issue(now, r.length));
+    return epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(last));
+  }
+};
+
+class ThrottleFile final : public k3::sdk::StorageFile {
+ public:
+  ThrottleFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Device> device)
+      : inner_(std::move(inner)), device_(std::move(device)) {}
+  [[nodiscard]] std::uint64_t size() const noexcept override { return inner_->size(); }
+  [[nodiscard]] std::uint32_t alignment() const noexcept override { return inner_->alignment(); }
+
+  Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
+    Clock::time_point done;
+    try {
+      done = device_->reserve(batch);
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::out_of_memory, std::string("throttle: ") + e.what());
+    }
+    Status st = inner_->read(batch);
+    std::this_thread::sleep_until(done);
+    return st;
+  }
+
+ private:
+  std::unique_ptr<k3::sdk::StorageFile> inner_;
+  std::shared_ptr<Device> device_;
+};
+
+class ThrottleBackend final : public k3::sdk::StorageBackend {
+ public:
+  ThrottleBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Device> device)
+      : inner_(std::move(inner)), device_(std::move(device)) {}
+
+  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
+    std::unique_ptr<k3::sdk::StorageFile> file;
+    Status st = inner_->open(uri, file);
+    if (!st.ok()) return st;
+    try {
+      out = std::make_unique<ThrottleFile>(std::move(file), device_);
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+    }
+    return Status::success();
+  }
+
+ private:
+  std::unique_ptr<k3::sdk::StorageBackend> inner_;
+  std::shared_ptr<Device> device_;
+};
+
+}  // namespace
+
+namespace k3::storage::throttle {
+
+sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
+                   std::vector<std::string>& unknown_params) {
+  sdk::ParamReader params(args.params);
+  sdk::Status st;
+  const std::string inner = params.get_string("inner", "posix");
+  const double mbps = params.get_double("bandwidth_mbps", 0.0, st);
+  const double latency_us = params.get_double("latency_us", 0.0, st);
+  const long max_inflight = params.get_int<long>("max_inflight", 0, st);
+  unknown_params = local::without_inner_keys(params.unused());
+  if (!st.ok()) return st;
+  auto invalid = [](const std::string& what) { return sdk::Status::error(sdk::StatusCode::invalid_argument, what); };
+  if (!std::isfinite(mbps) || mbps < 0)
+    return invalid("bandwidth_mbps: expected a number >= 0 (MB/s, 0 = unlimited), got " + std::to_string(mbps));
+  if (!std::isfinite(latency_us) || latency_us < 0 || latency_us > 60e6)
+    return invalid("latency_us: expected 0..60000000 microseconds, got " + std::to_string(latency_us));
+  if (max_inflight < 0 || max_inflight > 65536)
+    return invalid("max_inflight: expected 0..65536 (0 = unlimited), got " + std::to_string(max_inflight));
+  std::unique_ptr<sdk::StorageBackend> wrapped;
+  if (sdk::Status made = local::create_inner(args, "throttle", inner, wrapped); !made.ok()) return made;
+  auto device = std::make_shared<Device>(mbps * 1e6, latency_us * 1e-6, static_cast<unsigned>(max_inflight));
+  out = std::make_unique<ThrottleBackend>(std::move(wrapped), std::move(device));
+  return sdk::Status::success();
+}
+
+}  // namespace k3::storage::throttle
+
+K3_PLUGIN(storage, "throttle", "1.0", k3::storage::throttle::create, nullptr)
