@@ -5,7 +5,7 @@
 //                    [--expert-bytes N] [--bandwidth GBPS] [--csv F] [--json F] [--svg F] [--png F]
 //   k3host sim --generate-trace OUT [--trace-preset configs/traces/k3-calibrated.yaml]
 //              [--layers N] [--experts M] [--top-k K] [--tokens T] [--zipf S] [--reuse P] [--seed X]
-//              [--expert-bytes N]
+//              [--recompute-prompt P] [--expert-bytes N]
 //
 // Without --policy every cache plugin on the search path is simulated (K3_PLUGIN_PATH adds
 // out-of-tree ones). Capacities: slots (3647), decimal GB of experts (64GB) or multiples of
@@ -142,12 +142,14 @@ int generate(SimOptions& o, const CLI::App& sub) {
   if (sub.count("--zipf") != 0) g.zipf = o.gen.zipf;
   if (sub.count("--reuse") != 0) g.reuse = o.gen.reuse;
   if (sub.count("--seed") != 0) g.seed = o.gen.seed;
+  if (sub.count("--recompute-prompt") != 0) g.recompute_prompt = o.gen.recompute_prompt;
   if (sub.count("--expert-bytes") != 0) g.expert_bytes = o.expert_bytes;
   const Trace t = generate_trace(g);
   write_trace(o.generate, t);
   const TraceStats s = trace_stats(t);
-  std::printf("wrote %s: %llu requests (%u tokens x %u layers x top-%u), %llu distinct experts; zipf %g, reuse %g, seed %llu\n",
-              o.generate.c_str(), static_cast<unsigned long long>(s.requests), g.tokens, g.layers, g.top_k,
+  std::printf("wrote %s: %llu requests (%llu forwards of %u layers x top-%u), %llu distinct experts; zipf %g, reuse %g, seed %llu\n",
+              o.generate.c_str(), static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.tokens),
+              g.layers, g.top_k,
               static_cast<unsigned long long>(s.distinct_keys), g.zipf, g.reuse,
               static_cast<unsigned long long>(g.seed));
   return 0;
@@ -230,6 +232,8 @@ Command register_sim(CLI::App& app, GlobalOptions&) {
   sub->add_option("--zipf", o->gen.zipf, "Generator: Zipf exponent of per-layer expert popularity (0 = uniform)");
   sub->add_option("--reuse", o->gen.reuse, "Generator: probability that an expert of the previous token is chosen again");
   sub->add_option("--seed", o->gen.seed, "Generator: random seed");
+  sub->add_option("--recompute-prompt", o->gen.recompute_prompt,
+                  "Generator: emulate full-recompute decode from a prompt of this many tokens (0 = off)");
   return {sub, [o, sub]() { return o->generate.empty() ? simulate(*o) : generate(*o, *sub); }};
 }
 

@@ -36,7 +36,7 @@ inline constexpr std::uint64_t kK3ExpertBytes = 17'547'264;
 /// Facts about a trace the simulator needs.
 struct TraceStats {
   std::uint64_t requests = 0;
-  std::uint64_t tokens = 0;          ///< position changes + 1 (0 for an empty trace)
+  std::uint64_t tokens = 0;          ///< forwards: position changes + 1 (0 for an empty trace)
   std::uint64_t distinct_keys = 0;   ///< distinct (layer, expert) pairs requested
   std::uint32_t layers_used = 0;     ///< distinct layers with at least one request
   std::uint32_t max_group = 0;       ///< largest token-layer (the most keys leased at once)
@@ -141,6 +141,12 @@ void write_report_file(const std::filesystem::path& file, std::string_view conte
 /// probability `reuse` (independently, in its previous order); the rest of the top-k are
 /// drawn by popularity without replacement, so a token-layer's experts are distinct.
 /// Deterministic for a given seed (std::mt19937_64) on every platform.
+///
+/// `recompute_prompt` P > 0 emulates full-recompute decode (how the C99 engine recorded its
+/// published K3 trace): the routing of positions 0..tokens-1 is drawn as above, then the
+/// request stream is the forwards of a decode that recomputes every position at every
+/// step: positions 0..P-1, then 0..P, ..., then 0..tokens-1. Records carry the position
+/// being recomputed. P = 0 (default): one forward per position (incremental decode).
 struct TraceGenSettings {
   std::uint32_t layers = 0;
   std::uint32_t experts = 0;
@@ -148,13 +154,15 @@ struct TraceGenSettings {
   std::uint32_t tokens = 0;
   double zipf = 0;
   double reuse = 0;
+  std::uint32_t recompute_prompt = 0;
   std::uint64_t seed = 1;
   std::uint64_t expert_bytes = kK3ExpertBytes;
 };
-/// UsageError for 0 layers/experts/top-k/tokens, top-k > experts, zipf < 0, reuse outside [0, 1].
+/// UsageError for 0 layers/experts/top-k/tokens, top-k > experts, zipf < 0, reuse outside
+/// [0, 1], recompute_prompt > tokens.
 Trace generate_trace(const TraceGenSettings& settings);
 /// Reads a generator preset (configs/traces/*.yaml: keys layers, experts, top_k, tokens,
-/// zipf, reuse, seed, expert_bytes; all optional over `base`). UsageError "<file>: <key>: ..."
+/// zipf, reuse, recompute_prompt, seed, expert_bytes; all optional over `base`). UsageError "<file>: <key>: ..."
 /// for unknown keys or bad values.
 TraceGenSettings load_trace_preset(const std::filesystem::path& file, TraceGenSettings base);
 

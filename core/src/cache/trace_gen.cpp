@@ -38,7 +38,15 @@ Trace generate_trace(const TraceGenSettings& g) {
   if (g.tokens == 0) throw UsageError("trace generator: --tokens must be > 0");
   if (!(g.zipf >= 0) || !std::isfinite(g.zipf)) throw UsageError("trace generator: --zipf must be >= 0");
   if (!(g.reuse >= 0 && g.reuse <= 1)) throw UsageError("trace generator: --reuse must be in [0, 1]");
-  const std::uint64_t total = std::uint64_t{g.layers} * g.top_k * g.tokens;
+  if (g.recompute_prompt > g.tokens)
+    throw UsageError("trace generator: --recompute-prompt must be 0..tokens (" + std::to_string(g.tokens) + ")");
+  std::uint64_t forwards = g.tokens;  // positions fed through the model, recomputation included
+  if (g.recompute_prompt > 0) {
+    forwards = 0;
+    for (std::uint64_t end = g.recompute_prompt; end <= g.tokens; ++end) forwards += end;
+  }
+  const std::uint64_t per_position = std::uint64_t{g.layers} * g.top_k;
+  const std::uint64_t total = per_position * forwards;
   if (total > (std::uint64_t{1} << 32)) throw UsageError("trace generator: more than 2^32 requests");
 
   std::mt19937_64 rng(g.seed);
@@ -65,9 +73,10 @@ Trace generate_trace(const TraceGenSettings& g) {
   // No model and no prompt: the prompt hash identifies the generator settings instead.
   const std::string id = "gen:" + std::to_string(g.layers) + ":" + std::to_string(g.experts) + ":" +
                          std::to_string(g.top_k) + ":" + std::to_string(g.tokens) + ":" + std::to_string(g.zipf) + ":" +
-                         std::to_string(g.reuse) + ":" + std::to_string(g.seed);
+                         std::to_string(g.reuse) + ":" + std::to_string(g.recompute_prompt) + ":" + std::to_string(g.seed);
   t.header.prompt_hash = XXH64(id.data(), id.size(), 0);
-  t.records.reserve(static_cast<std::size_t>(total));
+  std::vector<TraceRecord> routed;  // one forward per position, in order
+  routed.reserve(static_cast<std::size_t>(per_position * g.tokens));
 
   std::vector<std::vector<std::uint32_t>> previous(g.layers);
   std::vector<std::uint32_t> chosen;
@@ -111,11 +120,20 @@ Trace generate_trace(const TraceGenSettings& g) {
         taken[e] = 1;
       }
       for (const std::uint32_t e : chosen) {
-        t.records.push_back(TraceRecord{tok, static_cast<std::uint16_t>(layer), static_cast<std::uint16_t>(e)});
+        routed.push_back(TraceRecord{tok, static_cast<std::uint16_t>(layer), static_cast<std::uint16_t>(e)});
         taken[e] = 0;
       }
       previous[layer] = chosen;
     }
+  }
+  if (g.recompute_prompt == 0) {
+    t.records = std::move(routed);
+  } else {
+    // Full recompute: step by step, every position from 0 to the newest is fed again, and
+    // (the model being deterministic) routes exactly as it did the first time.
+    t.records.reserve(static_cast<std::size_t>(total));
+    for (std::uint64_t end = g.recompute_prompt; end <= g.tokens; ++end)
+      t.records.insert(t.records.end(), routed.begin(), routed.begin() + static_cast<std::ptrdiff_t>(end * per_position));
   }
   t.header.record_count = t.records.size();
   return t;

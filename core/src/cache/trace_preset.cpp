@@ -45,10 +45,11 @@ TraceGenSettings load_trace_preset(const std::filesystem::path& file, TraceGenSe
     else if (key == "tokens") g.tokens = read_scalar<std::uint32_t>(v, where);
     else if (key == "zipf") g.zipf = read_scalar<double>(v, where);
     else if (key == "reuse") g.reuse = read_scalar<double>(v, where);
+    else if (key == "recompute_prompt") g.recompute_prompt = read_scalar<std::uint32_t>(v, where);
     else if (key == "seed") g.seed = read_scalar<std::uint64_t>(v, where);
     else if (key == "expert_bytes") g.expert_bytes = read_scalar<std::uint64_t>(v, where);
     else
-      throw UsageError(where + ": unknown key (known: layers, experts, top_k, tokens, zipf, reuse, seed, expert_bytes)");
+      throw UsageError(where + ": unknown key (known: layers, experts, top_k, tokens, zipf, reuse, recompute_prompt, seed, expert_bytes)");
   }
   return g;
 }

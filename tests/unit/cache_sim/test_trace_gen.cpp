@@ -82,5 +82,25 @@ TEST_CASE("trace-gen: the calibrated preset in configs/traces parses", "[tracege
   CHECK(g.layers == 92);
   CHECK(g.experts == 896);
   CHECK(g.top_k == 16);
-  CHECK(g.tokens == 68);
+  CHECK(g.tokens == 12);
+  CHECK(g.recompute_prompt == 5);
+  // The published trace's size: 5 + 6 + ... + 12 = 68 forwards of 92 x 16 requests.
+  CHECK(k3::generate_trace(g).records.size() == 100096);
+}
+
+TEST_CASE("trace-gen: full-recompute emulation replays every earlier position each step", "[tracegen]") {
+  auto g = settings(1.0, 0.3);
+  g.tokens = 4;
+  const k3::Trace once = k3::generate_trace(g);  // positions 0..3, one forward each
+  g.recompute_prompt = 2;
+  const k3::Trace re = k3::generate_trace(g);
+  // Steps feed positions 0-1, 0-2, 0-3: 2 + 3 + 4 = 9 forwards of 6 layers x top-4.
+  const std::size_t per = 6 * 4;
+  REQUIRE(re.records.size() == 9 * per);
+  std::size_t at = 0;
+  for (std::size_t end = 2; end <= 4; ++end)
+    for (std::size_t i = 0; i < end * per; ++i) CHECK(re.records[at++] == once.records[i]);
+  CHECK(k3::trace_stats(re).tokens == 9);
+  g.recompute_prompt = 5;
+  CHECK_THROWS_AS(k3::generate_trace(g), k3::UsageError);
 }

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Throughput of the cache-policy simulator (not a ctest test): generates a K3-shaped trace
+# of about 8 million requests (92 layers x top-16, 5,440 tokens; zipf 0.8, reuse 0.4) and
+# replays it through every cache plugin at 1x, 2x and 4x one token's working set. The
+# Mreq/s column of the table is requests / wall time of the replay loop (host bookkeeping,
+# the plugin calls and, for belady, set_future's next-use index included).
+#
+#   tools/bench/cache_sim_bench.sh [K3HOST] [WORKDIR]     (defaults: build/bin/k3host, /tmp)
+set -eu
+K3HOST=${1:-build/bin/k3host}
+WORK=${2:-/tmp}
+TRACE="$WORK/k3-bench.k3trace"
+"$K3HOST" sim --generate-trace "$TRACE" --layers 92 --experts 896 --top-k 16 --tokens 5440 \
+  --zipf 0.8 --reuse 0.4 --seed 11
+"$K3HOST" sim "$TRACE" --capacity 1x,2x,4x --json "$WORK/k3-bench.json"
+rm -f "$TRACE"
