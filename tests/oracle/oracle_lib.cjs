@@ -75,6 +75,49 @@ function kimiPatternV() {
   return new RegExp(kimiRegex);
 }
 
+// An official tiktoken pat_str (cl100k, o200k) as a JavaScript regex with the Rust engine's
+// meaning: \s is White_Space and (?i:...) is spelled out.
+function jsPattern(patStr) {
+  const src = patStr
+    .replaceAll("(?i:'s|'t|'re|'ve|'m|'ll|'d)", contractions())
+    .replaceAll(String.raw`\s`, String.raw`\p{White_Space}`)
+    .replaceAll(String.raw`\S`, String.raw`\P{White_Space}`);
+  return new RegExp(src, "gu");  // no set operations needed; /u keeps '/' in [\r\n/] literal
+}
+
+// The pieces a /g regex cuts `text` into; text it skips is an error (the presets cover all).
+function piecesOf(re, text) {
+  const out = [];
+  let pos = 0;
+  for (const m of text.matchAll(new RegExp(re))) {
+    if (m.index !== pos) throw new Error(`pattern skipped text at ${pos}`);
+    out.push(m[0]);
+    pos += m[0].length;
+  }
+  if (pos !== text.length) throw new Error("pattern skipped the end of the text");
+  return out;
+}
+
+// A rank file whose tokens are the 256 bytes plus every distinct multi-byte piece, so that
+// each piece encodes to exactly one id (tiktoken looks a whole piece up before merging) and
+// ids show the pre-tokenizer's cuts exactly. Returns the file text and the rank map.
+function pieceTable(pieces) {
+  const ranks = new Map();
+  const lines = [];
+  for (let b = 0; b < 256; b++) {
+    ranks.set(String.fromCharCode(b), b);
+    lines.push(`${Buffer.from([b]).toString("base64")} ${b}`);
+  }
+  for (const p of pieces) {
+    const bytes = Buffer.from(p, "utf8");
+    const key = bytes.toString("latin1");
+    if (ranks.has(key)) continue;
+    ranks.set(key, ranks.size);
+    lines.push(`${bytes.toString("base64")} ${ranks.size - 1}`);
+  }
+  return { text: lines.join("\n") + "\n", ranks };
+}
+
 // The official Kimi pat_str exactly as tokenization_kimi.py writes it (Rust regex syntax),
 // for the WASM build of tiktoken.
 const KIMI_PAT_STR = [
@@ -160,4 +203,4 @@ function kimiEncodeJs(ranks, text, maxChunk, maxRun) {
   return ids;
 }
 
-module.exports = { readTiktokenFile, kimiPatternV, KIMI_PAT_STR, bytePairEncode, kimiChunks, kimiEncodeJs };
+module.exports = { readTiktokenFile, kimiPatternV, jsPattern, piecesOf, pieceTable, KIMI_PAT_STR, bytePairEncode, kimiChunks, kimiEncodeJs };

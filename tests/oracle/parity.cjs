@@ -135,32 +135,47 @@ for (const [label, name, cuts] of kimiRuns) {
   rust.free();
 }
 
-// --- controls: the corpus must tell the PCRE2 spellings apart from naive ones ---
-// The official pat_str run verbatim by PCRE2 (its \s takes U+180E; bare \p{Han} is
-// Script_Extensions) must NOT reproduce the oracle, or the corpus would not be testing the
-// rewrites the presets make (pretokenizer.cpp).
-{
-  const name = "cl100k_base";
-  const rankFile = path.join(workDir, `${name}.tiktoken`);
-  const officialCl100k = require(`tiktoken/encoders/${name}.json`).pat_str;
-  const naiveKimi = lib.KIMI_PAT_STR
-    .replace(/\[(\\p\{[^&\]]*)&&\[\^\\p\{Han\}\]\]/g, "(?:(?!\\p{Han})[$1])");
-  const enc = tiktoken.get_encoding(name);
-  const table = lib.readTiktokenFile(rankFile);
-  const rust = new tiktoken.Tiktoken(table.npmRanks, {}, lib.KIMI_PAT_STR);
-  const controls = [
-    ["cl100k pat_str verbatim in PCRE2", officialCl100k, {}, (t) => Array.from(enc.encode_ordinary(t))],
-    ["kimi pat_str in PCRE2 with bare \\p{Han}", naiveKimi, { max_chunk_chars: 0, max_run_chars: 0 },
-      (t) => Array.from(rust.encode_ordinary(t))],
-  ];
-  for (const [label, pattern, extra, oracle] of controls) {
-    const pipeline = writePipeline(label.replace(/[^a-z0-9]+/gi, "-"), { model: rankFile, pattern: `regex:${pattern}`, ...extra });
-    const got = ours(pipeline, allLinesFile, { lines: true });
-    const differing = allLines.filter((t, i) => !same(oracle(t), got[i])).length;
-    console.log(`${differing ? "ok  " : "FAIL"} control "${label}": ${differing} line(s) differ from the oracle (must be > 0)`);
-    if (!differing) failures++;
-  }
-  enc.free();
+// --- pre-tokenization, exactly: piece tables ---
+// A rank file holding every piece the JavaScript regex cuts from the corpus makes each
+// piece one id, so equal ids mean equal cuts (real rank tables hide a cut wherever no merge
+// spans it). Our ids must equal those of the Rust engine (WASM) on the same table, and of
+// the JS regex; for Kimi the Rust engine runs the official pat_str with its &&.
+// Controls: PCRE2 running the official pat_str verbatim (its \s takes U+180E; a bare
+// \p{Han} means Script_Extensions there) must NOT match, or the corpus would not be testing
+// the rewrites the presets make (pretokenizer.cpp).
+const naiveKimi = lib.KIMI_PAT_STR
+  .replace(/\[(\\p\{[^&\]]*)&&\[\^\\p\{Han\}\]\]/g, "(?:(?!\\p{Han})[$1])");
+const pieceRuns = [
+  { label: "cl100k", pattern: "cl100k", patStr: require("tiktoken/encoders/cl100k_base.json").pat_str },
+  { label: "o200k", pattern: "o200k", patStr: require("tiktoken/encoders/o200k_base.json").pat_str },
+  { label: "kimi", pattern: "kimi", patStr: lib.KIMI_PAT_STR, kimi: true },
+];
+for (const run of pieceRuns) {
+  const re = run.kimi ? lib.kimiPatternV() : lib.jsPattern(run.patStr);
+  const cut = (t) => (run.kimi ? lib.kimiChunks(t, KIMI_CUTS.max_chunk_chars, KIMI_CUTS.max_run_chars) : [t]);
+  const jsPieces = (t) => cut(t).flatMap((c) => lib.piecesOf(re, c));
+  const texts = corpusFiles.map((f) => fs.readFileSync(f, "utf8"));
+  const table = lib.pieceTable(allLines.concat(texts).flatMap(jsPieces));
+  const tableFile = path.join(workDir, `pieces-${run.label}.tiktoken`);
+  fs.writeFileSync(tableFile + ".tmp", table.text);
+  fs.renameSync(tableFile + ".tmp", tableFile);
+  const npm = lib.readTiktokenFile(tableFile);
+  const rust = new tiktoken.Tiktoken(npm.npmRanks, {}, run.patStr);
+  const viaRust = (t) => cut(t).flatMap((c) => Array.from(rust.encode_ordinary(c)));
+  const viaJs = (t) => jsPieces(t).map((p) => table.ranks.get(Buffer.from(p, "utf8").toString("latin1")));
+  const pipeline = writePipeline(`pieces-${run.label}`, { model: tableFile, pattern: run.pattern });
+  const got = ours(pipeline, allLinesFile, { lines: true });
+  compare(`${run.label} pieces, lines vs Rust regex`, allLines, allLines.map(viaRust), got);
+  compare(`${run.label} pieces, lines vs JS regex`, allLines, allLines.map(viaJs), got);
+  compare(`${run.label} pieces, whole files vs Rust regex`, texts, texts.map(viaRust), corpusFiles.map((f) => ours(pipeline, f)[0]));
+
+  const naive = run.kimi ? naiveKimi : run.patStr;
+  const control = writePipeline(`pieces-${run.label}-naive`, {
+    model: tableFile, pattern: `regex:${naive}`, ...(run.kimi ? KIMI_CUTS : {}) });
+  const wrong = ours(control, allLinesFile, { lines: true });
+  const differing = allLines.filter((t, i) => !same(viaRust(t), wrong[i])).length;
+  console.log(`${differing ? "ok  " : "FAIL"} control: ${run.label} pat_str run verbatim by PCRE2 differs on ${differing} line(s) (must be > 0)`);
+  if (!differing) failures++;
   rust.free();
 }
 
