@@ -39,8 +39,12 @@ std::vector<fs::path> split_path_list(const char* list) {
 /// In the build tree that is build/lib/k3host/plugins, once installed <prefix>/<libdir>/...,
 /// so a build never picks up an installed copy of itself (or the reverse).
 fs::path core_plugin_dir() {
-  const fs::path lib = boost::dll::this_line_location();
-  return lib.parent_path() / "k3host" / "plugins";
+  // libk3core is often reached as <prefix>/bin/../lib through k3host's RPATH: show and
+  // compare the resolved folder.
+  const fs::path dir = fs::path(boost::dll::this_line_location()).parent_path() / "k3host" / "plugins";
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(dir, ec);
+  return ec ? dir.lexically_normal() : resolved;
 }
 
 }  // namespace
