@@ -4,7 +4,7 @@
 //    `bpe_ranks` string form the WASM Tiktoken constructor takes.
 //  - kimiPatternV: the official Kimi pat_str (research/arch-refs.md §9) as a JavaScript
 //    Unicode-sets (/v) regex, which has class intersection (&&) natively.
-//  - bytePairEncode: tiktoken's rank BPE, the plain O(n^2) way.
+//  - bytePairEncode: tiktoken's rank BPE, its own O(n·m) parts-vector algorithm.
 //  - kimiChunks: tokenization_kimi.py's cut of the text before tiktoken (400,000 code
 //    points; runs of at most 25,000 whitespace / non-whitespace code points, Python isspace).
 "use strict";
@@ -131,25 +131,28 @@ const KIMI_PAT_STR = [
   String.raw`\s+`,
 ].join("|");
 
-// tiktoken's _byte_pair_merge on a latin1 string of bytes.
+// tiktoken's _byte_pair_merge (src/lib.rs) on a latin1 string of bytes: parts[i] = [start,
+// rank of the pair starting there]; merge the minimum (first on ties), re-rank the two
+// neighbours, repeat.
 function bytePairEncode(ranks, piece) {
   const whole = ranks.get(piece);
   if (whole !== undefined) return [whole];
-  const starts = [];
-  for (let i = 0; i <= piece.length; i++) starts.push(i);
-  const rankOf = (i) => (i + 2 < starts.length ? ranks.get(piece.slice(starts[i], starts[i + 2])) : undefined);
+  const NONE = Infinity;
+  const parts = [];
+  for (let i = 0; i + 1 < piece.length; i++) parts.push([i, ranks.get(piece.slice(i, i + 2)) ?? NONE]);
+  parts.push([piece.length - 1, NONE], [piece.length, NONE]);
+  const rankAt = (i) => (i + 3 < parts.length ? ranks.get(piece.slice(parts[i][0], parts[i + 3][0])) ?? NONE : NONE);
   for (;;) {
-    let best = Infinity, at = -1;
-    for (let i = 0; i + 2 < starts.length; i++) {
-      const r = rankOf(i);
-      if (r !== undefined && r < best) { best = r; at = i; }
-    }
+    let best = NONE, at = -1;
+    for (let i = 0; i + 1 < parts.length; i++) if (parts[i][1] < best) { best = parts[i][1]; at = i; }
     if (at < 0) break;
-    starts.splice(at + 1, 1);
+    if (at > 0) parts[at - 1][1] = rankAt(at - 1);
+    parts[at][1] = rankAt(at);
+    parts.splice(at + 1, 1);
   }
   const out = [];
-  for (let i = 0; i + 1 < starts.length; i++) {
-    const r = ranks.get(piece.slice(starts[i], starts[i + 1]));
+  for (let i = 0; i + 1 < parts.length; i++) {
+    const r = ranks.get(piece.slice(parts[i][0], parts[i + 1][0]));
     if (r === undefined) throw new Error(`byte without rank in piece ${JSON.stringify(piece)}`);
     out.push(r);
   }

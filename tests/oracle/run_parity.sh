@@ -4,7 +4,7 @@
 # Exit 77 (ctest SKIP) with the reason when node or the npm packages are missing: install
 # them with tools/install-deps.sh --with-npm. Never passes without comparing.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+here="$(cd "${0%/*}" && pwd)"
 k3host="$1"
 work="$2"
 if ! command -v node >/dev/null; then

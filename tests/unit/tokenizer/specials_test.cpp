@@ -40,7 +40,7 @@ TEST_CASE("specials: config names some reserved ids, the rest get <|reserved_tok
   CHECK(decode(*t, {259, 261}) == "<|im_end|>[EOS]");
 }
 
-TEST_CASE("specials: parse_special maps special text to ids; without it the text is ordinary") {
+TEST_CASE("specials: parse_special maps special text to ids, without it the text is ordinary") {
   auto t = make_tokenizer({{"model", model().string()}, {"pattern", "kimi"}, {"config", config().string()},
                            {"num_reserved_special_tokens", "4"}});
   const std::string text = "hi<|im_end|>hi [EOS]";
