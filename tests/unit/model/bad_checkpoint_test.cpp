@@ -1,0 +1,118 @@
+// A checkpoint that disagrees with its config is refused while binding, before any compute,
+// with a UsageError (exit 2) naming the file and the tensor.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <k3/error.hpp>
+#include <k3/model.hpp>
+
+#include "test_models.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+k3::test::ScratchCleanup cleanup;
+
+fs::path copy_of_tiny(const std::string& name) {
+  const fs::path dst = k3::test::scratch_dir() / name;
+  fs::remove_all(dst);
+  fs::copy(k3::test::test_model("tiny"), dst, fs::copy_options::recursive);
+  return dst;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+/// Replaces the first occurrence of `from` with `to` (same length) in whichever shard holds it.
+fs::path patch_shards(const fs::path& dir, const std::string& from, const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::string bytes = slurp(e.path());
+    const auto at = bytes.find(from);
+    if (at == std::string::npos) continue;
+    bytes.replace(at, from.size(), to);
+    spit(e.path(), bytes);
+    return e.path();
+  }
+  FAIL("no shard holds " << from);
+  return {};
+}
+
+k3::ModelSettings scalar() {
+  k3::ModelSettings s;
+  s.kernels = "scalar";
+  s.threads = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a missing tensor is refused naming it", "[model][errors]") {
+  const fs::path dir = copy_of_tiny("missing");
+  // Rename the tensor in the shard header (same length), and drop it from the index file
+  // so that the index check does not catch it first.
+  const std::string name = "layers.0.self_attn.o_norm.weight";
+  patch_shards(dir, name, "layers.0.self_attn.o_norm.weighX");
+  std::string index = slurp(dir / "model.safetensors.index.json");
+  index = std::regex_replace(index, std::regex("\"language_model\\.model\\.layers\\.0\\.self_attn\\.o_norm\\.weight\"\\s*:\\s*\"[^\"]*\",?"), "");
+  spit(dir / "model.safetensors.index.json", index);
+  k3::PluginHost host;
+  try {
+    k3::Model m(dir, host, scalar());
+    FAIL("the model loaded");
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::usage);
+    CHECK_THAT(e.what(), Catch::Contains("o_norm.weight"));
+  }
+}
+
+TEST_CASE("a tensor whose shape disagrees with config.json is refused naming file and tensor", "[model][errors]") {
+  const fs::path dir = copy_of_tiny("shape");
+  // Claim a larger dense MLP in the config: layer 0's mlp tensors then have the wrong shape.
+  std::string cfg = slurp(dir / "config.json");
+  const std::regex key("\"intermediate_size\"\\s*:\\s*([0-9]+)");
+  std::smatch m;
+  REQUIRE(std::regex_search(cfg, m, key));
+  const long wider = std::stol(m[1]) + 32;
+  cfg = std::regex_replace(cfg, key, "\"intermediate_size\": " + std::to_string(wider), std::regex_constants::format_first_only);
+  spit(dir / "config.json", cfg);
+  k3::PluginHost host;
+  try {
+    k3::Model model(dir, host, scalar());
+    FAIL("the model loaded");
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::usage);
+    CHECK_THAT(e.what(), Catch::Contains("mlp.") && Catch::Contains(".safetensors"));
+  }
+}
+
+TEST_CASE("a tensor with the wrong dtype is refused", "[model][errors]") {
+  const fs::path dir = copy_of_tiny("dtype");
+  // dt_bias must be F32; relabel one as I32 (same byte size, same string length).
+  const fs::path shard = patch_shards(dir, "\"dtype\":\"F32\",\"shape\"", "\"dtype\":\"I32\",\"shape\"");
+  (void)shard;
+  k3::PluginHost host;
+  try {
+    k3::Model model(dir, host, scalar());
+    FAIL("the model loaded");
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::usage);
+    CHECK_THAT(e.what(), Catch::Contains("dtype") || Catch::Contains("I32"));
+  }
+}
+
+TEST_CASE("a missing checkpoint directory is a usage error", "[model][errors]") {
+  k3::PluginHost host;
+  CHECK_THROWS_AS(k3::Model(k3::test::scratch_dir() / "nowhere", host, scalar()), k3::UsageError);
+}
