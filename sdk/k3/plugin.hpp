@@ -14,6 +14,8 @@
 // The macro exports exactly `k3_plugin_descriptor` and `k3_plugin_create` through
 // BOOST_DLL_ALIAS; build plugins with -fvisibility=hidden (k3_add_plugin does).
 // Exceptions thrown by the factory are caught and returned as StatusCode::internal.
+// The macro's own names (k3_descriptor_entry, k3_factory_entry) cannot collide with a
+// factory called `create` in the plugin's namespace.
 #pragma once
 #include <exception>
 #include <memory>
@@ -61,14 +63,14 @@ Status guarded_create(const CreateArgs& args, std::unique_ptr<typename Kind::Int
 
 #define K3_PLUGIN(KIND, NAME, VERSION, FACTORY, SCORE)                                         \
   namespace k3_plugin_export {                                                                 \
-  const K3PluginDescriptor descriptor = {K3_PLUGIN_ABI, ::k3::sdk::kind::KIND::name, NAME,     \
+  const K3PluginDescriptor k3_descriptor_entry = {K3_PLUGIN_ABI, ::k3::sdk::kind::KIND::name, NAME,     \
                                          VERSION, K3_TOOLCHAIN, SCORE};                        \
-  ::k3::sdk::Status create(const ::k3::sdk::CreateArgs& args,                                  \
+  ::k3::sdk::Status k3_factory_entry(const ::k3::sdk::CreateArgs& args,                                  \
                            std::unique_ptr<::k3::sdk::kind::KIND::Interface>& out,             \
                            std::vector<std::string>& unknown_params) {                         \
     return ::k3::sdk::detail::guarded_create<::k3::sdk::kind::KIND, FACTORY>(args, out,        \
                                                                             unknown_params);  \
   }                                                                                            \
   }                                                                                            \
-  BOOST_DLL_ALIAS(k3_plugin_export::descriptor, k3_plugin_descriptor)                          \
-  BOOST_DLL_ALIAS(k3_plugin_export::create, k3_plugin_create)
+  BOOST_DLL_ALIAS(k3_plugin_export::k3_descriptor_entry, k3_plugin_descriptor)                          \
+  BOOST_DLL_ALIAS(k3_plugin_export::k3_factory_entry, k3_plugin_create)
