@@ -2,8 +2,9 @@
 # Throughput of the cache-policy simulator (not a ctest test): generates a K3-shaped trace
 # of about 8 million requests (92 layers x top-16, 5,440 tokens; zipf 0.8, reuse 0.4) and
 # replays it through every cache plugin at 1x, 2x and 4x one token's working set. The
-# Mreq/s column of the table is requests / wall time of the replay loop (host bookkeeping,
-# the plugin calls and, for belady, set_future's next-use index included).
+# Mreq/s columns of the table are requests / time of the replay loop (host bookkeeping, the
+# plugin calls and, for belady, set_future's next-use index included), by wall clock and by
+# the replaying thread's CPU time (the one to quote on a shared machine).
 #
 #   tools/bench/cache_sim_bench.sh [K3HOST] [WORKDIR]     (defaults: build/bin/k3host, /tmp)
 set -eu

@@ -63,7 +63,8 @@ struct ReplayCounts {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t evictions = 0;
-  double seconds = 0;  ///< wall time of the replay loop (set_future included)
+  double seconds = 0;      ///< wall time of the replay loop (set_future included)
+  double cpu_seconds = 0;  ///< CPU time of the replaying thread over the same span (meaningful on a busy machine)
 };
 
 /// A trace prepared for replay (keys, token-layer groups, dense key indices); reusable for

@@ -1,5 +1,7 @@
 // Replay: plays the host's role for one policy over a whole trace (see k3/sim.hpp for the
 // event contract and the lease rule).
+#include <time.h>
+
 #include <chrono>
 #include <limits>
 #include <string>
@@ -11,6 +13,12 @@
 namespace k3 {
 
 namespace {
+
+double thread_cpu_seconds() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 constexpr std::uint32_t kNoGroup = std::numeric_limits<std::uint32_t>::max();
 
@@ -111,6 +119,7 @@ ReplayCounts Replay::run(sdk::CachePolicy& policy, std::string_view policy_name,
     throw UsageError("capacity " + std::to_string(capacity_slots) + " slots is smaller than one token-layer's " +
                      std::to_string(m.stats.max_group) + " experts, which must be resident together");
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
   if (const sdk::Status st = policy.reset(capacity_slots); !st.ok())
     throw RuntimeError(who + ": reset failed: " + st.detail);
   if (policy.wants_future()) {
@@ -160,6 +169,7 @@ ReplayCounts Replay::run(sdk::CachePolicy& policy, std::string_view policy_name,
   }
   c.requests = n;
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  c.cpu_seconds = thread_cpu_seconds() - cpu_start;
   return c;
 }
 

@@ -56,12 +56,14 @@ std::string sim_table(const SimReport& rep) {
                                        : 100.0 * static_cast<double>(s.requests - s.distinct_keys) /
                                              static_cast<double>(s.requests)) +
          "\n\n";
-  const std::vector<std::string> head = {"policy", "capacity", "slots", "hit rate", "GB read/token", "s/token", "Mreq/s"};
+  const std::vector<std::string> head = {"policy", "capacity", "slots", "hit rate", "GB read/token", "s/token",
+                                         "Mreq/s wall", "Mreq/s cpu"};
   std::vector<std::vector<std::string>> rows;
   for (const SimResult& r : rep.results) {
-    const double mreq = r.counts.seconds > 0 ? static_cast<double>(r.counts.requests) / r.counts.seconds / 1e6 : 0.0;
+    const auto mreq = [&](double secs) { return secs > 0 ? static_cast<double>(r.counts.requests) / secs / 1e6 : 0.0; };
     rows.push_back({r.policy, r.capacity_text, std::to_string(r.capacity_slots), fmt("%.2f%%", 100.0 * r.hit_rate()),
-                    fmt("%.3f", rep.bytes_per_token(r) / 1e9), fmt("%.3f", rep.seconds_per_token(r)), fmt("%.2f", mreq)});
+                    fmt("%.3f", rep.bytes_per_token(r) / 1e9), fmt("%.3f", rep.seconds_per_token(r)),
+                    fmt("%.2f", mreq(r.counts.seconds)), fmt("%.2f", mreq(r.counts.cpu_seconds))});
   }
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
@@ -118,14 +120,14 @@ std::string sim_table(const SimReport& rep) {
 std::string sim_csv(const SimReport& rep) {
   std::string out =
       "policy,capacity,slots,requests,hits,misses,evictions,hit_rate,bytes_per_token,seconds_per_token,"
-      "replay_seconds,requests_per_second\n";
+      "replay_seconds,replay_cpu_seconds,requests_per_second\n";
   for (const SimResult& r : rep.results) {
     const double rps = r.counts.seconds > 0 ? static_cast<double>(r.counts.requests) / r.counts.seconds : 0.0;
     out += r.policy + "," + r.capacity_text + "," + std::to_string(r.capacity_slots) + "," +
            std::to_string(r.counts.requests) + "," + std::to_string(r.counts.hits) + "," +
            std::to_string(r.counts.misses) + "," + std::to_string(r.counts.evictions) + "," +
            fmt("%.6f", r.hit_rate()) + "," + fmt("%.1f", rep.bytes_per_token(r)) + "," +
-           fmt("%.6f", rep.seconds_per_token(r)) + "," + fmt("%.6f", r.counts.seconds) + "," + fmt("%.0f", rps) + "\n";
+           fmt("%.6f", rep.seconds_per_token(r)) + "," + fmt("%.6f", r.counts.seconds) + "," + fmt("%.6f", r.counts.cpu_seconds) + "," + fmt("%.0f", rps) + "\n";
   }
   return out;
 }
@@ -157,6 +159,7 @@ std::string sim_json(const SimReport& rep) {
                        {"bytes_per_token", rep.bytes_per_token(r)},
                        {"seconds_per_token", rep.seconds_per_token(r)},
                        {"replay_seconds", r.counts.seconds},
+                       {"replay_cpu_seconds", r.counts.cpu_seconds},
                        {"requests_per_second",
                         r.counts.seconds > 0 ? static_cast<double>(r.counts.requests) / r.counts.seconds : 0.0}});
   }
