@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_plugins(app, global));
   commands.push_back(register_tokenize(app, global));
   commands.push_back(register_make_model(app, global));
+  commands.push_back(register_sim(app, global));
 
   try {
     app.parse(argc, argv);
