@@ -65,7 +65,7 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
             o.headers_only = args->headers_only;
             const auto census = geometry_census(g.config);
             ProgressLine line;
-            if (!o.headers_only && census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO))
+            if (census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO))
               o.progress = [&line](std::uint64_t done, std::uint64_t total) { line(done, total); };
             const MakeModelResult r = make_model(g, o);
             std::printf("make-model: %s -> %s\n", g.name.c_str(), r.dir.c_str());
@@ -73,8 +73,8 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
                         static_cast<unsigned long long>(r.tensors), static_cast<unsigned long long>(r.shards),
                         static_cast<double>(r.tensor_bytes) / 1e6, o.headers_only ? " (sparse: headers only)" : "",
                         static_cast<unsigned long long>(r.seed));
-            std::printf("  %.3f G parameters (%.3f G in %lld x %lld routed experts), vocab %lld\n",
-                        static_cast<double>(census.params) / 1e9, static_cast<double>(census.expert_params) / 1e9,
+            std::printf("  %.2f M parameters (%.2f M in %lld experts x %lld MoE layers), vocab %lld\n",
+                        static_cast<double>(census.params) / 1e6, static_cast<double>(census.expert_params) / 1e6,
                         static_cast<long long>(g.config.num_experts),
                         static_cast<long long>(g.config.num_hidden_layers - g.config.first_k_dense_replace),
                         static_cast<long long>(g.config.vocab_size));

@@ -168,8 +168,7 @@ class ShardWriter {
       }
     const std::string header = detail::encode_safetensors_header(specs);
     OutFile f(path);
-    f.write(header.data(), header.size());
-    report(header.size());
+    f.write(header.data(), header.size());  // progress counts data bytes only
     if (headers_only_) {
       f.truncate_to(header.size() + data_bytes);  // a hole: no disk blocks
       report(data_bytes);
@@ -288,7 +287,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   for (std::size_t i = 0; i < plan.groups.size(); ++i) shard_names.push_back(shard_name(i, plan.groups.size()));
 
   TempDir tmp(parent, out.filename().string());
-  // The progress total counts data only (headers are a rounding error next to it).
+  // Progress counts tensor data only (the headers are a rounding error next to it).
   std::uint64_t total = 0;
   for (auto b : plan.data_bytes) total += b;
   ShardWriter writer(c, res.seed, options.headers_only, total, options.progress);
@@ -315,10 +314,9 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   write_text_file(tmp.path() / "config.json", detail::make_config_json(geometry, res.seed, options.headers_only));
   write_text_file(tmp.path() / "tiktoken.model", make_tiktoken_ranks(geometry.writer.tokenizer_ranks));
   write_text_file(tmp.path() / "tokenizer_config.json", detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
-  // mkdtemp made the directory 0700; give the model the permissions a mkdir would have.
-  const ::mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::chmod(tmp.path().c_str(), 0777 & ~mask) != 0)
+  // mkdtemp made the directory 0700; a model directory is readable by all, like its files.
+  // (Not 0777 & ~umask: reading the umask means setting it, which races with other threads.)
+  if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw RuntimeError(tmp.path().string() + ": cannot set permissions: " + std::strerror(errno));
   sync_dir(tmp.path());
 
