@@ -1,0 +1,111 @@
+// The packed trunk: every layer's non-expert tensors as one 4096-aligned run in
+// OUT/trunk.bin, so streaming a layer is one aligned read (O_DIRECT-friendly), plus
+// OUT/trunk.json describing the runs. The global tensors (embedding, final norm, output
+// AttnRes, lm_head) get one run each.
+//
+// trunk.json (version 1):
+//   { "format": "k3host-trunk", "version": 1, "align": 4096,
+//     "config_fingerprint": "<16 hex digits>", "model": "<checkpoint dir>",
+//     "trunk_bin_bytes": N,
+//     "layers":  [ { "layer": i, "file_off": o, "nbytes": n, "xxh64": "<16 hex>",
+//                    "tensors": [ { "name", "dtype", "shape": [..], "off", "nbytes" } ] } ],
+//     "globals": [ { "name": "<tensor name>", "file_off", "nbytes", "xxh64", "tensors": [ one ] } ] }
+// file_off is a multiple of 4096; nbytes is the run's data length (the run is zero-padded
+// to the next 4096 in the file); a tensor's off is relative to its run (64-byte aligned);
+// xxh64 (seed 0) covers the run's nbytes bytes.
+//
+// Atomicity: pack_trunk writes into OUT.tmp.<pid>/, verifies trunk.bin by reading it back,
+// writes trunk.json last and only then renames the folder to OUT, so a folder without a
+// valid trunk.json is never a finished trunk and PackedTrunk::open refuses it.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+
+namespace k3 {
+
+namespace sdk {
+class StorageBackend;
+}
+
+inline constexpr std::uint64_t kTrunkAlign = 4096;
+inline constexpr std::uint64_t kTrunkTensorAlign = 64;
+
+struct PackTrunkOptions {
+  std::filesystem::path model;  ///< checkpoint directory (config.json + *.safetensors)
+  std::filesystem::path out;    ///< target directory
+  bool force = false;           ///< replace an existing `out`
+  std::string storage = "posix";  ///< storage plugin that reads the checkpoint
+  /// Called with (bytes done, bytes total) while copying and again while verifying.
+  std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
+};
+
+struct PackTrunkResult {
+  std::filesystem::path dir;
+  std::uint64_t runs = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t data_bytes = 0;     ///< tensor bytes copied
+  std::uint64_t bin_bytes = 0;      ///< size of trunk.bin (with alignment padding)
+  std::uint64_t fingerprint = 0;
+};
+
+/// Packs the trunk of `model` into `out`. UsageError for bad input (missing model, `out`
+/// exists without force); RuntimeError for I/O failures and a failed verification.
+PackTrunkResult pack_trunk(const PackTrunkOptions& options);
+
+struct PackedTensor {
+  std::string name;
+  DType dtype{};
+  std::vector<std::uint64_t> shape;
+  std::uint64_t offset = 0;  ///< within the run
+  std::uint64_t nbytes = 0;
+};
+
+struct PackedRun {
+  std::int64_t layer = -1;  ///< -1 for a global run
+  std::string name;         ///< "layer N", or the global tensor's name
+  std::uint64_t file_offset = 0;
+  std::uint64_t nbytes = 0;
+  std::uint64_t xxh64 = 0;
+  std::vector<PackedTensor> tensors;
+  /// Bytes the run occupies in trunk.bin (nbytes rounded up to 4096).
+  [[nodiscard]] std::uint64_t padded_bytes() const { return (nbytes + kTrunkAlign - 1) / kTrunkAlign * kTrunkAlign; }
+  /// nullptr when absent.
+  [[nodiscard]] const PackedTensor* find(std::string_view tensor) const;
+};
+
+class PackedTrunk {
+ public:
+  /// Opens and validates `dir`/trunk.json against `dir`/trunk.bin: schema, alignment, runs
+  /// inside trunk.bin and not overlapping, tensors inside their runs with dtype × shape ==
+  /// nbytes, every layer 0..n-1 once, and the config fingerprint equal to
+  /// `expected_fingerprint`. UsageError naming the file and the problem otherwise.
+  static PackedTrunk open(const std::filesystem::path& dir, std::uint64_t expected_fingerprint);
+
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+  [[nodiscard]] std::filesystem::path bin_path() const { return dir_ / "trunk.bin"; }
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
+  [[nodiscard]] std::uint64_t bin_bytes() const noexcept { return bin_bytes_; }
+  [[nodiscard]] const std::vector<PackedRun>& layers() const noexcept { return layers_; }
+  [[nodiscard]] const std::vector<PackedRun>& globals() const noexcept { return globals_; }
+  /// The global run holding `tensor`, or nullptr.
+  [[nodiscard]] const PackedRun* global(std::string_view tensor) const;
+
+  /// Reads every run through `storage` and checks its XXH64; RuntimeError naming the first
+  /// run that differs.
+  void verify_hashes(sdk::StorageBackend& storage) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::uint64_t fingerprint_ = 0;
+  std::uint64_t bin_bytes_ = 0;
+  std::vector<PackedRun> layers_;
+  std::vector<PackedRun> globals_;
+};
+
+}  // namespace k3

@@ -1,0 +1,183 @@
+// PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp).
+// Untrusted input: every offset and size is checked before anyone forms a pointer from it.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <k3/error.hpp>
+#include <k3/pack_trunk.hpp>
+#include <k3/storage.hpp>
+
+#include "io/pack_trunk_format.hpp"
+
+namespace k3 {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(fs::path manifest) : manifest_(std::move(manifest)) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw UsageError(manifest_.string() + ": " + what); }
+
+  const json& member(const json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object()) fail(where + ": expected an object");
+    const auto it = obj.find(key);
+    if (it == obj.end()) fail(where + ": missing \"" + key + "\"");
+    return *it;
+  }
+  std::uint64_t u64(const json& obj, const char* key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_number_unsigned()) fail(where + ": \"" + key + "\" must be a non-negative integer");
+    return v.get<std::uint64_t>();
+  }
+  std::string str(const json& obj, const char* key, const std::string& where) const {
+    const json& v = member(obj, key, where);
+    if (!v.is_string()) fail(where + ": \"" + key + "\" must be a string");
+    return v.get<std::string>();
+  }
+  std::uint64_t hex(const json& obj, const char* key, const std::string& where) const {
+    std::uint64_t out = 0;
+    if (!trunk_format::parse_hex64(str(obj, key, where), out)) fail(where + ": \"" + key + "\" must be 16 hex digits");
+    return out;
+  }
+
+  PackedRun run(const json& j, const std::string& where, std::uint64_t bin_bytes) const {
+    PackedRun r;
+    r.file_offset = u64(j, "file_off", where);
+    r.nbytes = u64(j, "nbytes", where);
+    r.xxh64 = hex(j, "xxh64", where);
+    if (r.file_offset % kTrunkAlign != 0) fail(where + ": file_off " + std::to_string(r.file_offset) + " is not 4096-aligned");
+    if (r.file_offset > bin_bytes || r.nbytes > bin_bytes - r.file_offset)
+      fail(where + ": run [" + std::to_string(r.file_offset) + ", +" + std::to_string(r.nbytes) +
+           ") lies outside trunk.bin (" + std::to_string(bin_bytes) + " bytes)");
+    const json& tensors = member(j, "tensors", where);
+    if (!tensors.is_array() || tensors.empty()) fail(where + ": \"tensors\" must be a non-empty array");
+    for (const json& t : tensors) {
+      PackedTensor p;
+      p.name = str(t, "name", where);
+      const std::string tw = where + " tensor " + p.name;
+      if (!trunk_format::parse_dtype(str(t, "dtype", tw), p.dtype)) fail(tw + ": unknown dtype");
+      const json& shape = member(t, "shape", tw);
+      if (!shape.is_array()) fail(tw + ": \"shape\" must be an array");
+      std::uint64_t elements = 1;
+      for (const json& d : shape) {
+        if (!d.is_number_unsigned()) fail(tw + ": shape entries must be non-negative integers");
+        const auto v = d.get<std::uint64_t>();
+        if (v != 0 && elements > UINT64_MAX / v) fail(tw + ": shape overflows");
+        elements *= v;
+        p.shape.push_back(v);
+      }
+      p.offset = u64(t, "off", tw);
+      p.nbytes = u64(t, "nbytes", tw);
+      if (elements > UINT64_MAX / element_size(p.dtype) || elements * element_size(p.dtype) != p.nbytes)
+        fail(tw + ": shape x dtype is not " + std::to_string(p.nbytes) + " bytes");
+      if (p.offset > r.nbytes || p.nbytes > r.nbytes - p.offset)
+        fail(tw + ": [" + std::to_string(p.offset) + ", +" + std::to_string(p.nbytes) + ") lies outside its run (" +
+             std::to_string(r.nbytes) + " bytes)");
+      r.tensors.push_back(std::move(p));
+    }
+    return r;
+  }
+
+ private:
+  fs::path manifest_;
+};
+
+}  // namespace
+
+const PackedTensor* PackedRun::find(std::string_view tensor) const {
+  for (const auto& t : tensors)
+    if (t.name == tensor) return &t;
+  return nullptr;
+}
+
+const PackedRun* PackedTrunk::global(std::string_view tensor) const {
+  for (const auto& r : globals_)
+    if (r.find(tensor) != nullptr) return &r;
+  return nullptr;
+}
+
+PackedTrunk PackedTrunk::open(const fs::path& dir, std::uint64_t expected_fingerprint) {
+  const fs::path manifest = dir / "trunk.json";
+  if (!fs::is_directory(dir)) throw UsageError(dir.string() + ": no such packed trunk directory");
+  if (!fs::exists(manifest))
+    throw UsageError(dir.string() + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
+                                    "run k3host pack-trunk again");
+  const Reader rd(manifest);
+  json j;
+  {
+    std::ifstream f(manifest, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    try {
+      j = json::parse(text.str());
+    } catch (const json::exception& e) {
+      rd.fail(std::string("not valid JSON (a damaged or partial trunk; run k3host pack-trunk again): ") + e.what());
+    }
+  }
+  if (rd.str(j, "format", "top level") != trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
+  if (rd.u64(j, "version", "top level") != static_cast<std::uint64_t>(trunk_format::kVersion))
+    rd.fail("unsupported version (this k3host reads version " + std::to_string(trunk_format::kVersion) + ")");
+  if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
+
+  PackedTrunk t;
+  t.dir_ = dir;
+  t.fingerprint_ = rd.hex(j, "config_fingerprint", "top level");
+  if (t.fingerprint_ != expected_fingerprint)
+    rd.fail("packed for a model with config fingerprint " + trunk_format::hex64(t.fingerprint_) +
+            ", but this model's is " + trunk_format::hex64(expected_fingerprint) + "; repack it with k3host pack-trunk");
+  t.bin_bytes_ = rd.u64(j, "trunk_bin_bytes", "top level");
+  std::error_code ec;
+  const auto actual = fs::file_size(t.bin_path(), ec);
+  if (ec) throw UsageError(t.bin_path().string() + ": missing (" + ec.message() + ")");
+  if (actual != t.bin_bytes_)
+    throw UsageError(t.bin_path().string() + ": " + std::to_string(actual) + " bytes, trunk.json says " +
+                     std::to_string(t.bin_bytes_));
+
+  const json& layers = rd.member(j, "layers", "top level");
+  if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string where = "layers[" + std::to_string(i) + "]";
+    PackedRun r = rd.run(layers[i], where, t.bin_bytes_);
+    if (rd.u64(layers[i], "layer", where) != i) rd.fail(where + ": \"layer\" must be " + std::to_string(i));
+    r.layer = static_cast<std::int64_t>(i);
+    r.name = "layer " + std::to_string(i);
+    t.layers_.push_back(std::move(r));
+  }
+  const json& globals = rd.member(j, "globals", "top level");
+  if (!globals.is_array()) rd.fail("\"globals\" must be an array");
+  for (std::size_t i = 0; i < globals.size(); ++i) {
+    const std::string where = "globals[" + std::to_string(i) + "]";
+    PackedRun r = rd.run(globals[i], where, t.bin_bytes_);
+    r.name = rd.str(globals[i], "name", where);
+    t.globals_.push_back(std::move(r));
+  }
+  // Runs must not overlap (each owns its padded span).
+  std::vector<const PackedRun*> all;
+  for (const auto& r : t.layers_) all.push_back(&r);
+  for (const auto& r : t.globals_) all.push_back(&r);
+  std::sort(all.begin(), all.end(), [](const PackedRun* a, const PackedRun* b) { return a->file_offset < b->file_offset; });
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (all[i - 1]->file_offset + all[i - 1]->nbytes > all[i]->file_offset)
+      rd.fail("runs '" + all[i - 1]->name + "' and '" + all[i]->name + "' overlap");
+  return t;
+}
+
+void PackedTrunk::verify_hashes(sdk::StorageBackend& storage) const {
+  std::unique_ptr<sdk::StorageFile> file;
+  if (const sdk::Status st = storage.open(bin_path().string(), file); !st.ok()) throw RuntimeError(st.detail);
+  for (const auto* runs : {&layers_, &globals_})
+    for (const auto& r : *runs) {
+      const std::uint64_t h = trunk_format::hash_range(*file, bin_path().string(), r.file_offset, r.nbytes);
+      if (h != r.xxh64)
+        throw RuntimeError(bin_path().string() + ": run '" + r.name + "' at offset " + std::to_string(r.file_offset) +
+                           " has xxh64 " + trunk_format::hex64(h) + ", trunk.json says " + trunk_format::hex64(r.xxh64));
+    }
+}
+
+}  // namespace k3

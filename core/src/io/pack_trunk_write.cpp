@@ -1,0 +1,293 @@
+// k3host pack-trunk: copies every layer's non-expert tensors (and each global tensor) from
+// the checkpoint into one 4096-aligned run of trunk.bin, read through a storage plugin,
+// hashes each run, verifies trunk.bin by reading it back, writes trunk.json last and
+// renames the finished folder into place (see pack_trunk.hpp).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include <k3/error.hpp>
+#include <k3/log.hpp>
+#include <k3/model_config.hpp>
+#include <k3/pack_trunk.hpp>
+#include <k3/plugin_host.hpp>
+
+#include "io/pack_trunk_format.hpp"
+
+namespace k3 {
+namespace {
+
+namespace fs = std::filesystem;
+using trunk_format::hex64;
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+/// The layer a tensor belongs to, or -1 for a global tensor; routed experts are -2 (skipped).
+std::int64_t layer_of(const std::string& name) {
+  static constexpr std::string_view kLayers = "model.layers.";
+  const auto at = name.find(kLayers);
+  if (at == std::string::npos) return -1;
+  if (name.find(".block_sparse_moe.experts.") != std::string::npos) return -2;
+  std::int64_t layer = 0;
+  const char* first = name.data() + at + kLayers.size();
+  const auto res = std::from_chars(first, name.data() + name.size(), layer);
+  if (res.ec != std::errc{} || res.ptr == first || *res.ptr != '.') return -1;
+  return layer;
+}
+
+struct Source {
+  const TensorInfo* tensor;
+  std::uint64_t run_offset;
+};
+
+struct PlannedRun {
+  PackedRun run;
+  std::vector<Source> sources;  ///< in run order
+};
+
+/// Lays out the runs: layers 0..n-1 first, then the globals in checkpoint order.
+std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfig& config) {
+  const auto n_layers = static_cast<std::size_t>(config.num_hidden_layers);
+  std::vector<std::vector<const TensorInfo*>> layers(n_layers);
+  std::vector<const TensorInfo*> globals;
+  for (const auto& t : index.tensors()) {
+    const std::int64_t layer = layer_of(t.name);
+    if (layer == -2) continue;
+    if (layer == -1) {
+      globals.push_back(&t);
+    } else if (static_cast<std::size_t>(layer) >= n_layers) {
+      throw UsageError(index.dir().string() + ": tensor " + t.name + " names layer " + std::to_string(layer) +
+                       " but config.json has " + std::to_string(n_layers) + " layers");
+    } else {
+      layers[static_cast<std::size_t>(layer)].push_back(&t);
+    }
+  }
+  auto by_position = [](const TensorInfo* a, const TensorInfo* b) {
+    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+  };
+  std::sort(globals.begin(), globals.end(), by_position);
+
+  std::vector<PlannedRun> runs;
+  std::uint64_t file_offset = 0;
+  auto add_run = [&](std::int64_t layer, std::string name, std::vector<const TensorInfo*> tensors) {
+    std::sort(tensors.begin(), tensors.end(), by_position);
+    PlannedRun p;
+    p.run.layer = layer;
+    p.run.name = std::move(name);
+    p.run.file_offset = file_offset;
+    std::uint64_t inside = 0;
+    for (const TensorInfo* t : tensors) {
+      inside = align_up(inside, kTrunkTensorAlign);
+      p.run.tensors.push_back({t->name, t->dtype, t->shape, inside, t->nbytes});
+      p.sources.push_back({t, inside});
+      inside += t->nbytes;
+    }
+    p.run.nbytes = inside;
+    file_offset += align_up(inside, kTrunkAlign);
+    runs.push_back(std::move(p));
+  };
+  for (std::size_t i = 0; i < n_layers; ++i) {
+    if (layers[i].empty())
+      throw UsageError(index.dir().string() + ": layer " + std::to_string(i) + " has no non-expert tensors");
+    add_run(static_cast<std::int64_t>(i), "layer " + std::to_string(i), std::move(layers[i]));
+  }
+  for (const TensorInfo* t : globals) add_run(-1, t->name, {t});
+  return runs;
+}
+
+void write_all(int fd, const std::byte* data, std::uint64_t length, std::uint64_t offset, const fs::path& path) {
+  for (std::uint64_t done = 0; done < length;) {
+    const ssize_t n = ::pwrite(fd, data + done, static_cast<std::size_t>(length - done), static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError(path.string() + ": write error at offset " + std::to_string(offset + done) + ": " +
+                         std::strerror(errno));
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
+/// Removes the temporary folder unless the pack succeeded.
+struct TempFolder {
+  fs::path path;
+  bool keep = false;
+  ~TempFolder() {
+    if (keep) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+nlohmann::json run_json(const PackedRun& run) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : run.tensors)
+    tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"off", t.offset},
+                       {"nbytes", t.nbytes}});
+  nlohmann::json j = {{"file_off", run.file_offset}, {"nbytes", run.nbytes}, {"xxh64", hex64(run.xxh64)},
+                      {"tensors", std::move(tensors)}};
+  if (run.layer >= 0)
+    j["layer"] = run.layer;
+  else
+    j["name"] = run.name;
+  return j;
+}
+
+void write_text_synced(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw RuntimeError(tmp.string() + ": cannot write");
+  }
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
+  if (!fs::is_directory(options.model))
+    throw UsageError(options.model.string() + ": no such checkpoint directory");
+  const ModelConfig config = read_model_config(options.model / "config.json");
+  const CheckpointIndex index = CheckpointIndex::open(options.model);
+  const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
+  if (fs::exists(out) && !options.force)
+    throw UsageError(out.string() + ": already exists (use --force to replace it)");
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+
+  std::vector<PlannedRun> runs = plan_runs(index, config);
+  PackTrunkResult result;
+  result.fingerprint = config.fingerprint();
+  for (const auto& p : runs) {
+    result.data_bytes += p.run.nbytes;
+    result.tensors += p.run.tensors.size();
+    result.bin_bytes = p.run.file_offset + p.run.padded_bytes();
+  }
+  result.runs = runs.size();
+
+  TempFolder temp{out.parent_path() / (out.filename().string() + ".tmp." + std::to_string(::getpid()))};
+  fs::remove_all(temp.path);
+  fs::create_directories(temp.path);
+  const fs::path bin = temp.path / "trunk.bin";
+
+  PluginHost host;
+  auto storage = host.create_storage(options.storage, {});
+  std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards;
+  auto shard = [&](std::uint32_t file) -> sdk::StorageFile& {
+    auto& slot = shards[file];
+    if (!slot) {
+      const std::string path = index.files()[file].path.string();
+      const sdk::Status st = storage->open(path, slot);
+      if (!st.ok()) throw RuntimeError(st.detail);
+    }
+    return *slot;
+  };
+
+  // Copy, hashing each run as it goes.
+  {
+    const int fd = ::open(bin.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw RuntimeError(bin.string() + ": cannot create: " + std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, result.data_bytes + 1)));
+    const std::byte zeros[kTrunkTensorAlign] = {};
+    std::uint64_t copied = 0;
+    for (auto& p : runs) {
+      XXH64_state_t* state = XXH64_createState();
+      if (state == nullptr) throw std::bad_alloc();
+      const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owned(state, &XXH64_freeState);
+      XXH64_reset(state, 0);
+      std::uint64_t position = 0;  // within the run
+      for (const Source& s : p.sources) {
+        XXH64_update(state, zeros, static_cast<std::size_t>(s.run_offset - position));  // inter-tensor padding
+        sdk::StorageFile& file = shard(s.tensor->file);
+        for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
+          const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, buffer.size());
+          sdk::ReadRequest request{s.tensor->offset + done, n, buffer.data()};
+          const sdk::Status st = file.read({&request, 1});
+          if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
+          XXH64_update(state, buffer.data(), static_cast<std::size_t>(n));
+          write_all(fd, buffer.data(), n, p.run.file_offset + s.run_offset + done, bin);
+          done += n;
+          copied += n;
+          if (options.progress) options.progress("copy", copied, result.data_bytes);
+        }
+        position = s.run_offset + s.tensor->nbytes;
+      }
+      p.run.xxh64 = XXH64_digest(state);
+    }
+    if (::ftruncate(fd, static_cast<off_t>(result.bin_bytes)) != 0 || ::fsync(fd) != 0)
+      throw RuntimeError(bin.string() + ": cannot finish: " + std::strerror(errno));
+  }
+
+  // Verify: read trunk.bin back through the same storage plugin.
+  {
+    std::unique_ptr<sdk::StorageFile> written;
+    if (const sdk::Status st = storage->open(bin.string(), written); !st.ok()) throw RuntimeError(st.detail);
+    if (written->size() != result.bin_bytes)
+      throw RuntimeError(bin.string() + ": verification failed: " + std::to_string(written->size()) +
+                         " bytes on disk, expected " + std::to_string(result.bin_bytes));
+    std::uint64_t checked = 0;
+    for (const auto& p : runs) {
+      const std::uint64_t h = trunk_format::hash_range(*written, bin.string(), p.run.file_offset, p.run.nbytes,
+                                                       [&](std::uint64_t n) {
+                                                         checked += n;
+                                                         if (options.progress) options.progress("verify", checked, result.data_bytes);
+                                                       });
+      if (h != p.run.xxh64)
+        throw RuntimeError(bin.string() + ": verification failed: run '" + p.run.name + "' at offset " +
+                           std::to_string(p.run.file_offset) + " reads back with xxh64 " + hex64(h) + ", wrote " +
+                           hex64(p.run.xxh64));
+    }
+  }
+
+  // The manifest last: its presence marks a finished trunk.
+  nlohmann::json layers = nlohmann::json::array();
+  nlohmann::json globals = nlohmann::json::array();
+  for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
+  const nlohmann::json manifest = {{"format", trunk_format::kFormat},
+                                   {"version", trunk_format::kVersion},
+                                   {"align", kTrunkAlign},
+                                   {"config_fingerprint", hex64(result.fingerprint)},
+                                   {"model", fs::absolute(options.model).lexically_normal().string()},
+                                   {"trunk_bin_bytes", result.bin_bytes},
+                                   {"n_layers", config.num_hidden_layers},
+                                   {"layers", std::move(layers)},
+                                   {"globals", std::move(globals)}};
+  write_text_synced(temp.path / "trunk.json", manifest.dump(1) + "\n");
+
+  // Install: move an old OUT aside (force), rename the finished folder into place.
+  if (fs::exists(out)) {
+    const fs::path old = out.parent_path() / (out.filename().string() + ".old." + std::to_string(::getpid()));
+    fs::rename(out, old);
+    fs::rename(temp.path, out);
+    std::error_code ec;
+    fs::remove_all(old, ec);
+  } else {
+    fs::rename(temp.path, out);
+  }
+  temp.keep = true;
+  result.dir = out;
+  return result;
+}
+
+}  // namespace k3

@@ -1,0 +1,194 @@
+// pack-trunk on the tiny checkpoint: every packed tensor's bytes equal the checkpoint's;
+// unfinished or damaged trunks, an existing OUT and a fingerprint mismatch are refused.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include <k3/checkpoint.hpp>
+#include <k3/error.hpp>
+#include <k3/model_config.hpp>
+#include <k3/pack_trunk.hpp>
+#include <k3/plugin_host.hpp>
+
+#include "test_models.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+k3::test::ScratchCleanup cleanup;
+
+/// Bytes [offset, offset + n) of a file, read with plain iostreams (independent of the
+/// storage plugins the packer uses).
+std::vector<char> file_bytes(const fs::path& path, std::uint64_t offset, std::uint64_t n) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  std::vector<char> out(n);
+  f.read(out.data(), static_cast<std::streamsize>(n));
+  REQUIRE(static_cast<std::uint64_t>(f.gcount()) == n);
+  return out;
+}
+
+std::uint64_t tiny_fingerprint() {
+  return k3::read_model_config(k3::test::test_model("tiny") / "config.json").fingerprint();
+}
+
+/// A packed tiny trunk, made once per process.
+const fs::path& packed_tiny() {
+  static const fs::path out = [] {
+    k3::PackTrunkOptions o;
+    o.model = k3::test::test_model("tiny");
+    o.out = k3::test::scratch_dir() / "trunk-tiny";
+    o.force = true;
+    return k3::pack_trunk(o).dir;
+  }();
+  return out;
+}
+
+void copy_trunk(const fs::path& from, const fs::path& to) {
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+}
+
+}  // namespace
+
+TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkpoint's bytes", "[pack_trunk]") {
+  const fs::path& model = k3::test::test_model("tiny");
+  const k3::ModelConfig config = k3::read_model_config(model / "config.json");
+  const k3::CheckpointIndex index = k3::CheckpointIndex::open(model);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_tiny(), config.fingerprint());
+
+  REQUIRE(trunk.layers().size() == static_cast<std::size_t>(config.num_hidden_layers));
+  CHECK_FALSE(fs::exists(packed_tiny().string() + ".tmp." + std::to_string(::getpid())));
+
+  std::set<std::string> packed;
+  auto check_run = [&](const k3::PackedRun& run) {
+    INFO("run " << run.name);
+    CHECK(run.file_offset % 4096 == 0);
+    for (const auto& t : run.tensors) {
+      INFO("tensor " << t.name);
+      CHECK(packed.insert(t.name).second);  // each tensor once
+      CHECK(t.name.find(".block_sparse_moe.experts.") == std::string::npos);
+      const k3::TensorInfo* src = index.find(t.name);
+      REQUIRE(src != nullptr);
+      CHECK(src->dtype == t.dtype);
+      CHECK(src->shape == t.shape);
+      REQUIRE(src->nbytes == t.nbytes);
+      CHECK(file_bytes(index.files()[src->file].path, src->offset, src->nbytes) ==
+            file_bytes(trunk.bin_path(), run.file_offset + t.offset, t.nbytes));
+    }
+  };
+  for (std::size_t i = 0; i < trunk.layers().size(); ++i) {
+    const auto& run = trunk.layers()[i];
+    CHECK(run.layer == static_cast<std::int64_t>(i));
+    for (const auto& t : run.tensors)
+      CHECK_THAT(t.name, Catch::Contains("model.layers." + std::to_string(i) + "."));
+    check_run(run);
+  }
+  for (const auto& run : trunk.globals()) {
+    CHECK(run.tensors.size() == 1);
+    check_run(run);
+  }
+  // Everything that is not a routed expert was packed, nothing else.
+  std::set<std::string> expected;
+  for (const auto& t : index.tensors())
+    if (t.name.find(".block_sparse_moe.experts.") == std::string::npos) expected.insert(t.name);
+  CHECK(packed == expected);
+  for (const char* global : {"language_model.model.embed_tokens.weight", "language_model.model.norm.weight",
+                             "language_model.model.output_attn_res_norm.weight",
+                             "language_model.model.output_attn_res_proj.weight", "language_model.lm_head.weight"})
+    CHECK(trunk.global(global) != nullptr);
+
+  k3::PluginHost host;
+  auto storage = host.create_storage("posix", {});
+  CHECK_NOTHROW(trunk.verify_hashes(*storage));
+}
+
+TEST_CASE("pack-trunk: a damaged trunk.bin fails hash verification naming the run", "[pack_trunk]") {
+  const fs::path copy = k3::test::scratch_dir() / "trunk-flipped";
+  copy_trunk(packed_tiny(), copy);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(copy, tiny_fingerprint());
+  const auto& run = trunk.layers()[1];
+  {
+    std::fstream f(copy / "trunk.bin", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(run.file_offset + run.nbytes / 2));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(run.file_offset + run.nbytes / 2));
+    c = static_cast<char>(c ^ 0x01);
+    f.write(&c, 1);
+  }
+  k3::PluginHost host;
+  auto storage = host.create_storage("posix", {});
+  CHECK_THROWS_WITH(trunk.verify_hashes(*storage), Catch::Contains("layer 1"));
+}
+
+TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is refused clearly", "[pack_trunk]") {
+  const std::uint64_t fp = tiny_fingerprint();
+  const fs::path copy = k3::test::scratch_dir() / "trunk-broken";
+
+  copy_trunk(packed_tiny(), copy);
+  fs::remove(copy / "trunk.json");
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("no trunk.json") && Catch::Contains("interrupted"));
+
+  copy_trunk(packed_tiny(), copy);
+  fs::resize_file(copy / "trunk.json", fs::file_size(copy / "trunk.json") / 2);  // cut mid-write
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("trunk.json") && Catch::Contains("not valid JSON"));
+
+  copy_trunk(packed_tiny(), copy);
+  fs::resize_file(copy / "trunk.bin", fs::file_size(copy / "trunk.bin") - 4096);
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("trunk.bin") && Catch::Contains("bytes"));
+
+  // A run pointing outside trunk.bin.
+  copy_trunk(packed_tiny(), copy);
+  {
+    std::ifstream in(copy / "trunk.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("\"file_off\": 0");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 13, "\"file_off\": 409600000000");
+    std::ofstream(copy / "trunk.json", std::ios::trunc) << text;
+  }
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("outside trunk.bin"));
+}
+
+TEST_CASE("pack-trunk: a fingerprint mismatch is refused", "[pack_trunk]") {
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(packed_tiny(), tiny_fingerprint() ^ 1),
+                    Catch::Contains("fingerprint") && Catch::Contains("repack"));
+}
+
+TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced with it", "[pack_trunk]") {
+  const fs::path out = k3::test::scratch_dir() / "trunk-exists";
+  fs::create_directories(out);
+  std::ofstream(out / "keep.txt") << "old";
+  k3::PackTrunkOptions o;
+  o.model = k3::test::test_model("tiny");
+  o.out = out;
+  CHECK_THROWS_AS(k3::pack_trunk(o), k3::UsageError);
+  CHECK_THROWS_WITH(k3::pack_trunk(o), Catch::Contains("--force"));
+  CHECK(fs::exists(out / "keep.txt"));
+  o.force = true;
+  std::vector<std::string> phases;
+  o.progress = [&](std::string_view phase, std::uint64_t, std::uint64_t) {
+    if (phases.empty() || phases.back() != phase) phases.emplace_back(phase);
+  };
+  const auto r = k3::pack_trunk(o);
+  CHECK(phases == std::vector<std::string>{"copy", "verify"});
+  CHECK_FALSE(fs::exists(out / "keep.txt"));
+  CHECK(fs::exists(out / "trunk.json"));
+  CHECK(fs::file_size(out / "trunk.bin") == r.bin_bytes);
+  CHECK_NOTHROW(k3::PackedTrunk::open(out, tiny_fingerprint()));
+  for (const auto& entry : fs::directory_iterator(out.parent_path()))
+    CHECK(entry.path().filename().string().find("trunk-exists.") == std::string::npos);  // no .tmp/.old left
+}
+
+TEST_CASE("pack-trunk: a missing model is a usage error", "[pack_trunk]") {
+  k3::PackTrunkOptions o;
+  o.model = k3::test::scratch_dir() / "no-such-model";
+  o.out = k3::test::scratch_dir() / "never";
+  CHECK_THROWS_AS(k3::pack_trunk(o), k3::UsageError);
+  CHECK_FALSE(fs::exists(o.out));
+}
