@@ -12,6 +12,11 @@
 namespace k3 {
 
 void write_file_atomically(const std::filesystem::path& file, const void* data, std::size_t size) {
+  // Create the folder the user named (e.g. --out runs/today/report.json).
+  if (file.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+  }
   const std::string tmp = file.string() + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw RuntimeError(tmp + ": cannot create: " + std::strerror(errno));
