@@ -9,10 +9,13 @@ endif()
 
 set(_k3_sim_dir ${PROJECT_BINARY_DIR}/test-tmp/sim-cli)
 
+add_test(NAME "sim: scratch folder" COMMAND ${CMAKE_COMMAND} -E make_directory ${_k3_sim_dir})
+set_tests_properties("sim: scratch folder" PROPERTIES FIXTURES_SETUP k3_sim_dir)
+
 add_test(NAME "sim: generate a trace"
          COMMAND $<TARGET_FILE:k3host> sim --generate-trace ${_k3_sim_dir}/study.k3trace
                  --layers 12 --experts 64 --top-k 4 --tokens 80 --zipf 0.9 --reuse 0.3 --seed 5)
-set_tests_properties("sim: generate a trace" PROPERTIES FIXTURES_SETUP k3_sim_trace)
+set_tests_properties("sim: generate a trace" PROPERTIES FIXTURES_REQUIRED k3_sim_dir FIXTURES_SETUP k3_sim_trace)
 
 add_test(NAME "sim: belady is the ceiling at every capacity"
          COMMAND ${CMAKE_COMMAND} -DK3HOST=$<TARGET_FILE:k3host> -DTRACE=${_k3_sim_dir}/study.k3trace
