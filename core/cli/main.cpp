@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_tokenize(app, global));
   commands.push_back(register_make_model(app, global));
   commands.push_back(register_sim(app, global));
+  commands.push_back(register_plan(app, global));
   commands.push_back(register_pack_trunk(app, global));
 
   try {

@@ -60,6 +60,25 @@ std::string human_bytes(std::uint64_t b) {
   return buf;
 }
 
+/// Per step: time, bytes read, true resident hit rate; then the whole-run I/O summary.
+void print_io_report(const JobReport& r) {
+  for (std::size_t i = 0; i < r.result.steps.size() && i < r.step_io.size(); ++i) {
+    const auto& io = r.step_io[i];
+    std::printf("step %3zu  %8.3f s  experts %s  trunk %s  tables %s  hit %5.1f%% (%llu/%llu)  io wait %.3f s\n", i,
+                r.result.steps[i].seconds, human_bytes(io.expert_bytes).c_str(), human_bytes(io.trunk_bytes).c_str(),
+                human_bytes(io.table_bytes).c_str(), 100.0 * io.hit_rate(),
+                static_cast<unsigned long long>(io.expert_hits), static_cast<unsigned long long>(io.expert_requests),
+                io.io_wait_seconds);
+  }
+  std::printf("read: trunk %s, experts %s, embedding/head %s | true hit rate %.1f%% | I/O share of wall clock "
+              "%.1f%% | %.3f s/token | peak RSS %s (plan %s)%s\n",
+              human_bytes(r.io.trunk_bytes).c_str(), human_bytes(r.io.expert_bytes).c_str(),
+              human_bytes(r.io.table_bytes).c_str(),
+              r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0,
+              100.0 * r.io_share, r.seconds_per_token, human_bytes(r.peak_rss).c_str(), human_bytes(r.plan.total).c_str(),
+              r.streaming ? "" : " (resident)");
+}
+
 /// Runs the job, streaming the generated text to stdout and a summary to stderr.
 int run_pipeline(const Pipeline& pipeline, bool quiet) {
   JobHooks hooks;
@@ -72,6 +91,9 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
                  100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done).c_str(),
                  human_bytes(total).c_str(), done >= total ? "\n" : "");
+  };
+  hooks.on_plan = [&](const std::string& table) {
+    if (!quiet) std::fputs(table.c_str(), stderr);
   };
   hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
     if (quiet) return;
@@ -90,7 +112,14 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
                 r.result.generated.size(), r.result.stopped_at_eos ? " (stopped at EOS)" : "",
                 r.result.prefill_seconds, r.tokens_per_second, human_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
                 r.threads);
+    print_io_report(r);
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
+  }
+  if (!r.expert_failures.empty()) {
+    for (const auto& f : r.expert_failures) std::fprintf(stderr, "k3host: error: routed expert failed: %s\n", f.c_str());
+    std::fprintf(stderr, "k3host: error: %zu routed expert read(s) failed; their contributions were zero, so the "
+                         "generated ids are unsound\n", r.expert_failures.size());
+    return static_cast<int>(ExitCode::expert_failure);
   }
   return 0;
 }

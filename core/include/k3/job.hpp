@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <k3/generate.hpp>
+#include <k3/model.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/plan.hpp>
 
 namespace k3 {
 
@@ -18,10 +20,24 @@ struct JobHooks {
   std::function<void(const std::string&)> on_status;
   /// Progress of long work (bytes done of total); may be empty.
   std::function<void(const std::string& what, std::uint64_t done, std::uint64_t total)> on_progress;
+  /// The memory plan (printed table) once the model is loaded, before any compute.
+  std::function<void(const std::string& plan_table)> on_plan;
   /// The prompt as text and ids, before generation starts.
   std::function<void(const std::string& text, const std::vector<std::uint32_t>& ids)> on_prompt;
   /// Each generated token with its decoded text (may be a partial UTF-8 sequence).
   std::function<void(std::uint32_t id, const std::string& text)> on_token;
+};
+
+/// Storage traffic and cache outcome of one generated token (its forward pass).
+struct StepIo {
+  std::uint64_t expert_bytes = 0, trunk_bytes = 0, table_bytes = 0;
+  std::uint64_t expert_requests = 0, expert_hits = 0;
+  double io_wait_seconds = 0;
+  /// True resident hit rate: requests served by an expert already in the cache (nothing is
+  /// read speculatively, so every hit is a true one); 0 when there were no requests.
+  [[nodiscard]] double hit_rate() const {
+    return expert_requests ? static_cast<double>(expert_hits) / static_cast<double>(expert_requests) : 0.0;
+  }
 };
 
 struct JobReport {
@@ -36,6 +52,18 @@ struct JobReport {
   std::uint64_t peak_rss = 0;     ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
   std::filesystem::path report_file;  ///< where the JSON went (empty if not written)
+  // Streaming (docs/streaming.md "Report").
+  MemoryPlan plan;
+  std::string plan_text;              ///< the printed plan
+  bool streaming = false;
+  std::string cache_policy;
+  std::vector<StepIo> step_io;        ///< per generated token, same order as result.steps
+  StreamStats io;                     ///< whole run, load included
+  double wall_seconds = 0;            ///< load + prefill + decode
+  double io_share = 0;                ///< compute thread waiting for storage ÷ wall clock
+  double seconds_per_token = 0;       ///< decode seconds ÷ generated tokens
+  /// Non-empty: routed experts failed to load; the run finished but the ids are unsound (exit 4).
+  std::vector<std::string> expert_failures;
 };
 
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the

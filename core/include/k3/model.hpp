@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <k3/model_config.hpp>
+#include <k3/plan.hpp>
 #include <k3/plugin_host.hpp>
 
 namespace k3 {
@@ -27,6 +28,25 @@ struct ModelSettings {
   std::string kernels = "auto";   ///< kernel set name or "auto" (highest score that runs here)
   PluginParams kernel_params;
   int threads = 0;                ///< 0 = every core
+  /// Memory budgets (docs/streaming.md). The default sizes both budgets from the available
+  /// memory ("fit"); a plan that holds everything keeps the model resident, otherwise the
+  /// trunk and the routed experts stream. A plan that does not fit is refused (exit 3).
+  PlanInputs memory;
+  std::string cache_policy = "lru";  ///< expert cache policy plugin
+  PluginParams cache_params;
+  int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
+};
+
+/// What the model read from storage and how the expert cache did, since it was loaded.
+struct StreamStats {
+  std::uint64_t trunk_bytes = 0;      ///< non-expert layer tensors (pinned + ring)
+  std::uint64_t expert_bytes = 0;     ///< routed experts
+  std::uint64_t table_bytes = 0;      ///< embedding, lm_head, global norms
+  std::uint64_t expert_requests = 0;  ///< (token, layer, expert) requests
+  std::uint64_t expert_hits = 0;      ///< requests found resident (true hits; nothing is prefetched speculatively)
+  double io_wait_seconds = 0;         ///< the compute thread waited for storage
+  double read_seconds = 0;            ///< time inside storage reads, all threads
+  std::vector<std::string> expert_failures;  ///< "layer L expert E: ..." (ids unsound)
 };
 
 /// Observes every routed-expert request: (position, layer, experts in top-k order).
@@ -50,6 +70,11 @@ class Model {
   [[nodiscard]] std::string kernel_set() const;   ///< the name of the set in use
   [[nodiscard]] int threads() const noexcept;
   [[nodiscard]] std::uint64_t weight_bytes_read() const noexcept;
+  /// The memory plan the model was loaded with.
+  [[nodiscard]] const MemoryPlan& plan() const noexcept;
+  /// True when the trunk or the experts stream (the plan did not hold everything).
+  [[nodiscard]] bool streaming() const noexcept;
+  [[nodiscard]] StreamStats stream_stats() const;
 
   struct Impl;
   [[nodiscard]] Impl& impl() noexcept { return *impl_; }

@@ -7,6 +7,18 @@
 
 namespace k3::model {
 
+void WeightSource::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
+  const GlobalWeights& g = global();
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const std::uint16_t* row = g.embed_tokens.w + std::size_t{tokens[t]} * E;
+    for (std::size_t d = 0; d < E; ++d) P[t * E + d] = bf16_to_f32(row[d]);
+  }
+}
+
+void WeightSource::head(const Ops& ops, const float* x, std::size_t n, float* logits) {
+  ops.matmul(global().lm_head, x, n, logits);
+}
+
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions) {
   SequenceState st;
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
@@ -42,12 +54,10 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
 
   // P = the embedding rows (exact bf16 → fp32).
   std::vector<float> P(T * E), h(T * E), hn(T * E), a(T * E);
-  for (std::size_t t = 0; t < T; ++t) {
+  for (std::size_t t = 0; t < T; ++t)
     if (tokens[t] >= V) throw UsageError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" +
                                          std::to_string(V) + ")");
-    const std::uint16_t* row = g.embed_tokens.w + std::size_t{tokens[t]} * E;
-    for (std::size_t d = 0; d < E; ++d) P[t * E + d] = bf16_to_f32(row[d]);
-  }
+  ctx.weights.embed(tokens, E, P.data());
   std::vector<std::vector<float>> bank;  // block snapshots, each [T, E]
   std::vector<const float*> rows;
   auto aggregate = [&](const std::vector<float>& prefix, const std::vector<float>& norm_w,
@@ -99,7 +109,7 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   const std::size_t n_out = T - first;
   aggregate(P, g.out_res_norm, g.out_res_proj, h);
   for (std::size_t t = first; t < T; ++t) ops.rmsnorm(&h[t * E], g.norm.data(), eps, E, &hn[(t - first) * E]);
-  ops.matmul(g.lm_head, hn.data(), n_out, logits);
+  ctx.weights.head(ops, hn.data(), n_out, logits);
 
   st.position += static_cast<std::int64_t>(T);
   st.tokens.insert(st.tokens.end(), tokens.begin(), tokens.end());

@@ -11,13 +11,22 @@
 namespace k3::model {
 
 /// Where the non-expert weights come from: resident, or streamed layer by layer. A layer is
-/// acquired before use and released after; global tensors are always available.
+/// acquired before use and released after; the small global tensors are always available.
+/// The embedding table and lm_head are reached only through embed() and head(), so a
+/// streaming source can read rows on demand.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
   [[nodiscard]] virtual const GlobalWeights& global() = 0;
   virtual const LayerWeights& acquire_layer(std::size_t layer) = 0;
   virtual void release_layer(std::size_t layer) = 0;
+  /// P[t, :] = the embedding row of tokens[t], bf16 widened to fp32 (ids already checked).
+  /// Default: from global().embed_tokens.
+  virtual void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P);
+  /// logits [n, V] = lm_head · x [n, E]. Default: one matmul over global().lm_head. A
+  /// streaming source may multiply row chunks: output rows are independent, so the bits
+  /// are the same.
+  virtual void head(const Ops& ops, const float* x, std::size_t n, float* logits);
 };
 
 struct ForwardContext {

@@ -6,8 +6,13 @@
 #include <k3/checkpoint.hpp>
 #include <k3/model.hpp>
 
+#include <k3/plan.hpp>
+
+#include "cache/expert_cache.hpp"
 #include "model/forward.hpp"
 #include "model/weights.hpp"
+#include "runtime/stream_counters.hpp"
+#include "runtime/streamed_trunk.hpp"
 
 namespace k3 {
 
@@ -18,13 +23,15 @@ class ResidentSource final : public model::WeightSource, public model::ExpertSou
   const model::GlobalWeights& global() override { return w_.global(); }
   const model::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
   void release_layer(std::size_t) override {}
-  void acquire(std::size_t layer, std::span<const std::uint32_t> ids, std::span<model::ExpertWeights> out) override {
-    for (std::size_t i = 0; i < ids.size(); ++i) out[i] = w_.layer(layer).experts[ids[i]];
+  void request(std::size_t, std::span<const std::uint32_t> ids) override { ids_.assign(ids.begin(), ids.end()); }
+  void wait(std::size_t layer, std::span<model::ExpertWeights> out) override {
+    for (std::size_t i = 0; i < ids_.size(); ++i) out[i] = w_.layer(layer).experts[ids_[i]];
   }
   void release(std::size_t) override {}
 
  private:
   const model::ResidentWeights& w_;
+  std::vector<std::uint32_t> ids_;
 };
 
 struct Model::Impl {
@@ -36,8 +43,18 @@ struct Model::Impl {
   std::string kernel_name;
   int threads = 1;
   std::unique_ptr<model::Ops> ops;
+  MemoryPlan plan;
+  std::unique_ptr<runtime::StreamCounters> counters;
+  // Either resident (the plan holds everything) ...
   std::unique_ptr<model::ResidentWeights> weights;
   std::unique_ptr<ResidentSource> source;
+  // ... or streamed (runtime/streamed_trunk, cache/expert_cache).
+  std::unique_ptr<runtime::StreamedTrunk> trunk;
+  std::unique_ptr<cache::ExpertCache> expert_cache;
+  std::unique_ptr<cache::StreamedExperts> streamed_experts;
+
+  [[nodiscard]] model::WeightSource& weight_source();
+  [[nodiscard]] model::ExpertSource& expert_source();
 };
 
 }  // namespace k3

@@ -48,7 +48,7 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
                      " (raise memory.context)");
   Model::Impl& m = s.model.impl();
   logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(c.vocab_size));
-  model::ForwardContext ctx{c, *m.ops, *m.source, *m.source, &s.bridge, s.scratch};
+  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.scratch};
   model::forward(ctx, s.state, tokens, all_positions, logits.data());
 }
 

@@ -16,6 +16,23 @@ std::string shape_str(const std::vector<std::uint64_t>& s) {
 
 }  // namespace
 
+sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts) {
+  sdk::Status st = file.read(batch);
+  for (int attempt = 1; attempt < attempts && !st.ok(); ++attempt) {
+    std::vector<std::size_t> failed;
+    std::vector<sdk::ReadRequest> again;
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].result != sdk::StatusCode::ok) {
+        failed.push_back(i);
+        again.push_back({batch[i].offset, batch[i].length, batch[i].dest, sdk::StatusCode::ok});
+      }
+    if (again.empty()) break;  // a failure without a failed request: nothing to retry
+    st = file.read(again);
+    for (std::size_t k = 0; k < failed.size(); ++k) batch[failed[k]].result = again[k].result;
+  }
+  return st;
+}
+
 TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage)
     : index_(index), storage_(storage), files_(index.files().size()) {}
 
@@ -56,14 +73,23 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
   return *files_[i];
 }
 
-AlignedBuffer TensorReader::read_all() {
+std::uint64_t TensorReader::layout() {
   std::uint64_t total = 0;
   for (auto& w : wanted_) {
     total = (total + 63) / 64 * 64;
     w.buffer_offset = total;
     total += w.info->nbytes;
   }
-  AlignedBuffer buf(total);
+  return total;
+}
+
+AlignedBuffer TensorReader::read_all() {
+  AlignedBuffer buf(layout());
+  read_into(buf.data());
+  return buf;
+}
+
+void TensorReader::read_into(std::byte* base) {
   // One batch per shard, sorted by offset.
   std::map<std::uint32_t, std::vector<std::size_t>> by_file;
   for (std::size_t i = 0; i < wanted_.size(); ++i) by_file[wanted_[i].info->file].push_back(i);
@@ -73,9 +99,9 @@ AlignedBuffer TensorReader::read_all() {
     std::vector<sdk::ReadRequest> batch;
     batch.reserve(handles.size());
     for (std::size_t h : handles)
-      batch.push_back({wanted_[h].info->offset, wanted_[h].info->nbytes, buf.data() + wanted_[h].buffer_offset,
+      batch.push_back({wanted_[h].info->offset, wanted_[h].info->nbytes, base + wanted_[h].buffer_offset,
                        sdk::StatusCode::ok});
-    const sdk::Status st = file(fi).read(batch);
+    const sdk::Status st = read_with_retry(file(fi), batch);
     if (!st.ok()) {
       std::string tensor;
       for (std::size_t j = 0; j < batch.size(); ++j)
@@ -87,7 +113,6 @@ AlignedBuffer TensorReader::read_all() {
     }
     for (std::size_t h : handles) bytes_read_ += wanted_[h].info->nbytes;
   }
-  return buf;
 }
 
 const std::byte* TensorReader::data(const AlignedBuffer& buf, std::size_t handle) const {

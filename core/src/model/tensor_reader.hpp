@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@
 #include "util/aligned_buffer.hpp"
 
 namespace k3::model {
+
+/// Reads a batch, then re-reads the requests that failed, up to `attempts` reads in all
+/// (a transient fault — EIO, a short read — recovers). Returns the last failure, if any.
+sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts = 3);
 
 class TensorReader {
  public:
@@ -25,19 +30,30 @@ class TensorReader {
   /// Reads every queued tensor into one new buffer (each tensor 64-byte aligned).
   /// Throws RuntimeError naming the shard and tensor on a failed read.
   AlignedBuffer read_all();
+  /// Places the queued tensors (64-byte aligned, queue order) and returns the bytes needed.
+  std::uint64_t layout();
+  /// Reads the queued tensors into `base` (at least layout() bytes), one batch per shard in
+  /// offset order. Throws like read_all().
+  void read_into(std::byte* base);
   /// Pointer to a tensor in the buffer returned by the last read_all().
   [[nodiscard]] const std::byte* data(const AlignedBuffer& buf, std::size_t handle) const;
+  /// Pointer to a tensor in memory laid out by layout() at `base`.
+  [[nodiscard]] const std::byte* data(const std::byte* base, std::size_t handle) const {
+    return base + wanted_[handle].buffer_offset;
+  }
   [[nodiscard]] const TensorInfo& info(std::size_t handle) const { return *wanted_[handle].info; }
   [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
   /// Forget the queue (keeps the open files).
   void clear() { wanted_.clear(); }
+  /// Shard `index` of the checkpoint, opened through the storage plugin on first use
+  /// (size checked against the index). Not thread-safe: one reader per thread.
+  sdk::StorageFile& file(std::uint32_t index);
 
  private:
   struct Wanted {
     const TensorInfo* info;
     std::uint64_t buffer_offset;
   };
-  sdk::StorageFile& file(std::uint32_t index);
 
   const CheckpointIndex& index_;
   sdk::StorageBackend& storage_;

@@ -91,6 +91,35 @@ struct GlobalWeights {
   Bf16Matrix lm_head;                      ///< [V, E]
 };
 
+class TensorReader;
+
+/// Reads one layer's tensors (the trunk; the routed experts too when asked) through a
+/// TensorReader into memory the caller provides, and binds the views. Used for resident
+/// weights and for the streamed trunk's slots alike, so both bind identically.
+class LayerLoader {
+ public:
+  LayerLoader(const ModelConfig& c, TensorReader& reader);
+  ~LayerLoader();
+  LayerLoader(const LayerLoader&) = delete;
+  LayerLoader& operator=(const LayerLoader&) = delete;
+  /// Queues layer `li` (dtype and shape checked against the config); returns the bytes it needs.
+  std::uint64_t queue(std::size_t li, bool with_experts);
+  /// Reads what queue() listed into `base` (at least that many bytes, 64-byte aligned) and
+  /// binds `out` to it. Throws RuntimeError naming the shard and tensor on a failed read.
+  void read_and_bind(std::byte* base, LayerWeights& out);
+
+ private:
+  struct Handles;
+  const ModelConfig& c_;
+  TensorReader& reader_;
+  std::size_t layer_ = 0;
+  std::unique_ptr<Handles> hd_;
+};
+
+/// The global tensors (norms, output AttnRes); the embedding table and lm_head only when
+/// `tables`. Buffers are appended to `keep`.
+GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep);
+
 /// All weights resident in memory, read through a storage backend.
 class ResidentWeights {
  public:

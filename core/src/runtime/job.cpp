@@ -91,10 +91,18 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.kernels = p.get_string("kernels.set");
   ms.kernel_params = p.get_params("kernels.params");
   ms.threads = static_cast<int>(p.get_int("threads"));
+  ms.memory = plan_inputs(p);
+  ms.cache_policy = p.get_string("cache.policy");
+  ms.cache_params = p.get_params("cache.params");
   status("loading " + rep.model.string());
   Model model(rep.model, host, ms);
   auto tokenizer = make_tokenizer(p, host, rep.model);
   rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.plan = model.plan();
+  rep.plan_text = rep.plan.table();
+  if (hooks.on_plan) hooks.on_plan(rep.plan_text);
+  rep.streaming = model.streaming();
+  rep.cache_policy = ms.cache_policy;
   rep.kernels = model.kernel_set();
   rep.storage = ms.storage;
   rep.threads = model.threads();
@@ -130,7 +138,11 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 
   std::vector<std::uint32_t> so_far;
   std::string printed;
+  // Stream counters at each generated token: the forward pass of step s runs between the
+  // callbacks of tokens s and s+1 (the last step runs none).
+  std::vector<StreamStats> marks;
   rep.result = generate(session, g, [&](std::uint32_t id) {
+    marks.push_back(model.stream_stats());
     so_far.push_back(id);
     if (!hooks.on_token) return;
     // Print the text that became complete with this token (BPE pieces may split UTF-8).
@@ -144,6 +156,18 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   rep.tokens_per_second = decode_s > 0 ? static_cast<double>(rep.result.generated.size()) / decode_s : 0;
   rep.peak_rss = peak_rss_bytes();
   rep.weight_bytes_read = model.weight_bytes_read();
+  rep.io = model.stream_stats();
+  marks.push_back(rep.io);
+  for (std::size_t i = 0; i + 1 < marks.size(); ++i) {
+    const StreamStats &a = marks[i], &b = marks[i + 1];
+    rep.step_io.push_back({b.expert_bytes - a.expert_bytes, b.trunk_bytes - a.trunk_bytes, b.table_bytes - a.table_bytes,
+                           b.expert_requests - a.expert_requests, b.expert_hits - a.expert_hits,
+                           b.io_wait_seconds - a.io_wait_seconds});
+  }
+  rep.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
+  rep.seconds_per_token = rep.result.generated.empty() ? 0 : decode_s / static_cast<double>(rep.result.generated.size());
+  rep.expert_failures = rep.io.expert_failures;
 
   const std::filesystem::path save_state = p.get_path("job.save_state");
   if (!save_state.empty()) session.save(save_state);
@@ -167,8 +191,54 @@ std::string report_json(const JobReport& r) {
   j["load_seconds"] = r.load_seconds;
   j["prefill_seconds"] = r.result.prefill_seconds;
   nlohmann::json steps = nlohmann::json::array();
-  for (const auto& s : r.result.steps) steps.push_back({{"token", s.token}, {"seconds", s.seconds}});
+  for (std::size_t i = 0; i < r.result.steps.size(); ++i) {
+    const auto& s = r.result.steps[i];
+    nlohmann::json step = {{"token", s.token}, {"seconds", s.seconds}};
+    if (i < r.step_io.size()) {
+      const StepIo& io = r.step_io[i];
+      step["expert_bytes_read"] = io.expert_bytes;
+      step["trunk_bytes_read"] = io.trunk_bytes;
+      step["table_bytes_read"] = io.table_bytes;
+      step["expert_requests"] = io.expert_requests;
+      step["expert_hits"] = io.expert_hits;
+      step["true_hit_rate"] = io.hit_rate();
+      step["io_wait_seconds"] = io.io_wait_seconds;
+    }
+    steps.push_back(step);
+  }
   j["steps"] = steps;
+  const MemoryPlan& p = r.plan;
+  j["plan"] = {{"total_bytes", p.total},
+               {"available_bytes", p.available},
+               {"streaming", r.streaming},
+               {"trunk_pinned_layers", p.pinned_count},
+               {"trunk_layers", p.layer_bytes.size()},
+               {"trunk_pinned_bytes", p.pinned_bytes},
+               {"trunk_ring_slots", p.ring_slots},
+               {"trunk_ring_slot_bytes", p.ring_slot_bytes},
+               {"expert_slots", p.expert_slots},
+               {"expert_slot_bytes", p.expert_slot_bytes},
+               {"experts_total", p.experts_total},
+               {"embedding_bytes", p.embedding_bytes},
+               {"lm_head_bytes", p.lm_head_bytes},
+               {"lm_head_chunk_rows", p.lm_head_chunk_rows},
+               {"kda_state_bytes", p.kda_state_bytes},
+               {"mla_kv_bytes", p.mla_kv_bytes},
+               {"buffer_bytes", p.buffer_bytes},
+               {"overhead_bytes", p.overhead_bytes},
+               {"text", r.plan_text}};
+  j["cache_policy"] = r.cache_policy;
+  j["bytes_read"] = {{"trunk", r.io.trunk_bytes}, {"experts", r.io.expert_bytes}, {"embedding_head", r.io.table_bytes}};
+  j["expert_requests"] = r.io.expert_requests;
+  j["expert_hits"] = r.io.expert_hits;
+  j["true_hit_rate"] =
+      r.io.expert_requests ? static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0;
+  j["io_wait_seconds"] = r.io.io_wait_seconds;
+  j["read_seconds"] = r.io.read_seconds;
+  j["wall_seconds"] = r.wall_seconds;
+  j["io_share"] = r.io_share;
+  j["seconds_per_token"] = r.seconds_per_token;
+  j["expert_failures"] = r.expert_failures;
   j["tokens_per_second"] = r.tokens_per_second;
   j["peak_rss_bytes"] = r.peak_rss;
   j["weight_bytes_read"] = r.weight_bytes_read;

@@ -30,13 +30,23 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
          const float* x, std::size_t T, float* out, Scratch& s);
 
 /// Where routed experts come from. The resident source hands out pointers; a streaming
-/// source reads the misses as one batch and holds leases until release().
+/// source reads the misses as one batch and holds leases until release(). Call order per
+/// MoE layer: route() once with every request, then for each batch of at most max_batch()
+/// distinct ids: request() (starts the reads, returns at once), wait(), compute, release().
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
-  /// Makes the experts of `layer` listed in `ids` available; out[i] belongs to ids[i].
-  virtual void acquire(std::size_t layer, std::span<const std::uint32_t> ids, std::span<ExpertWeights> out) = 0;
-  /// Ends the use of everything acquired for `layer`.
+  /// Every (token, expert) request of the chunk for `layer`, token-major, top-k order.
+  virtual void route(std::size_t /*layer*/, std::span<const std::uint32_t> /*requests*/) {}
+  /// The most distinct experts one request() may name (the cache's leasable slots).
+  [[nodiscard]] virtual std::size_t max_batch() const { return static_cast<std::size_t>(-1); }
+  /// Starts making the experts `ids` of `layer` available (non-blocking).
+  virtual void request(std::size_t layer, std::span<const std::uint32_t> ids) = 0;
+  /// Blocks until the requested experts are there; out[i] belongs to ids[i] of request().
+  /// An expert that could not be loaded has null matrices (w1.packed == nullptr): its
+  /// contribution is zero and the run's ids are unsound (the source records the failure).
+  virtual void wait(std::size_t layer, std::span<ExpertWeights> out) = 0;
+  /// Ends the use of everything requested for `layer`.
   virtual void release(std::size_t layer) = 0;
 };
 

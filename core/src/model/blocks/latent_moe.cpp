@@ -6,9 +6,11 @@
 //     Shared(x) = W_sd · SiTU(W_sg x, W_su x), unweighted.
 // Chunked: each expert chosen in the chunk is multiplied once for all the tokens that chose
 // it (a batched matmul equals the per-token result bit for bit); each token then sums its
-// experts in top-k order, so chunking never changes a bit.
+// experts in top-k order, so chunking never changes a bit. The routed-expert reads start
+// right after routing and overlap the shared expert (docs/streaming.md "Overlap").
 #include <algorithm>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "model/blocks/blocks.hpp"
@@ -75,25 +77,52 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   std::vector<std::uint32_t> unique;
   unique.reserve(users.size());
   for (const auto& [e, slots] : users) unique.push_back(e);
-  std::vector<ExpertWeights> ew(unique.size());
-  experts.acquire(layer, unique, ew);
+  experts.route(layer, {ids, T * K});
+
+  // Reads start now; the shared expert (which needs no routed weights) is computed while
+  // they are in flight. Batches of at most max_batch() distinct experts keep every expert
+  // of a batch leased at once; the order of experts never changes a bit (each writes its
+  // own contribution rows).
+  const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), unique.size()));
+  std::span<const std::uint32_t> all_ids(unique);
+  if (!unique.empty()) experts.request(layer, all_ids.first(std::min(per_batch, unique.size())));
+
+  // Shared experts on the original x, unweighted (added at the end).
+  float* sg = s.f(slot::moe_sh1, T * SI);
+  float* su = s.f(slot::moe_sh2, T * SI);
+  ops.matmul(w.shared_gate, x, T, sg);
+  ops.matmul(w.shared_up, x, T, su);
+  for (std::size_t i = 0; i < T * SI; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
+  float* sh = s.f(slot::moe_rows, T * E);
+  ops.matmul(w.shared_down, sg, T, sh);
 
   float* contrib = s.f(slot::moe_contrib, T * K * L);  // [t·K + j][L]
   float* zg = s.f(slot::moe_gather, T * K * L);
   float* h1 = s.f(slot::moe_h1, T * K * I);
   float* h3 = s.f(slot::moe_h3, T * K * I);
   float* eo = s.f(slot::moe_out, T * K * L);
-  for (std::size_t u = 0; u < unique.size(); ++u) {
-    const auto& slots = users[unique[u]];
-    const std::size_t n = slots.size();
-    for (std::size_t r = 0; r < n; ++r) std::copy_n(z + (slots[r] / K) * L, L, zg + r * L);
-    ops.matmul(ew[u].w1, zg, n, h1);
-    ops.matmul(ew[u].w3, zg, n, h3);
-    for (std::size_t i = 0; i < n * I; ++i) h1[i] = situ(h1[i], h3[i], b1, b2);
-    ops.matmul(ew[u].w2, h1, n, eo);
-    for (std::size_t r = 0; r < n; ++r) std::copy_n(eo + r * L, L, contrib + slots[r] * L);
+  std::vector<ExpertWeights> ew;
+  for (std::size_t first = 0; first < unique.size(); first += per_batch) {
+    const std::size_t count = std::min(per_batch, unique.size() - first);
+    if (first != 0) experts.request(layer, all_ids.subspan(first, count));
+    ew.assign(count, ExpertWeights{});
+    experts.wait(layer, ew);
+    for (std::size_t u = 0; u < count; ++u) {
+      const auto& slots = users[unique[first + u]];
+      const std::size_t n = slots.size();
+      if (ew[u].w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
+        for (std::size_t r = 0; r < n; ++r) std::fill_n(contrib + slots[r] * L, L, 0.0f);
+        continue;
+      }
+      for (std::size_t r = 0; r < n; ++r) std::copy_n(z + (slots[r] / K) * L, L, zg + r * L);
+      ops.matmul(ew[u].w1, zg, n, h1);
+      ops.matmul(ew[u].w3, zg, n, h3);
+      for (std::size_t i = 0; i < n * I; ++i) h1[i] = situ(h1[i], h3[i], b1, b2);
+      ops.matmul(ew[u].w2, h1, n, eo);
+      for (std::size_t r = 0; r < n; ++r) std::copy_n(eo + r * L, L, contrib + slots[r] * L);
+    }
+    experts.release(layer);
   }
-  experts.release(layer);
 
   // 3. Per token: weighted sum in top-k order (fp64, rounded once), latent norm, up-projection.
   float* r = s.f(slot::moe_r, T * L);
@@ -107,14 +136,6 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   }
   ops.matmul(w.up, r, T, out);
 
-  // Shared experts on the original x, unweighted.
-  float* sg = s.f(slot::moe_sh1, T * SI);
-  float* su = s.f(slot::moe_sh2, T * SI);
-  ops.matmul(w.shared_gate, x, T, sg);
-  ops.matmul(w.shared_up, x, T, su);
-  for (std::size_t i = 0; i < T * SI; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
-  float* sh = s.f(slot::moe_rows, T * E);
-  ops.matmul(w.shared_down, sg, T, sh);
   for (std::size_t i = 0; i < T * E; ++i) out[i] = static_cast<float>(double{out[i]} + double{sh[i]});
 }
 

@@ -1,0 +1,94 @@
+// The memory plan (DESIGN.md "Runtime"): computed from the geometry and the pipeline's
+// memory section before anything is allocated, printed, and refused (exit 3) when it does
+// not fit in the memory this machine has available.
+//
+//   k3::PlanInputs in = k3::plan_inputs(pipeline);
+//   k3::MemoryPlan plan = k3::plan_memory(config, in);   // sizes only, no weights needed
+//   std::fputs(plan.table().c_str(), stdout);
+//   k3::require_fit(plan);                                // k3::Error(ExitCode::resource)
+//
+// Every figure is bytes. Budgets are GB of 1e9 bytes and may be fractions (0.0005 = 500 kB),
+// so a test can make the tiny models stream. "fit" budgets are sized from the available
+// memory, trunk first. The plan is a forecast: the authoritative figure is the peak RSS the
+// run reports.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <k3/model_config.hpp>
+
+namespace k3 {
+
+class Pipeline;
+
+struct PlanInputs {
+  std::optional<double> trunk_gb;         ///< nullopt = fit
+  std::optional<double> expert_cache_gb;  ///< nullopt = fit
+  bool stream_embedding = false;          ///< lm_head in row chunks too (ultra)
+  std::int64_t context = 4096;            ///< positions of MLA latent KV to reserve
+  std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
+  std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
+};
+
+/// memory.* and job.prefill_chunk of a loaded pipeline.
+PlanInputs plan_inputs(const Pipeline& pipeline);
+
+/// What this process may still use: min(MemAvailable, cgroup memory.max - memory.current).
+/// `source` (optional) receives a short description of where the figure came from.
+std::uint64_t available_memory(std::string* source = nullptr);
+
+struct MemoryPlan {
+  std::uint64_t available = 0;
+  std::string available_source;
+  std::uint64_t trunk_budget = 0, expert_budget = 0;  ///< after "fit" sizing
+  bool trunk_fit = false, expert_fit = false;          ///< sized from available memory
+
+  // Trunk: every layer's non-expert tensors as held in memory.
+  std::vector<std::uint64_t> layer_bytes;  ///< per layer, the size of one binding
+  std::vector<bool> pinned;                ///< per layer
+  std::size_t pinned_count = 0;
+  std::uint64_t pinned_bytes = 0;
+  std::size_t ring_slots = 0;              ///< 0 when every layer is pinned
+  std::uint64_t ring_slot_bytes = 0;       ///< the largest unpinned layer
+
+  // Routed experts.
+  std::uint64_t expert_slot_bytes = 0;     ///< one expert's six tensors, 4096-aligned stride
+  std::uint64_t experts_total = 0;         ///< routed experts in the model
+  std::uint64_t expert_slots = 0;          ///< arena slots (every expert when resident)
+  std::uint64_t min_expert_slots = 0;      ///< top-k: one token's working set for a layer
+
+  // Model tables, state, buffers.
+  bool stream_embedding = false;
+  std::uint64_t embedding_bytes = 0;       ///< the table when resident, else row buffers
+  std::uint64_t lm_head_bytes = 0;         ///< the head when resident, else one chunk
+  std::uint64_t lm_head_chunk_rows = 0;    ///< rows per chunk; 0 = resident
+  std::uint64_t kda_state_bytes = 0;
+  std::uint64_t mla_kv_bytes = 0;
+  std::uint64_t buffer_bytes = 0;          ///< activations and scratch for one prefill chunk
+  std::uint64_t overhead_bytes = 0;        ///< tensor index and plugin code (estimate)
+  std::int64_t context = 0;
+
+  std::uint64_t total = 0;
+
+  [[nodiscard]] std::uint64_t trunk_bytes() const { return pinned_bytes + ring_slots * ring_slot_bytes; }
+  [[nodiscard]] std::uint64_t expert_bytes() const { return expert_slots * expert_slot_bytes; }
+  [[nodiscard]] bool streams_trunk() const { return pinned_count < layer_bytes.size(); }
+  [[nodiscard]] bool streams_experts() const { return expert_slots < experts_total; }
+  /// Everything fits resident: the plain in-memory source serves the model.
+  [[nodiscard]] bool resident() const { return !streams_trunk() && !streams_experts() && !stream_embedding; }
+  [[nodiscard]] bool fits() const { return total <= available; }
+  /// The printed plan: one line per item, the total and the available memory.
+  [[nodiscard]] std::string table() const;
+};
+
+/// Sizes everything from the geometry (no weights needed). UsageError for a budget that
+/// cannot hold the minimum (one ring slot is always planned; expert slots never below top-k).
+MemoryPlan plan_memory(const ModelConfig& config, const PlanInputs& inputs);
+
+/// Throws k3::Error(ExitCode::resource) naming the total, the available memory and the
+/// shortfall when the plan does not fit.
+void require_fit(const MemoryPlan& plan);
+
+}  // namespace k3

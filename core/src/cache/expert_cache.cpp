@@ -1,0 +1,296 @@
+#include "cache/expert_cache.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <k3/error.hpp>
+#include <k3/geometry.hpp>
+
+namespace k3::cache {
+
+namespace {
+constexpr std::uint64_t kTensorAlign = 64;
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+/// What the policy may ask while choosing a victim: resident, read, and not leased.
+class ExpertCache::Query final : public sdk::VictimQuery {
+ public:
+  explicit Query(const ExpertCache& c) : c_(c) {}
+  [[nodiscard]] bool evictable(sdk::ExpertKey key) const noexcept override {
+    const auto it = c_.where_.find(key.packed());
+    if (it == c_.where_.end()) return false;
+    const Slot& s = c_.slot_[it->second];
+    return s.state == State::ready && s.leases == 0;
+  }
+
+ private:
+  const ExpertCache& c_;
+};
+
+ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                         std::shared_ptr<sdk::CachePolicy> policy, std::uint64_t slots, std::uint64_t slot_bytes,
+                         int attempts, runtime::StreamCounters& counters)
+    : c_(c),
+      index_(index),
+      policy_(std::move(policy)),
+      counters_(counters),
+      slot_count_(slots),
+      slot_bytes_(slot_bytes),
+      attempts_(std::max(1, attempts)),
+      files_(index, storage) {
+  if (policy_->wants_future())
+    throw UsageError("cache policy needs the future request stream (belady); it can only replay traces "
+                     "(k3host sim), not serve a live run");
+  if (slot_count_ == 0) throw UsageError("the expert cache needs at least one slot");
+
+  // Every routed expert's six tensors, checked against the config once.
+  const auto I = static_cast<std::uint64_t>(c.moe_intermediate_size);
+  const auto L = static_cast<std::uint64_t>(c.routed_expert_hidden_size);
+  const std::uint64_t rows[3] = {I, L, I};  // w1 [I, L], w2 [L, I], w3 [I, L]
+  const std::uint64_t cols[3] = {L, I, L};
+  const auto moe_layers = static_cast<std::size_t>(c.num_hidden_layers - c.first_k_dense_replace);
+  const auto NE = static_cast<std::size_t>(c.num_experts);
+  tensors_.reserve(moe_layers * NE * 6);
+  for (std::size_t m = 0; m < moe_layers; ++m) {
+    const auto layer = static_cast<std::int64_t>(m) + c.first_k_dense_replace;
+    for (std::size_t e = 0; e < NE; ++e)
+      for (int w = 0; w < 3; ++w) {
+        tensors_.push_back(&index.require(tensor_names::expert(layer, static_cast<std::int64_t>(e), w + 1, false),
+                                          DType::u8, {rows[w], (cols[w] + 1) / 2}));
+        tensors_.push_back(&index.require(tensor_names::expert(layer, static_cast<std::int64_t>(e), w + 1, true),
+                                          DType::u8, {rows[w], (cols[w] + 31) / 32}));
+      }
+  }
+  std::uint64_t at = 0;
+  for (int k = 0; k < 6; ++k) {
+    at = align_up(at, kTensorAlign);
+    offsets_[k] = at;
+    at += tensors_.empty() ? 0 : tensors_[static_cast<std::size_t>(k)]->nbytes;
+  }
+  if (at > slot_bytes_)
+    throw RuntimeError("expert cache: a slot of " + std::to_string(slot_bytes_) + " bytes cannot hold an expert of " +
+                       std::to_string(at));
+
+  const sdk::Status st = policy_->reset(slot_count_);
+  if (!st.ok()) throw UsageError("cache policy refused " + std::to_string(slot_count_) + " slots: " + st.detail);
+  arena_ = AlignedBuffer(slot_count_ * slot_bytes_);
+  slot_.resize(slot_count_);
+  free_.reserve(slot_count_);
+  for (std::size_t s = slot_count_; s-- > 0;) free_.push_back(static_cast<std::uint32_t>(s));
+  reader_ = std::thread([this] { reader_loop(); });
+}
+
+ExpertCache::~ExpertCache() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert, int k) const {
+  const std::size_t m = layer - static_cast<std::size_t>(c_.first_k_dense_replace);
+  return *tensors_[(m * static_cast<std::size_t>(c_.num_experts) + expert) * 6 + static_cast<std::size_t>(k)];
+}
+
+void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> requests) {
+  std::lock_guard<std::mutex> lk(m_);
+  routed_.clear();
+  for (std::uint32_t e : requests) {
+    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
+    policy_->on_access(key, seq_++);
+    ++routed_[key.packed()];
+  }
+  counters_.expert_requests += requests.size();
+}
+
+ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids) {
+  if (ids.size() > slot_count_)
+    throw RuntimeError("expert cache: " + std::to_string(ids.size()) + " experts requested at once, " +
+                       std::to_string(slot_count_) + " slots");
+  std::lock_guard<std::mutex> lk(m_);
+  Lease lease;
+  lease.cache_ = this;
+  std::vector<Job> jobs;
+  for (std::uint32_t e : ids) {
+    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
+    const auto it = where_.find(key.packed());
+    const auto routed = routed_.find(key.packed());
+    const std::uint64_t uses = routed == routed_.end() ? 1 : routed->second;
+    if (it != where_.end()) {  // resident: a true hit (nothing is read speculatively)
+      ++slot_[it->second].leases;
+      lease.slots_.push_back(it->second);
+      counters_.expert_hits += uses;
+      continue;
+    }
+    std::uint32_t s = 0;
+    if (!free_.empty()) {
+      s = free_.back();
+      free_.pop_back();
+    } else {
+      sdk::ExpertKey victim{};
+      const Query q(*this);
+      const sdk::Status st = policy_->choose_victim(key, q, victim);
+      if (!st.ok() || !q.evictable(victim))
+        throw RuntimeError("expert cache: no evictable slot for layer " + std::to_string(layer) + " expert " +
+                           std::to_string(e) + (st.ok() ? ": the policy chose a leased or absent expert" : ": " + st.detail));
+      s = where_[victim.packed()];
+      where_.erase(victim.packed());
+      policy_->on_remove(victim);
+    }
+    policy_->on_insert(key);
+    slot_[s] = {key.packed(), State::loading, 1};
+    where_[key.packed()] = s;
+    lease.slots_.push_back(s);
+    jobs.push_back({s, key.layer, e});
+  }
+  if (!jobs.empty()) {
+    queue_.push_back(std::move(jobs));
+    cv_.notify_all();
+  }
+  return lease;
+}
+
+void ExpertCache::reader_loop() {
+  std::unique_lock<std::mutex> lk(m_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    std::vector<Job> jobs = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    read_batch(jobs);
+    lk.lock();
+  }
+}
+
+void ExpertCache::read_batch(std::vector<Job>& jobs) {
+  // One request per tensor; per shard one batch in offset order.
+  struct Item {
+    std::size_t job;
+    std::uint32_t file;
+    sdk::ReadRequest req;
+  };
+  auto items_of = [&](std::size_t j) {
+    std::vector<Item> out;
+    for (int k = 0; k < 6; ++k) {
+      const TensorInfo& t = tensor(jobs[j].layer, jobs[j].expert, k);
+      out.push_back({j, t.file, {t.offset, t.nbytes, slot_data(jobs[j].slot) + offsets_[k], sdk::StatusCode::ok}});
+    }
+    return out;
+  };
+  std::vector<std::string> error(jobs.size());
+  auto read_items = [&](std::vector<Item>& items) {
+    std::map<std::uint32_t, std::vector<std::size_t>> by_file;
+    for (std::size_t i = 0; i < items.size(); ++i) by_file[items[i].file].push_back(i);
+    for (auto& [file, idx] : by_file) {
+      std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return items[a].req.offset < items[b].req.offset; });
+      std::vector<sdk::ReadRequest> batch;
+      for (std::size_t i : idx) batch.push_back(items[i].req);
+      sdk::Status st;
+      try {
+        runtime::ScopedTimer t(counters_.read_ns);
+        st = files_.file(file).read(batch);
+      } catch (const std::exception& ex) {
+        st = sdk::Status{sdk::StatusCode::io_error, ex.what()};
+        for (auto& r : batch) r.result = sdk::StatusCode::io_error;
+      }
+      for (std::size_t b = 0; b < idx.size(); ++b) {
+        Item& it = items[idx[b]];
+        it.req.result = batch[b].result;
+        if (it.req.result != sdk::StatusCode::ok)
+          error[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
+      }
+    }
+  };
+
+  std::vector<Item> all;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    auto items = items_of(j);
+    all.insert(all.end(), items.begin(), items.end());
+  }
+  read_items(all);
+  // Retry the failed experts one by one.
+  for (int attempt = 1; attempt < attempts_; ++attempt)
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (error[j].empty()) continue;
+      error[j].clear();
+      auto items = items_of(j);
+      read_items(items);
+    }
+
+  std::uint64_t bytes = 0;
+  std::lock_guard<std::mutex> lk(m_);
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    Slot& s = slot_[jobs[j].slot];
+    if (error[j].empty()) {
+      for (int k = 0; k < 6; ++k) bytes += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
+      s.state = State::ready;
+      continue;
+    }
+    s.state = State::failed;
+    where_.erase(s.key);
+    policy_->on_remove(sdk::ExpertKey::unpack(s.key));
+    counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
+                          ": read failed after " + std::to_string(attempts_) + " attempts: " + error[j]);
+  }
+  counters_.expert_bytes += bytes;
+  cv_.notify_all();
+}
+
+void ExpertCache::release(std::span<const std::uint32_t> slots) noexcept {
+  std::lock_guard<std::mutex> lk(m_);
+  for (std::uint32_t s : slots) {
+    Slot& slot = slot_[s];
+    if (slot.leases > 0) --slot.leases;
+    if (slot.leases == 0 && slot.state == State::failed) {
+      slot.state = State::empty;
+      free_.push_back(s);
+    }
+  }
+}
+
+ExpertCache::Lease& ExpertCache::Lease::operator=(Lease&& o) noexcept {
+  if (this != &o) {
+    reset();
+    cache_ = std::exchange(o.cache_, nullptr);
+    slots_ = std::move(o.slots_);
+  }
+  return *this;
+}
+
+void ExpertCache::Lease::reset() noexcept {
+  if (cache_ != nullptr) cache_->release(slots_);
+  cache_ = nullptr;
+  slots_.clear();
+}
+
+void ExpertCache::Lease::wait(std::span<model::ExpertWeights> out) {
+  ExpertCache& c = *cache_;
+  std::unique_lock<std::mutex> lk(c.m_);
+  {
+    runtime::ScopedTimer t(c.counters_.io_wait_ns);
+    c.cv_.wait(lk, [&] {
+      return std::none_of(slots_.begin(), slots_.end(), [&](std::uint32_t s) { return c.slot_[s].state == State::loading; });
+    });
+  }
+  const auto I = static_cast<std::uint64_t>(c.c_.moe_intermediate_size);
+  const auto L = static_cast<std::uint64_t>(c.c_.routed_expert_hidden_size);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (c.slot_[slots_[i]].state != State::ready) {
+      out[i] = model::ExpertWeights{};
+      continue;
+    }
+    const std::byte* base = c.slot_data(slots_[i]);
+    auto mx = [&](int w, std::uint64_t rows, std::uint64_t cols) {
+      return sdk::Mxfp4Matrix{reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w]),
+                              reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w + 1]), rows, cols};
+    };
+    out[i] = {mx(0, I, L), mx(2, I, L), mx(1, L, I)};
+  }
+}
+
+}  // namespace k3::cache

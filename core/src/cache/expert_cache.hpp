@@ -1,0 +1,133 @@
+// The routed-expert cache (docs/streaming.md "Expert cache"): a fixed arena of slots, one
+// expert (its six MXFP4 tensors) per slot; the cache policy plugin chooses victims; a leased
+// slot is never evicted. Each request() is one batch of reads for the misses, in disk-offset
+// order, through the storage plugin, on a reader thread, so the caller computes meanwhile
+// (the shared expert) and then waits on the lease.
+//
+// Policy events follow sdk/k3/cache_policy.hpp: route() calls on_access for every
+// (token, expert) request in request order; a miss then gets on_insert (free slot) or
+// choose_victim + on_remove + on_insert; a failed read gets on_remove.
+//
+// Failures: a read that fails is retried (attempts in total); then the expert is recorded
+// in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
+// matrices (zero contribution). The run goes on; the job exits 4.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <k3/cache_policy.hpp>
+#include <k3/checkpoint.hpp>
+#include <k3/model_config.hpp>
+#include <k3/storage.hpp>
+
+#include "model/blocks/blocks.hpp"
+#include "model/tensor_reader.hpp"
+#include "runtime/stream_counters.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::cache {
+
+class ExpertCache {
+ public:
+  /// `slots` slots of `slot_bytes` each (from the plan). UsageError when an expert tensor
+  /// does not match the config or the policy needs a future trace (belady).
+  ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+              std::shared_ptr<sdk::CachePolicy> policy, std::uint64_t slots, std::uint64_t slot_bytes,
+              int attempts, runtime::StreamCounters& counters);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  /// Holds the slots of one request() (leased: never evicted) until destroyed. Move-only.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept : cache_(std::exchange(o.cache_, nullptr)), slots_(std::move(o.slots_)) {}
+    Lease& operator=(Lease&& o) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+    /// Blocks until every expert is read; out[i] for the i-th requested id (null matrices
+    /// for one that failed to load).
+    void wait(std::span<model::ExpertWeights> out);
+    void reset() noexcept;
+
+   private:
+    friend class ExpertCache;
+    ExpertCache* cache_ = nullptr;
+    std::vector<std::uint32_t> slots_;
+  };
+
+  [[nodiscard]] std::size_t slots() const noexcept { return slot_count_; }
+  /// on_access for every request of the chunk (token-major, top-k order); counts requests.
+  void route(std::size_t layer, std::span<const std::uint32_t> requests);
+  /// Leases the experts `ids` (distinct, at most slots()) of `layer`: hits at once, misses
+  /// read as one batch by the reader thread. Returns immediately.
+  Lease request(std::size_t layer, std::span<const std::uint32_t> ids);
+
+ private:
+  enum class State : std::uint8_t { empty, loading, ready, failed };
+  struct Slot {
+    std::uint64_t key = 0;
+    State state = State::empty;
+    std::uint32_t leases = 0;
+  };
+  struct Job {
+    std::uint32_t slot;
+    std::uint32_t layer, expert;
+  };
+  class Query;
+
+  void reader_loop();
+  void read_batch(std::vector<Job>& jobs);
+  void release(std::span<const std::uint32_t> slots) noexcept;
+  [[nodiscard]] std::byte* slot_data(std::uint32_t s) { return arena_.data() + std::size_t{s} * slot_bytes_; }
+  [[nodiscard]] const TensorInfo& tensor(std::uint32_t layer, std::uint32_t expert, int k) const;
+
+  const ModelConfig& c_;
+  const CheckpointIndex& index_;
+  std::shared_ptr<sdk::CachePolicy> policy_;
+  runtime::StreamCounters& counters_;
+  std::size_t slot_count_;
+  std::size_t slot_bytes_;
+  int attempts_;
+  std::uint64_t offsets_[6] = {};      // tensor offsets inside a slot (w1, w2, w3 × packed, scale)
+  std::vector<const TensorInfo*> tensors_;  // [moe layer][expert][6]
+  AlignedBuffer arena_;
+  std::vector<Slot> slot_;
+  std::vector<std::uint32_t> free_;
+  std::unordered_map<std::uint64_t, std::uint32_t> where_;  // key → slot (loading or ready)
+  std::unordered_map<std::uint64_t, std::uint64_t> routed_;  // key → requests in this chunk
+  std::uint64_t seq_ = 0;
+
+  model::TensorReader files_;  // shard handles, used by the reader thread only
+  std::deque<std::vector<Job>> queue_;
+  bool stop_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread reader_;
+};
+
+/// The model's ExpertSource over an ExpertCache: one lease per request(), dropped at release().
+class StreamedExperts final : public model::ExpertSource {
+ public:
+  explicit StreamedExperts(ExpertCache& cache) : cache_(cache) {}
+  void route(std::size_t layer, std::span<const std::uint32_t> requests) override { cache_.route(layer, requests); }
+  [[nodiscard]] std::size_t max_batch() const override { return cache_.slots(); }
+  void request(std::size_t layer, std::span<const std::uint32_t> ids) override { lease_ = cache_.request(layer, ids); }
+  void wait(std::size_t, std::span<model::ExpertWeights> out) override { lease_.wait(out); }
+  void release(std::size_t) override { lease_.reset(); }
+
+ private:
+  ExpertCache& cache_;
+  ExpertCache::Lease lease_;
+};
+
+}  // namespace k3::cache

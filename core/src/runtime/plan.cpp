@@ -1,0 +1,276 @@
+// The memory plan: sizes from the geometry, pinning largest-first, ring and expert slots.
+// Byte figures mirror what the streaming sources allocate (core/src/runtime/streamed_*.cpp):
+// a tensor group is read into one buffer with every tensor 64-byte aligned, and the small
+// bf16 vectors are widened to fp32 next to it.
+#include <k3/plan.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <k3/error.hpp>
+#include <k3/geometry.hpp>
+#include <k3/pipeline.hpp>
+
+namespace k3 {
+namespace {
+
+using U = std::uint64_t;
+
+constexpr U kTensorAlign = 64;       // TensorReader places tensors 64-byte aligned
+constexpr U kSlotAlign = 4096;       // slot strides stay O_DIRECT friendly
+constexpr U kHeadChunkBytes = 32ull << 20;  // lm_head chunk when streamed
+constexpr U kPluginCodeBytes = 16ull << 20; // kernels, storage, cache and tokenizer code
+constexpr U kIndexBytesPerTensor = 256;     // TensorInfo + name + lookup slot
+constexpr double kFitShare = 0.9;    // "fit" leaves a tenth of the available memory alone
+
+U align_up(U v, U a) { return (v + a - 1) / a * a; }
+
+/// Bytes of one group as the sources hold it: the aligned tensor bytes plus the fp32 copies
+/// of bf16 vectors (norms, AttnRes projections), which are widened on binding.
+U held_bytes(const TensorGroup& g) {
+  U n = 0;
+  for (const auto& t : g.tensors) {
+    n = align_up(n, kTensorAlign) + t.nbytes();
+    const bool vector = t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[0] == 1);
+    if (vector && t.dtype == DType::bf16) n += t.nbytes() * 2;
+  }
+  return n;
+}
+
+U gb_to_bytes(double gb) { return static_cast<U>(std::floor(gb * 1e9)); }
+
+std::string gb(U bytes) {
+  char buf[32];
+  if (bytes >= 100'000'000)
+    std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  else if (bytes >= 100'000)
+    std::snprintf(buf, sizeof buf, "%.2f MB", static_cast<double>(bytes) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
+  return buf;
+}
+
+/// Pins layers largest first (ties: lower index) into what the ring leaves of the budget,
+/// iterating to a fixed point: pinning the largest layers shrinks the ring slot, which
+/// frees budget for more pins (reference engine §5.3).
+void choose_pins(MemoryPlan& p, U budget) {
+  const std::size_t n = p.layer_bytes.size();
+  const U all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
+  p.pinned.assign(n, false);
+  if (all <= budget) {
+    p.pinned.assign(n, true);
+    p.pinned_count = n;
+    p.pinned_bytes = all;
+    p.ring_slots = 0;
+    p.ring_slot_bytes = 0;
+    return;
+  }
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return p.layer_bytes[a] > p.layer_bytes[b]; });
+  constexpr std::size_t kRingWant = 2;  // one layer computing, one being read ahead
+  U slot = *std::max_element(p.layer_bytes.begin(), p.layer_bytes.end());
+  for (int pass = 0; pass < 8; ++pass) {
+    std::size_t ring = kRingWant;
+    while (ring > 1 && ring * slot > budget) --ring;
+    U spent = ring * slot;
+    std::vector<bool> pin(n, false);
+    std::size_t count = 0;
+    U pinned_bytes = 0;
+    for (std::size_t li : order) {
+      // Never pin everything: the ring exists because something streams.
+      if (count + 1 == n) break;
+      if (spent + p.layer_bytes[li] <= budget) {
+        pin[li] = true;
+        spent += p.layer_bytes[li];
+        pinned_bytes += p.layer_bytes[li];
+        ++count;
+      }
+    }
+    U next_slot = 0;
+    for (std::size_t li = 0; li < n; ++li)
+      if (!pin[li]) next_slot = std::max(next_slot, p.layer_bytes[li]);
+    const bool stable = next_slot == slot && count == p.pinned_count && pass > 0;
+    p.pinned = pin;
+    p.pinned_count = count;
+    p.pinned_bytes = pinned_bytes;
+    p.ring_slots = ring;
+    p.ring_slot_bytes = next_slot;
+    if (stable) break;
+    slot = next_slot;
+  }
+  // A slot shrunk in the last pass may allow a deeper ring.
+  while (p.ring_slots < kRingWant && p.pinned_bytes + (p.ring_slots + 1) * p.ring_slot_bytes <= budget) ++p.ring_slots;
+}
+
+}  // namespace
+
+PlanInputs plan_inputs(const Pipeline& p) {
+  PlanInputs in;
+  in.trunk_gb = p.get_budget("memory.trunk_gb");
+  in.expert_cache_gb = p.get_budget("memory.expert_cache_gb");
+  in.stream_embedding = p.get_bool("memory.stream_embedding");
+  in.context = p.get_int("memory.context");
+  in.prefill_chunk = p.get_int("job.prefill_chunk");
+  return in;
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
+  MemoryPlan p;
+  p.available = in.available != 0 ? in.available : available_memory(&p.available_source);
+  if (in.available != 0) p.available_source = "given";
+  p.context = in.context;
+  p.stream_embedding = in.stream_embedding;
+
+  const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
+  p.layer_bytes.assign(layers, 0);
+  bool have_expert = false;
+  for_each_tensor_group(c, [&](TensorGroup&& g) {
+    if (g.kind == TensorGroup::Kind::layer_trunk) p.layer_bytes[static_cast<std::size_t>(g.layer)] = held_bytes(g);
+    if (g.kind == TensorGroup::Kind::routed_expert && !have_expert) {
+      p.expert_slot_bytes = align_up(held_bytes(g), kSlotAlign);
+      have_expert = true;
+    }
+  });
+  const GeometryCensus census = geometry_census(c);
+  p.experts_total = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
+  p.min_expert_slots = std::min<U>(static_cast<U>(c.num_experts_per_token), p.experts_total);
+
+  const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
+  const U table = V * E * 2;
+  const U T = static_cast<U>(std::max<std::int64_t>(1, std::min(in.prefill_chunk, in.context)));
+
+  // State: KDA recurrent state and conv tails per KDA layer; MLA latent per position.
+  const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
+  const U K = static_cast<U>(c.short_conv_kernel_size), P = H * D;
+  U n_mla = 0;
+  for (std::size_t li = 0; li < layers; ++li) n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
+  const U n_kda = layers - n_mla;
+  p.kda_state_bytes = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
+  p.mla_kv_bytes = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
+
+  // Activations for one chunk of T tokens: the forward's running rows and block bank, the
+  // largest block's scratch (MoE, dense MLP, KDA, MLA), logits. Scratch slots are reused
+  // across layers, so the blocks are summed once each (an upper bound).
+  const U NE = static_cast<U>(c.num_experts), KE = static_cast<U>(c.num_experts_per_token);
+  const U I = static_cast<U>(c.moe_intermediate_size), L = static_cast<U>(c.routed_expert_hidden_size);
+  const U SI = I * static_cast<U>(c.num_shared_experts), DI = static_cast<U>(c.intermediate_size);
+  const U MH = static_cast<U>(c.num_attention_heads);
+  const U QH = MH * static_cast<U>(c.qk_nope_head_dim + c.qk_rope_head_dim);
+  const U blocks = layers / static_cast<U>(c.attn_res_block_size) + 2;
+  const U per_token_floats = E * (5 + blocks) + NE + 2 * L + KE * (3 * L + 2 * I) + 2 * SI + 2 * DI + 8 * P +
+                             static_cast<U>(c.q_lora_rank) + QH + static_cast<U>(c.kv_lora_rank) * 2 + 2 * MH * static_cast<U>(c.v_head_dim);
+  const U per_token_doubles = 3 * KE;
+  // MLA scores are one head and one token at a time: context doubles, not per token.
+  p.buffer_bytes = T * (per_token_floats * 4 + per_token_doubles * 8) + 2 * V * 4 + 2 * NE * 8 +
+                   2 * static_cast<U>(in.context) * 8;
+  p.overhead_bytes = kPluginCodeBytes + census.tensors * kIndexBytesPerTensor;
+
+  const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
+  const U experts_all = p.experts_total * p.expert_slot_bytes;
+  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && gb_to_bytes(*in.trunk_gb) >= trunk_all &&
+                                gb_to_bytes(*in.expert_cache_gb) >= experts_all;
+
+  // Tables: resident when everything is; otherwise an embedding row per token is read on
+  // demand (a token needs one row of the table), and lm_head stays resident unless
+  // stream_embedding asks for it in row chunks.
+  const bool all_resident_candidate = !in.stream_embedding;
+  auto table_bytes = [&](bool resident_model) {
+    if (resident_model) {
+      p.embedding_bytes = table;
+      p.lm_head_bytes = table;
+      p.lm_head_chunk_rows = 0;
+      return;
+    }
+    p.embedding_bytes = T * E * 2;
+    if (in.stream_embedding) {
+      p.lm_head_chunk_rows = std::max<U>(1, std::min<U>(V, kHeadChunkBytes / (E * 2)));
+      p.lm_head_bytes = p.lm_head_chunk_rows * E * 2 + p.lm_head_chunk_rows * T * 4;
+    } else {
+      p.lm_head_bytes = table;
+      p.lm_head_chunk_rows = 0;
+    }
+  };
+
+  // "fit": usable = 90% of the available memory minus everything but the two budgets;
+  // the trunk takes what it can first (a GB of pinned trunk removes more guaranteed traffic
+  // than a GB of expert cache, reference engine §5.6), the cache gets the rest.
+  p.trunk_fit = !in.trunk_gb;
+  p.expert_fit = !in.expert_cache_gb;
+  table_bytes(budgets_hold_all && all_resident_candidate);
+  const U fixed = p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes + p.mla_kv_bytes + p.buffer_bytes +
+                  p.overhead_bytes;
+  const U share = static_cast<U>(static_cast<double>(p.available) * kFitShare);
+  const U usable = share > fixed ? share - fixed : 0;
+  const U min_cache = 2 * p.min_expert_slots * p.expert_slot_bytes;
+  if (p.trunk_fit && p.expert_fit) {
+    p.trunk_budget = std::min(trunk_all, usable > min_cache ? usable - min_cache : 0);
+    p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
+  } else if (p.trunk_fit) {
+    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+    p.trunk_budget = usable > p.expert_budget ? usable - p.expert_budget : 0;
+  } else if (p.expert_fit) {
+    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
+    p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
+  } else {
+    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
+    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+  }
+
+  choose_pins(p, p.trunk_budget);
+  p.expert_slots = std::min(p.experts_total, p.expert_slot_bytes ? p.expert_budget / p.expert_slot_bytes : 0);
+  p.expert_slots = std::max(p.expert_slots, p.min_expert_slots);
+  table_bytes(p.resident() || (!p.streams_trunk() && !p.streams_experts() && all_resident_candidate));
+
+  p.total = p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
+            p.mla_kv_bytes + p.buffer_bytes + p.overhead_bytes;
+  return p;
+}
+
+std::string MemoryPlan::table() const {
+  std::string out;
+  auto line = [&](const std::string& what, U bytes, const std::string& note) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-18s %12s   %s\n", what.c_str(), gb(bytes).c_str(), note.c_str());
+    out += buf;
+  };
+  const std::size_t n = layer_bytes.size();
+  out += "memory plan\n";
+  line("trunk pinned", pinned_bytes,
+       std::to_string(pinned_count) + "/" + std::to_string(n) + " layers resident, largest first" +
+           (trunk_fit ? " (budget fit: " + gb(trunk_budget) + ")" : " (budget " + gb(trunk_budget) + ")"));
+  line("trunk ring", ring_slots * ring_slot_bytes,
+       ring_slots == 0 ? "none: every layer pinned"
+                       : std::to_string(ring_slots) + " x " + gb(ring_slot_bytes) + " slots for " +
+                             std::to_string(n - pinned_count) + " streamed layers" +
+                             (ring_slots < 2 ? " (no read-ahead slot: reads are not overlapped)" : ""));
+  line("expert cache", expert_bytes(),
+       std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " +
+           gb(expert_slot_bytes) + (expert_fit ? " (budget fit: " : " (budget ") + gb(expert_budget) + ")" +
+           (expert_slots == min_expert_slots && streams_experts() ? ", raised to top-k" : ""));
+  line("embedding", embedding_bytes, lm_head_chunk_rows != 0 || streams_trunk() || streams_experts()
+                                         ? "rows read per token"
+                                         : "resident");
+  line("lm_head", lm_head_bytes,
+       lm_head_chunk_rows != 0 ? "streamed in chunks of " + std::to_string(lm_head_chunk_rows) + " rows" : "resident");
+  line("KDA state", kda_state_bytes, "recurrent state and conv tails");
+  line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
+  line("buffers", buffer_bytes, "activations and scratch for one prefill chunk");
+  line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
+  line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
+  line("available", available, available_source);
+  return out;
+}
+
+void require_fit(const MemoryPlan& p) {
+  if (p.fits()) return;
+  throw Error(ExitCode::resource, "the memory plan needs " + gb(p.total) + " but " + gb(p.available) +
+                                      " is available (" + p.available_source + "), a shortfall of " +
+                                      gb(p.total - p.available) +
+                                      "; lower memory.trunk_gb / memory.expert_cache_gb / memory.context, or use a "
+                                      "smaller preset");
+}
+
+}  // namespace k3

@@ -1,0 +1,103 @@
+// The streamed trunk (docs/streaming.md "Trunk ring"): the layers the plan pins stay
+// resident; the others cycle through a ring of fixed slots that a reader thread fills
+// ahead of the compute. The layer walk repeats every token (0, 1, …, N-1, 0, …), so the
+// read-ahead is simply "the next unpinned layers after the one being computed".
+//
+// Reads go through the storage plugin per tensor, in offset order, from the safetensors
+// shards (the layer loader is the same as the resident one, so binding is identical). A
+// packed trunk (k3host pack-trunk) would replace the loader's tensor list by one run per
+// layer; nothing else here changes.
+//
+// The embedding table is never resident here: each token's row is read on demand. lm_head
+// is resident, or read in row chunks when the plan says so (memory.stream_embedding).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/plan.hpp>
+#include <k3/storage.hpp>
+
+#include "model/forward.hpp"
+#include "model/tensor_reader.hpp"
+#include "model/weights.hpp"
+#include "runtime/stream_counters.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::runtime {
+
+class StreamedTrunk final : public model::WeightSource {
+ public:
+  /// Reads the global norms, lm_head (unless streamed) and the pinned layers now; starts
+  /// the reader thread. UsageError for a tensor that does not match the config.
+  StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                const MemoryPlan& plan, StreamCounters& counters);
+  ~StreamedTrunk() override;
+  StreamedTrunk(const StreamedTrunk&) = delete;
+  StreamedTrunk& operator=(const StreamedTrunk&) = delete;
+
+  const model::GlobalWeights& global() override { return global_; }
+  /// Pinned: at once. Streamed: blocks until its slot is filled (reading it now if the
+  /// read-ahead did not), then queues the read-ahead of the following layers.
+  const model::LayerWeights& acquire_layer(std::size_t layer) override;
+  /// The slot may be refilled from now on.
+  void release_layer(std::size_t layer) override;
+  void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) override;
+  void head(const model::Ops& ops, const float* x, std::size_t n, float* logits) override;
+
+ private:
+  enum class SlotState { empty, loading, ready };
+  struct Slot {
+    AlignedBuffer buf;
+    std::int64_t layer = -1;
+    SlotState state = SlotState::empty;
+    bool held = false;
+    model::LayerWeights w;
+    std::exception_ptr error;
+  };
+
+  void reader_loop();
+  /// The next `ring` streamed layers after `layer`, in walk order (cyclic).
+  [[nodiscard]] std::vector<std::size_t> upcoming(std::size_t layer) const;
+  [[nodiscard]] int slot_of(std::size_t layer) const;
+  /// A slot that may be refilled without disturbing the walk from `layer`, or -1.
+  [[nodiscard]] int claimable(std::size_t layer) const;
+  void start_read(int slot, std::size_t layer);
+  void read_ahead(std::size_t layer);
+  /// Reads rows [first, first+count) of a [rows, E] bf16 tensor into dst.
+  void read_rows(const TensorInfo& t, std::uint64_t first, std::uint64_t count, std::size_t E, std::byte* dst);
+
+  const ModelConfig& c_;
+  StreamCounters& counters_;
+  std::vector<bool> pinned_;
+  std::size_t n_streamed_ = 0;
+  std::uint64_t head_chunk_rows_ = 0;
+
+  model::TensorReader main_reader_;  // construction, embedding rows, lm_head chunks
+  std::vector<AlignedBuffer> keep_;
+  model::GlobalWeights global_;
+  std::vector<model::LayerWeights> pinned_layers_;
+  const TensorInfo* embed_info_ = nullptr;
+  const TensorInfo* head_info_ = nullptr;
+  AlignedBuffer head_chunk_;
+  std::vector<float> head_out_;
+  std::vector<std::byte> rows_;
+
+  model::TensorReader ring_reader_;  // the reader thread only
+  model::LayerLoader ring_loader_;
+  std::vector<Slot> slots_;
+  int held_ = -1;
+  std::deque<int> queue_;
+  bool stop_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread reader_;
+};
+
+}  // namespace k3::runtime

@@ -1,0 +1,162 @@
+// The memory plan: the full K3 geometry at the laptop and ultra presets (targets from issue
+// 4), largest-first pinning, scaled budgets, "fit" and the exit-3 refusal.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+
+#include <k3/error.hpp>
+#include <k3/geometry.hpp>
+#include <k3/pipeline.hpp>
+#include <k3/plan.hpp>
+
+namespace {
+
+const std::filesystem::path kSrc = K3_SOURCE_DIR;
+constexpr std::uint64_t kPlenty = 4'000'000'000'000ull;  // 4 TB: "available" never limits
+
+k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry) {
+  const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / (preset + ".yaml"), {"model.geometry=" + geometry});
+  k3::PlanInputs in = k3::plan_inputs(p);
+  in.available = kPlenty;
+  return k3::plan_memory(k3::load_geometry(geometry).config, in);
+}
+
+std::uint64_t sum_of_parts(const k3::MemoryPlan& p) {
+  return p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
+         p.mla_kv_bytes + p.buffer_bytes + p.overhead_bytes;
+}
+
+/// Pinning invariants checked from the per-layer sizes alone.
+void check_pins(const k3::MemoryPlan& p) {
+  std::uint64_t pinned = 0, largest_unpinned = 0;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < p.layer_bytes.size(); ++i) {
+    if (p.pinned[i]) {
+      pinned += p.layer_bytes[i];
+      ++count;
+    } else {
+      largest_unpinned = std::max(largest_unpinned, p.layer_bytes[i]);
+    }
+  }
+  CHECK(count == p.pinned_count);
+  CHECK(pinned == p.pinned_bytes);
+  if (count == p.layer_bytes.size()) {
+    CHECK(p.ring_slots == 0);
+    return;
+  }
+  CHECK(p.ring_slots >= 1);
+  CHECK(p.ring_slot_bytes == largest_unpinned);
+  // Greedy: no unpinned layer would still fit next to the ring and the pinned set.
+  const std::uint64_t spent = p.pinned_bytes + p.ring_slots * p.ring_slot_bytes;
+  if (spent <= p.trunk_budget)
+    for (std::size_t i = 0; i < p.layer_bytes.size(); ++i)
+      if (!p.pinned[i] && p.layer_bytes[i] < largest_unpinned) CHECK(spent + p.layer_bytes[i] > p.trunk_budget);
+}
+
+}  // namespace
+
+TEST_CASE("k3 geometry: laptop plan within 7.5 GB, ultra smaller, both streaming") {
+  const auto laptop = preset_plan("laptop", "k3");
+  const auto ultra = preset_plan("ultra", "k3");
+  std::printf("k3 laptop plan:\n%s", laptop.table().c_str());
+  std::printf("k3 ultra plan:\n%s", ultra.table().c_str());
+  CHECK(laptop.total <= 7'500'000'000ull);
+  // ultra: 3 GB is NOT met (see docs/streaming.md): KDA state for every layer is carried.
+  CHECK(ultra.total < laptop.total);
+  CHECK(laptop.total == sum_of_parts(laptop));
+  CHECK(ultra.total == sum_of_parts(ultra));
+  CHECK(laptop.streams_trunk());
+  CHECK(laptop.streams_experts());
+  CHECK(ultra.lm_head_chunk_rows > 0);
+  CHECK(laptop.lm_head_chunk_rows == 0);
+  // K3: 93 layers; the MLA latent is (kv_lora + rope) floats per position per MLA layer.
+  const auto c = k3::load_geometry("k3").config;
+  CHECK(laptop.layer_bytes.size() == 93);
+  CHECK(laptop.mla_kv_bytes ==
+        c.mla_layers.size() * 4096ull * static_cast<std::uint64_t>(c.kv_lora_rank + c.qk_rope_head_dim) * 4);
+  CHECK(laptop.expert_slots == laptop.expert_budget / laptop.expert_slot_bytes);
+  check_pins(laptop);
+  check_pins(ultra);
+}
+
+TEST_CASE("plan: largest layers pinned first, ring holds the largest streamed layer") {
+  const auto c = k3::load_geometry("demo").config;
+  k3::PlanInputs in;
+  in.available = kPlenty;
+  in.expert_cache_gb = 0.001;
+  const auto all = k3::plan_memory(c, [&] { auto x = in; x.trunk_gb = 1000; return x; }());
+  CHECK(all.pinned_count == all.layer_bytes.size());
+  CHECK(all.ring_slots == 0);
+  const std::uint64_t total = std::accumulate(all.layer_bytes.begin(), all.layer_bytes.end(), std::uint64_t{0});
+  for (double share : {0.2, 0.5, 0.8}) {
+    auto x = in;
+    x.trunk_gb = static_cast<double>(total) * share / 1e9;
+    const auto p = k3::plan_memory(c, x);
+    CAPTURE(share);
+    CHECK(p.streams_trunk());
+    CHECK(p.trunk_bytes() <= p.trunk_budget);
+    check_pins(p);
+  }
+}
+
+TEST_CASE("plan: the everything-fits budgets are resident, scaled budgets stream tiny") {
+  const auto c = k3::load_geometry("tiny").config;
+  k3::PlanInputs in;
+  in.available = kPlenty;
+  in.trunk_gb = 1000;
+  in.expert_cache_gb = 1000;
+  const auto resident = k3::plan_memory(c, in);
+  CHECK(resident.resident());
+  CHECK(resident.expert_slots == resident.experts_total);
+  CHECK(resident.embedding_bytes == static_cast<std::uint64_t>(c.vocab_size * c.hidden_size * 2));
+
+  in.trunk_gb = 0.00005;  // 50 kB
+  in.expert_cache_gb = 0.000001;  // 1 kB: less than one slot
+  const auto streamed = k3::plan_memory(c, in);
+  CHECK(!streamed.resident());
+  CHECK(streamed.streams_trunk());
+  CHECK(streamed.streams_experts());
+  CHECK(streamed.expert_slots == static_cast<std::uint64_t>(c.num_experts_per_token));  // raised to top-k
+  CHECK(streamed.total < resident.total);
+}
+
+TEST_CASE("plan: fit sizes both budgets inside the available memory, trunk first") {
+  const auto c = k3::load_geometry("demo").config;
+  k3::PlanInputs in;  // both "fit"
+  in.available = 200'000'000;
+  const auto p = k3::plan_memory(c, in);
+  CHECK(p.trunk_fit);
+  CHECK(p.expert_fit);
+  CHECK(p.fits());
+  CHECK(p.total <= in.available);
+  in.available = 100'000'000'000ull;
+  const auto big = k3::plan_memory(c, in);
+  CHECK(big.resident());
+}
+
+TEST_CASE("plan: a plan larger than the available memory is refused with exit 3") {
+  const auto c = k3::load_geometry("tiny").config;
+  k3::PlanInputs in;
+  in.trunk_gb = 1;
+  in.expert_cache_gb = 1;
+  in.available = 1000;
+  const auto p = k3::plan_memory(c, in);
+  CHECK(!p.fits());
+  try {
+    k3::require_fit(p);
+    FAIL("require_fit accepted a plan larger than the available memory");
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::resource);
+    CHECK(std::string(e.what()).find("shortfall") != std::string::npos);
+  }
+}
+
+TEST_CASE("available memory is measured and positive") {
+  std::string from;
+  const std::uint64_t a = k3::available_memory(&from);
+  CHECK(a > 0);
+  CHECK(!from.empty());
+}
