@@ -51,6 +51,7 @@ struct JobReport {
   double tokens_per_second = 0;   ///< generated tokens / decode seconds (prefill excluded)
   std::uint64_t peak_rss = 0;     ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
+  std::filesystem::path trace_file;   ///< trace.out, when recorded
   std::filesystem::path report_file;  ///< where the JSON went (empty if not written)
   // Streaming (docs/streaming.md "Report").
   MemoryPlan plan;

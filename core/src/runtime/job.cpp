@@ -5,10 +5,13 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <k3/error.hpp>
 #include <k3/make_model.hpp>
 #include <k3/model.hpp>
+#include <k3/geometry.hpp>
+#include <k3/trace.hpp>
 
 #include "util/atomic_file.hpp"
 
@@ -60,6 +63,15 @@ std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
   if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
   return out;
 }
+
+/// Records the routing of a live run into a trace file.
+struct TraceRecorder final : RoutingListener {
+  TraceRecorder(const std::filesystem::path& file, const TraceHeader& header) : writer(file, header) {}
+  void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) override {
+    writer.add_layer(position, layer, experts);
+  }
+  TraceWriter writer;
+};
 
 }  // namespace
 
@@ -136,6 +148,22 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   if (!load_state.empty()) session.load(load_state);
   if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
 
+  // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
+  std::unique_ptr<TraceRecorder> trace;
+  const std::filesystem::path trace_file = p.get_path("trace.out");
+  if (!trace_file.empty()) {
+    const ModelConfig& c = model.config();
+    TraceHeader h;
+    h.layers = static_cast<std::uint32_t>(c.num_hidden_layers);
+    h.experts_per_layer = static_cast<std::uint32_t>(c.num_experts);
+    h.top_k = static_cast<std::uint32_t>(c.num_experts_per_token);
+    h.arch_fingerprint = c.fingerprint();
+    h.prompt_hash = XXH64(g.prompt.data(), g.prompt.size() * sizeof(std::uint32_t), 0);
+    h.expert_bytes = geometry_census(c).bytes_per_expert;
+    trace = std::make_unique<TraceRecorder>(trace_file, h);
+    session.set_routing_listener(trace.get());
+  }
+
   std::vector<std::uint32_t> so_far;
   std::string printed;
   // Stream counters at each generated token: the forward pass of step s runs between the
@@ -169,6 +197,11 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   rep.seconds_per_token = rep.result.generated.empty() ? 0 : decode_s / static_cast<double>(rep.result.generated.size());
   rep.expert_failures = rep.io.expert_failures;
 
+  if (trace) {
+    session.set_routing_listener(nullptr);
+    trace->writer.close();
+    rep.trace_file = trace_file;
+  }
   const std::filesystem::path save_state = p.get_path("job.save_state");
   if (!save_state.empty()) session.save(save_state);
   rep.report_file = p.get_path("job.report");
@@ -188,6 +221,7 @@ std::string report_json(const JobReport& r) {
   j["generated_ids"] = r.result.generated;
   j["generated_text"] = r.generated_text;
   j["stopped_at_eos"] = r.result.stopped_at_eos;
+  if (!r.trace_file.empty()) j["trace"] = r.trace_file.string();
   j["load_seconds"] = r.load_seconds;
   j["prefill_seconds"] = r.result.prefill_seconds;
   nlohmann::json steps = nlohmann::json::array();
