@@ -23,12 +23,18 @@ Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSett
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
   m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
   m.counters = std::make_unique<runtime::StreamCounters>();
+  // The policy is created (and its name and parameters checked) even when everything is
+  // resident, so a wrong cache section is refused rather than ignored.
+  auto policy = host.create_cache(settings.cache_policy, settings.cache_params);
+  if (policy->wants_future())
+    throw UsageError("cache policy '" + settings.cache_policy +
+                     "' needs the future request stream of the run; a live run cannot give it yet "
+                     "(replay a trace with k3host sim instead)");
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage);
     m.source = std::make_unique<ResidentSource>(*m.weights);
     return;
   }
-  auto policy = host.create_cache(settings.cache_policy, settings.cache_params);
   m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters);
   m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
                                                         m.plan.expert_slots, m.plan.expert_slot_bytes,

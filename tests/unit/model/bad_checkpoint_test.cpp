@@ -116,3 +116,12 @@ TEST_CASE("a missing checkpoint directory is a usage error", "[model][errors]") 
   k3::PluginHost host;
   CHECK_THROWS_AS(k3::Model(k3::test::scratch_dir() / "nowhere", host, scalar()), k3::UsageError);
 }
+
+TEST_CASE("a cache policy that needs the future is refused in a live run", "[model][errors]") {
+  k3::PluginHost host;
+  k3::ModelSettings s = scalar();
+  s.cache_policy = "belady";
+  CHECK_THROWS_WITH(k3::Model(k3::test::test_model("tiny"), host, s), Catch::Contains("future request stream"));
+  s.cache_policy = "no-such-policy";
+  CHECK_THROWS_AS(k3::Model(k3::test::test_model("tiny"), host, s), k3::UsageError);
+}
