@@ -8,17 +8,11 @@
 
 #include <k3/kernels.hpp>
 
+#include "../common/op_table.hpp"
+
 namespace k3::kernels::avx512 {
 
-struct Ops {
-  void (*matmul_bf16)(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range,
-                      const float* x, std::size_t batch, float* y) noexcept;
-  void (*matmul_f32)(const float* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
-                     std::size_t batch, float* y) noexcept;
-  void (*matmul_mxfp4)(const sdk::Mxfp4Matrix& w, sdk::RowRange range, const float* x, std::size_t batch,
-                       float* y) noexcept;
-  double (*dot_f32)(const float* a, const float* b, std::size_t n) noexcept;
-};
+using Ops = OpTable;
 
 /// Constant-initialised (no dynamic initialiser); call only after cpu_supported().
 extern const Ops ops;
