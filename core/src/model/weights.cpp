@@ -15,11 +15,7 @@ const std::string kPrefix = "language_model.model.";
 /// Queues tensors of one group (global, or one layer) and turns handles into views.
 class Binder {
  public:
-  Binder(TensorReader& reader) : reader_(reader) {}
-
-  struct Pending {
-    std::size_t handle;
-  };
+  explicit Binder(TensorReader& reader) : reader_(reader) {}
 
   std::size_t bf16(const std::string& name, U rows, U cols) { return reader_.want(name, DType::bf16, {rows, cols}); }
   std::size_t vec_bf16(const std::string& name, U n) { return reader_.want(name, DType::bf16, {n}); }
