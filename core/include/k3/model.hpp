@@ -34,6 +34,10 @@ struct ModelSettings {
   PlanInputs memory;
   std::string cache_policy = "lru";  ///< expert cache policy plugin
   PluginParams cache_params;
+  /// cache.future: the trace of an earlier run of this pipeline (trace.out). Checked against
+  /// the model whenever set (UsageError for another geometry or architecture); read whole
+  /// for a policy that wants the future (belady), which requires it.
+  std::filesystem::path cache_future;
   int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
 };
 
@@ -53,6 +57,9 @@ struct StreamStats {
 class RoutingListener {
  public:
   virtual ~RoutingListener() = default;
+  /// A serving group starts: the next `tokens` on_route calls (one forward chunk at `layer`)
+  /// are served together by the expert cache (the groups of a trace, k3/trace.hpp).
+  virtual void on_group(std::size_t /*layer*/, std::size_t /*tokens*/) {}
   virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
 };
 

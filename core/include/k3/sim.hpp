@@ -3,15 +3,21 @@
 // run does, and renders the results (table, CSV, JSON, SVG). Also the synthetic trace
 // generator used to study policies on realistic (skewed, reusing) routing.
 //
-// The host role (what Replay::run does per request, in trace order, seq = record index):
-//   on_access(key, seq)                                   every request, hit or miss
-//   miss and a free slot:   on_insert(key)
-//   miss and cache full:    choose_victim(key, query) -> victim; on_remove(victim); on_insert(key)
-// Leases: the keys of the token-layer being served (consecutive records with the same
-// position and layer) that were already admitted are leased — in a live run those experts
-// are in use by the layer being computed — so query.evictable() is false for them. Nothing
-// else is ever leased or pinned; there is no prefetch. A victim that is not resident or is
-// leased is an error (RuntimeError naming the policy), as it would be in the live host.
+// The host role is the live expert cache's, run by the same code (core/src/cache/
+// serve_batch.hpp), so replaying a run's own trace at the run's slot count gives exactly
+// its hits and misses, for every policy. Per serving group of the trace (one forward
+// chunk's requests at one layer, k3/trace.hpp):
+//   on_access(key, seq) for every request of the group, in trace order (seq = record index);
+//   then the group's distinct experts in id order, in batches of at most capacity: the
+//   batch's resident experts are hits and leased; then each missing expert in id order:
+//     a free slot:     on_insert(key)
+//     cache full:      choose_victim(key, query) -> victim; on_remove(victim); on_insert(key)
+//   and the batch's leases end.
+// query.evictable() is false for keys leased by the batch being served; nothing else is
+// ever leased or pinned; there is no prefetch. Requests count as hits or misses one by
+// one: an expert asked for by u requests of its group counts u hits when resident, else u
+// misses (it is read once). A victim that is not resident or is leased is an error
+// (RuntimeError naming the policy), as it is in the live host.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -37,9 +43,10 @@ inline constexpr std::uint64_t kK3ExpertBytes = 17'547'264;
 struct TraceStats {
   std::uint64_t requests = 0;
   std::uint64_t tokens = 0;          ///< forwards: position changes + 1 (0 for an empty trace)
+  std::uint64_t groups = 0;          ///< serving groups (chunk-layers)
   std::uint64_t distinct_keys = 0;   ///< distinct (layer, expert) pairs requested
   std::uint32_t layers_used = 0;     ///< distinct layers with at least one request
-  std::uint32_t max_group = 0;       ///< largest token-layer (the most keys leased at once)
+  std::uint32_t max_group = 0;       ///< most distinct experts one serving group asks for
   std::uint64_t working_set = 0;     ///< one token's working set: layers_used x top-k (slots)
 };
 TraceStats trace_stats(const Trace& trace);
@@ -67,8 +74,9 @@ struct ReplayCounts {
   double cpu_seconds = 0;  ///< CPU time of the replaying thread over the same span (meaningful on a busy machine)
 };
 
-/// A trace prepared for replay (keys, token-layer groups, dense key indices); reusable for
-/// any number of policies and capacities.
+/// A trace prepared for replay (keys, serving groups with their distinct experts); reusable
+/// for any number of policies and capacities. UsageError for a record outside the geometry
+/// or a group that spans layers.
 class Replay {
  public:
   explicit Replay(const Trace& trace);
@@ -77,9 +85,9 @@ class Replay {
   Replay& operator=(const Replay&) = delete;
 
   /// Replays the whole trace through `policy` (reset to `capacity_slots` first; given the
-  /// future when it wants it). UsageError when the capacity is smaller than the largest
-  /// token-layer (its experts must be resident together); RuntimeError naming
-  /// `policy_name` when the policy fails or breaks the contract.
+  /// future when it wants it). A group with more distinct experts than slots is served in
+  /// several batches, as live. UsageError for 0 slots; RuntimeError naming `policy_name`
+  /// when the policy fails or breaks the contract.
   ReplayCounts run(sdk::CachePolicy& policy, std::string_view policy_name, std::uint64_t capacity_slots) const;
 
   [[nodiscard]] const TraceStats& stats() const noexcept;
@@ -148,6 +156,7 @@ void write_report_file(const std::filesystem::path& file, std::string_view conte
 /// request stream is the forwards of a decode that recomputes every position at every
 /// step: positions 0..P-1, then 0..P, ..., then 0..tokens-1. Records carry the position
 /// being recomputed. P = 0 (default): one forward per position (incremental decode).
+/// Either way tokens are served one at a time: each token-layer is a serving group.
 struct TraceGenSettings {
   std::uint32_t layers = 0;
   std::uint32_t experts = 0;

@@ -1,10 +1,11 @@
 // Expert traces: every routed-expert request of a run as (token position, layer, expert),
-// in request order, independent of cache state — the input of `k3host sim` and of the
-// belady policy in a live run. Byte layout (all integers little-endian; docs/cache.md):
+// in request order, independent of cache state, together with which requests the engine
+// served together — the input of `k3host sim` and of the belady policy in a live run
+// (cache.future). Byte layout (all integers little-endian; docs/cache.md):
 //
 //   offset size  field
 //        0    8  magic "K3TRACE\0"
-//        8    4  u32 version (1)
+//        8    4  u32 version (2; version 1 is still read)
 //       12    4  u32 header bytes (72; records start here)
 //       16    4  u32 layers              decoder layers of the model (record layer < layers)
 //       20    4  u32 experts per layer   routed experts per layer (record expert < this)
@@ -15,7 +16,14 @@
 //       48    8  u64 expert bytes          bytes of one routed expert (0 = unknown)
 //       56    8  u64 record count
 //       64    8  u64 XXH64 (seed 0) of all record bytes
-//       72  8*n  records: u32 token position, u16 layer, u16 expert
+//       72  8*n  records: u32 position word, u16 layer, u16 expert
+//
+// Position word, version 2: bits 0-30 the token position; bit 31 set on the first record of
+// a serving group — the requests the engine serves together (one forward chunk's requests
+// at one layer; a decode step is a chunk of one token). Every record of a group has the
+// same layer, and the first record of a trace always starts a group. Version 1 has no
+// groups (the word is the position): a reader makes each run of records with the same
+// position and layer one group.
 //
 // Files are written to "<file>.tmp.<pid>" and renamed into place on close, so a reader
 // never sees a half-written trace; the reader checks magic, version, sizes, the record
@@ -31,7 +39,11 @@
 
 namespace k3 {
 
-inline constexpr std::uint32_t kTraceVersion = 1;
+inline constexpr std::uint32_t kTraceVersion = 2;
+/// Bit of the version-2 position word marking the first record of a serving group.
+inline constexpr std::uint32_t kTraceGroupBit = 0x80000000u;
+/// Largest token position a version-2 trace holds.
+inline constexpr std::uint32_t kTraceMaxPosition = kTraceGroupBit - 1;
 inline constexpr std::size_t kTraceHeaderBytes = 72;
 inline constexpr std::size_t kTraceRecordBytes = 8;
 
@@ -49,6 +61,7 @@ struct TraceRecord {
   std::uint32_t position = 0;  ///< token position in the sequence
   std::uint16_t layer = 0;     ///< 0-based decoder layer
   std::uint16_t expert = 0;    ///< routed expert id within the layer
+  bool starts_group = false;   ///< first request of a serving group (see the file comment)
   friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
 };
 
@@ -69,8 +82,11 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
+  /// The next record added starts a serving group. The first record always does, and so
+  /// does a record whose layer differs from the previous record's (a group is one layer's).
+  void begin_group() noexcept;
   /// One request. RuntimeError if position, layer or expert is outside the header's geometry
-  /// (or position outside u32), or after close().
+  /// (or position outside 0 … kTraceMaxPosition), or after close().
   void add(std::int64_t position, std::size_t layer, std::uint32_t expert);
   /// One token-layer's routing, in top-k order (the shape RoutingListener::on_route gives).
   void add_layer(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts);
@@ -85,11 +101,28 @@ class TraceWriter {
 };
 
 /// Reads and validates a whole trace. UsageError naming `file` when it is missing, not a
-/// trace, of another version, truncated, longer than its count, corrupt (checksum) or
-/// holds a record outside its geometry.
+/// trace, of another version, truncated, longer than its count, corrupt (checksum), holds a
+/// record outside its geometry or a group that spans layers. Version 1 files get their
+/// groups from (position, layer) runs (group_by_token_layer).
 Trace read_trace(const std::filesystem::path& file);
+/// Reads and checks only the header (magic, version, sizes, geometry, count against the
+/// file size); the same errors as read_trace for those.
+TraceHeader read_trace_header(const std::filesystem::path& file);
 
-/// Writes `trace` (header geometry + records) through a TraceWriter.
+/// Writes `trace` (header geometry + records, groups included) through a TraceWriter.
 void write_trace(const std::filesystem::path& file, const Trace& trace);
+
+/// Marks every run of records with the same position and layer as one serving group (the
+/// grouping of a version-1 trace, and of a run that serves one token at a time).
+void group_by_token_layer(Trace& trace) noexcept;
+
+/// The prompt hash a trace header carries: XXH64 (seed 0) of the ids as little-endian u32.
+std::uint64_t trace_prompt_hash(std::span<const std::uint32_t> prompt_ids) noexcept;
+
+/// Refuses a trace recorded by another run: UsageError "<file>: ... recorded with X, this
+/// run has Y" for the first of layers, experts per layer, top-k, architecture fingerprint
+/// and (when `compare_prompt`) prompt hash that differs between `recorded` and `run`.
+void require_trace_of_run(const std::filesystem::path& file, const TraceHeader& recorded, const TraceHeader& run,
+                          bool compare_prompt);
 
 }  // namespace k3

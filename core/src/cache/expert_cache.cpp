@@ -7,6 +7,8 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
+#include "cache/serve_batch.hpp"
+
 namespace k3::cache {
 
 namespace {
@@ -14,35 +16,65 @@ constexpr std::uint64_t kTensorAlign = 64;
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-/// What the policy may ask while choosing a victim: resident, read, and not leased.
-class ExpertCache::Query final : public sdk::VictimQuery {
+/// The slot arena as serve_batch() sees it, for one request(): leases go into `lease`,
+/// reads into `jobs`. What the policy may evict: resident, read, and not leased.
+class ExpertCache::Arena final : public sdk::VictimQuery {
  public:
-  explicit Query(const ExpertCache& c) : c_(c) {}
+  Arena(ExpertCache& c, Lease& lease, std::vector<Job>& jobs) : c_(c), lease_(lease), jobs_(jobs) {}
   [[nodiscard]] bool evictable(sdk::ExpertKey key) const noexcept override {
     const auto it = c_.where_.find(key.packed());
     if (it == c_.where_.end()) return false;
     const Slot& s = c_.slot_[it->second];
     return s.state == State::ready && s.leases == 0;
   }
+  [[nodiscard]] bool resident(sdk::ExpertKey key) const { return c_.where_.contains(key.packed()); }
+  void lease(sdk::ExpertKey key) {
+    const std::uint32_t s = c_.where_.at(key.packed());
+    ++c_.slot_[s].leases;
+    lease_.slots_.push_back(s);
+  }
+  bool admit_free(sdk::ExpertKey key) {
+    if (c_.free_.empty()) return false;
+    const std::uint32_t s = c_.free_.back();
+    c_.free_.pop_back();
+    load(s, key);
+    return true;
+  }
+  void replace(sdk::ExpertKey victim, sdk::ExpertKey key) {
+    const auto it = c_.where_.find(victim.packed());
+    const std::uint32_t s = it->second;
+    c_.where_.erase(it);
+    load(s, key);
+  }
 
  private:
-  const ExpertCache& c_;
+  void load(std::uint32_t s, sdk::ExpertKey key) {
+    c_.slot_[s] = {key.packed(), State::loading, 1};
+    c_.where_[key.packed()] = s;
+    lease_.slots_.push_back(s);
+    jobs_.push_back({s, key.layer, key.expert});
+  }
+  ExpertCache& c_;
+  Lease& lease_;
+  std::vector<Job>& jobs_;
 };
 
 ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                         std::shared_ptr<sdk::CachePolicy> policy, std::uint64_t slots, std::uint64_t slot_bytes,
-                         int attempts, runtime::StreamCounters& counters)
+                         std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
+                         std::uint64_t slots, std::uint64_t slot_bytes, int attempts,
+                         runtime::StreamCounters& counters)
     : c_(c),
       index_(index),
       policy_(std::move(policy)),
+      future_(std::move(future)),
       counters_(counters),
       slot_count_(slots),
       slot_bytes_(slot_bytes),
       attempts_(std::max(1, attempts)),
       files_(index, storage) {
-  if (policy_->wants_future())
-    throw UsageError("cache policy needs the future request stream (belady); it can only replay traces "
-                     "(k3host sim), not serve a live run");
+  if (policy_->wants_future() && !future_)
+    throw UsageError("the cache policy needs the future request stream (cache.future): record it with "
+                     "--set trace.out=FILE in an earlier run of this pipeline");
   if (slot_count_ == 0) throw UsageError("the expert cache needs at least one slot");
 
   // Every routed expert's six tensors, checked against the config once.
@@ -75,6 +107,10 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
 
   const sdk::Status st = policy_->reset(slot_count_);
   if (!st.ok()) throw UsageError("cache policy refused " + std::to_string(slot_count_) + " slots: " + st.detail);
+  if (policy_->wants_future()) {
+    const sdk::Status fs = policy_->set_future(future_->keys);
+    if (!fs.ok()) throw UsageError(future_->source + ": the cache policy refused the future: " + fs.detail);
+  }
   arena_ = AlignedBuffer(slot_count_ * slot_bytes_);
   slot_.resize(slot_count_);
   free_.reserve(slot_count_);
@@ -96,8 +132,31 @@ const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert,
   return *tensors_[(m * static_cast<std::size_t>(c_.num_experts) + expert) * 6 + static_cast<std::size_t>(k)];
 }
 
+void ExpertCache::follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const {
+  const CacheFuture& f = *future_;
+  const std::string head = "cache.future " + f.source + ": this run diverged from the recorded trace at request ";
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::uint64_t seq = seq_ + i;
+    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), requests[i]};
+    if (seq >= f.keys.size())
+      throw UsageError(head + std::to_string(seq) + ": the trace ends after " + std::to_string(f.keys.size()) +
+                       " requests (this run computes more tokens; record the trace again with the same pipeline)");
+    if (!(f.keys[seq] == key))
+      throw UsageError(head + std::to_string(seq) + ": this run requests " + describe_key(key) + ", the trace " +
+                       describe_key(f.keys[seq]) + " (another prompt, sampling or decode mode?)");
+    if ((f.starts_group[seq] != 0) != (i == 0))
+      throw UsageError(head + std::to_string(seq) + ": the trace serves requests in other groups (another "
+                       "job.prefill_chunk or decode mode?)");
+  }
+  const std::uint64_t end = seq_ + requests.size();
+  if (end < f.keys.size() && f.starts_group[end] == 0)
+    throw UsageError(head + std::to_string(end) + ": the trace serves requests in other groups (another "
+                     "job.prefill_chunk or decode mode?)");
+}
+
 void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> requests) {
   std::lock_guard<std::mutex> lk(m_);
+  if (future_) follow_future(layer, requests);
   routed_.clear();
   for (std::uint32_t e : requests) {
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
@@ -111,42 +170,21 @@ ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::
   if (ids.size() > slot_count_)
     throw RuntimeError("expert cache: " + std::to_string(ids.size()) + " experts requested at once, " +
                        std::to_string(slot_count_) + " slots");
-  std::lock_guard<std::mutex> lk(m_);
+  // The lease outlives the lock: if serving fails, the lock is dropped before the lease
+  // releases its slots (release() takes the lock).
   Lease lease;
   lease.cache_ = this;
   std::vector<Job> jobs;
-  for (std::uint32_t e : ids) {
-    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
-    const auto it = where_.find(key.packed());
-    const auto routed = routed_.find(key.packed());
-    const std::uint64_t uses = routed == routed_.end() ? 1 : routed->second;
-    if (it != where_.end()) {  // resident: a true hit (nothing is read speculatively)
-      ++slot_[it->second].leases;
-      lease.slots_.push_back(it->second);
-      counters_.expert_hits += uses;
-      continue;
-    }
-    std::uint32_t s = 0;
-    if (!free_.empty()) {
-      s = free_.back();
-      free_.pop_back();
-    } else {
-      sdk::ExpertKey victim{};
-      const Query q(*this);
-      const sdk::Status st = policy_->choose_victim(key, q, victim);
-      if (!st.ok() || !q.evictable(victim))
-        throw RuntimeError("expert cache: no evictable slot for layer " + std::to_string(layer) + " expert " +
-                           std::to_string(e) + (st.ok() ? ": the policy chose a leased or absent expert" : ": " + st.detail));
-      s = where_[victim.packed()];
-      where_.erase(victim.packed());
-      policy_->on_remove(victim);
-    }
-    policy_->on_insert(key);
-    slot_[s] = {key.packed(), State::loading, 1};
-    where_[key.packed()] = s;
-    lease.slots_.push_back(s);
-    jobs.push_back({s, key.layer, e});
-  }
+  std::lock_guard<std::mutex> lk(m_);
+  Arena arena(*this, lease, jobs);
+  ServeCounts counts;
+  const auto uses = [&](std::size_t i) -> std::uint64_t {
+    const auto it = routed_.find(sdk::ExpertKey{static_cast<std::uint32_t>(layer), ids[i]}.packed());
+    return it == routed_.end() ? 1 : it->second;
+  };
+  serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
+              [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
+  counters_.expert_hits += counts.hits;
   if (!jobs.empty()) {
     queue_.push_back(std::move(jobs));
     cv_.notify_all();

@@ -5,8 +5,16 @@
 // (the shared expert) and then waits on the lease.
 //
 // Policy events follow sdk/k3/cache_policy.hpp: route() calls on_access for every
-// (token, expert) request in request order; a miss then gets on_insert (free slot) or
-// choose_victim + on_remove + on_insert; a failed read gets on_remove.
+// (token, expert) request of a chunk-layer (a serving group) in request order; each
+// request() then serves one batch through serve_batch() (cache/serve_batch.hpp, the code
+// the simulator runs too): the batch's resident experts are leased first, then each miss
+// gets on_insert (free slot) or choose_victim + on_remove + on_insert. A failed read gets
+// on_remove.
+//
+// A policy that wants the future (belady) gets the trace of an earlier run (cache.future)
+// with set_future(); route() then checks that this run requests exactly what the trace
+// recorded, in the same serving groups, and throws UsageError naming the trace and the
+// first request that differs.
 //
 // Failures: a read that fails is retried (attempts in total); then the expert is recorded
 // in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
@@ -27,6 +35,7 @@
 #include <k3/model_config.hpp>
 #include <k3/storage.hpp>
 
+#include "cache/cache_future.hpp"
 #include "model/blocks/blocks.hpp"
 #include "model/tensor_reader.hpp"
 #include "runtime/stream_counters.hpp"
@@ -36,11 +45,12 @@ namespace k3::cache {
 
 class ExpertCache {
  public:
-  /// `slots` slots of `slot_bytes` each (from the plan). UsageError when an expert tensor
-  /// does not match the config or the policy needs a future trace (belady).
+  /// `slots` slots of `slot_bytes` each (from the plan). `future` is the request stream
+  /// for a policy that wants it (null otherwise). UsageError when an expert tensor does not
+  /// match the config, or the policy wants the future and none is given.
   ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-              std::shared_ptr<sdk::CachePolicy> policy, std::uint64_t slots, std::uint64_t slot_bytes,
-              int attempts, runtime::StreamCounters& counters);
+              std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
+              std::uint64_t slots, std::uint64_t slot_bytes, int attempts, runtime::StreamCounters& counters);
   ~ExpertCache();
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
@@ -67,6 +77,7 @@ class ExpertCache {
 
   [[nodiscard]] std::size_t slots() const noexcept { return slot_count_; }
   /// on_access for every request of the chunk (token-major, top-k order); counts requests.
+  /// With a future: UsageError when the requests or their grouping differ from the trace.
   void route(std::size_t layer, std::span<const std::uint32_t> requests);
   /// Leases the experts `ids` (distinct, at most slots()) of `layer`: hits at once, misses
   /// read as one batch by the reader thread. Returns immediately.
@@ -83,17 +94,19 @@ class ExpertCache {
     std::uint32_t slot;
     std::uint32_t layer, expert;
   };
-  class Query;
+  class Arena;
 
   void reader_loop();
   void read_batch(std::vector<Job>& jobs);
   void release(std::span<const std::uint32_t> slots) noexcept;
+  void follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const;
   [[nodiscard]] std::byte* slot_data(std::uint32_t s) { return arena_.data() + std::size_t{s} * slot_bytes_; }
   [[nodiscard]] const TensorInfo& tensor(std::uint32_t layer, std::uint32_t expert, int k) const;
 
   const ModelConfig& c_;
   const CheckpointIndex& index_;
   std::shared_ptr<sdk::CachePolicy> policy_;
+  std::shared_ptr<const CacheFuture> future_;  // the span set_future() got points into it
   runtime::StreamCounters& counters_;
   std::size_t slot_count_;
   std::size_t slot_bytes_;

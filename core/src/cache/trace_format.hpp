@@ -55,14 +55,18 @@ inline HeaderBytes encode_header(const TraceHeader& h, std::uint64_t checksum) n
   return b;
 }
 
+/// Version 2: the position (< kTraceGroupBit) with the group bit on a group's first record.
 inline void encode_record(unsigned char* p, const TraceRecord& r) noexcept {
-  put_u32(p, r.position);
+  put_u32(p, r.position | (r.starts_group ? kTraceGroupBit : 0u));
   put_u16(p + 4, r.layer);
   put_u16(p + 6, r.expert);
 }
 
-inline TraceRecord decode_record(const unsigned char* p) noexcept {
-  return {get_u32(p), get_u16(p + 4), get_u16(p + 6)};
+/// `version` 1 has no group bit (starts_group is left false; the reader groups afterwards).
+inline TraceRecord decode_record(const unsigned char* p, std::uint32_t version) noexcept {
+  const std::uint32_t word = get_u32(p);
+  if (version < 2) return {word, get_u16(p + 4), get_u16(p + 6), false};
+  return {word & ~kTraceGroupBit, get_u16(p + 4), get_u16(p + 6), (word & kTraceGroupBit) != 0};
 }
 
 }  // namespace k3::trace_format

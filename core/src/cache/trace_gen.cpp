@@ -135,6 +135,8 @@ Trace generate_trace(const TraceGenSettings& g) {
     for (std::uint64_t end = g.recompute_prompt; end <= g.tokens; ++end)
       t.records.insert(t.records.end(), routed.begin(), routed.begin() + static_cast<std::ptrdiff_t>(end * per_position));
   }
+  // One token at a time: each token-layer is served on its own.
+  group_by_token_layer(t);
   t.header.record_count = t.records.size();
   return t;
 }

@@ -39,6 +39,8 @@ struct TraceWriter::Impl {
   std::vector<unsigned char> buffer;
   XXH64_state_t* hash = nullptr;
   std::uint64_t count = 0;
+  bool group_next = true;  // the first record starts a group
+  std::uint16_t group_layer = 0;
   bool closed = false;
 
   ~Impl() {
@@ -81,23 +83,28 @@ TraceWriter::TraceWriter(std::filesystem::path file, const TraceHeader& header) 
 
 TraceWriter::~TraceWriter() = default;
 
+void TraceWriter::begin_group() noexcept { impl_->group_next = true; }
+
 void TraceWriter::add(std::int64_t position, std::size_t layer, std::uint32_t expert) {
   Impl& w = *impl_;
   if (w.closed) throw RuntimeError(w.file.string() + ": trace record added after close()");
-  if (position < 0 || position > 0xFFFFFFFFll)
+  if (position < 0 || position > std::int64_t{kTraceMaxPosition})
     throw RuntimeError(w.file.string() + ": token position " + std::to_string(position) +
-                       " does not fit the trace format (0 to 4294967295)");
+                       " does not fit the trace format (0 to " + std::to_string(kTraceMaxPosition) + ")");
   if (layer >= w.header.layers)
     throw RuntimeError(w.file.string() + ": layer " + std::to_string(layer) + " is outside the trace's " +
                        std::to_string(w.header.layers) + " layers");
   if (expert >= w.header.experts_per_layer)
     throw RuntimeError(w.file.string() + ": expert " + std::to_string(expert) + " is outside the trace's " +
                        std::to_string(w.header.experts_per_layer) + " experts per layer");
+  if (layer != w.group_layer) w.group_next = true;  // a group is one layer's requests
   const std::size_t at = w.buffer.size();
   w.buffer.resize(at + kTraceRecordBytes);
-  trace_format::encode_record(w.buffer.data() + at, TraceRecord{static_cast<std::uint32_t>(position),
-                                                                static_cast<std::uint16_t>(layer),
-                                                                static_cast<std::uint16_t>(expert)});
+  trace_format::encode_record(w.buffer.data() + at,
+                              TraceRecord{static_cast<std::uint32_t>(position), static_cast<std::uint16_t>(layer),
+                                          static_cast<std::uint16_t>(expert), w.group_next});
+  w.group_next = false;
+  w.group_layer = static_cast<std::uint16_t>(layer);
   ++w.count;
   if (w.buffer.size() >= kBufferRecords * kTraceRecordBytes) w.flush();
 }
@@ -140,7 +147,10 @@ const std::filesystem::path& TraceWriter::file() const noexcept { return impl_->
 
 void write_trace(const std::filesystem::path& file, const Trace& trace) {
   TraceWriter w(file, trace.header);
-  for (const TraceRecord& r : trace.records) w.add(r.position, r.layer, r.expert);
+  for (const TraceRecord& r : trace.records) {
+    if (r.starts_group) w.begin_group();
+    w.add(r.position, r.layer, r.expert);
+  }
   w.close();
 }
 

@@ -26,10 +26,18 @@ Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSett
   // The policy is created (and its name and parameters checked) even when everything is
   // resident, so a wrong cache section is refused rather than ignored.
   auto policy = host.create_cache(settings.cache_policy, settings.cache_params);
-  if (policy->wants_future())
-    throw UsageError("cache policy '" + settings.cache_policy +
-                     "' needs the future request stream of the run; a live run cannot give it yet "
-                     "(replay a trace with k3host sim instead)");
+  // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
+  // model; read whole only for a policy that wants the future (cache/cache_future.hpp).
+  std::shared_ptr<const cache::CacheFuture> future;
+  if (policy->wants_future()) {
+    if (settings.cache_future.empty())
+      throw UsageError("cache policy '" + settings.cache_policy +
+                       "' needs the future request stream of this run (cache.future): record it first with "
+                       "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
+    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config));
+  } else if (!settings.cache_future.empty()) {
+    cache::check_cache_future(settings.cache_future, m.config);
+  }
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage);
     m.source = std::make_unique<ResidentSource>(*m.weights);
@@ -37,8 +45,9 @@ Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSett
   }
   m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters);
   m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
-                                                        m.plan.expert_slots, m.plan.expert_slot_bytes,
-                                                        settings.expert_read_attempts, *m.counters);
+                                                        std::move(future), m.plan.expert_slots,
+                                                        m.plan.expert_slot_bytes, settings.expert_read_attempts,
+                                                        *m.counters);
   m.streamed_experts = std::make_unique<cache::StreamedExperts>(*m.expert_cache);
 }
 

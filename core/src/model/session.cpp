@@ -12,6 +12,9 @@ namespace {
 class ListenerBridge final : public model::RoutingObserver {
  public:
   RoutingListener* listener = nullptr;
+  void on_group(std::size_t layer, std::size_t tokens) override {
+    if (listener != nullptr) listener->on_group(layer, tokens);
+  }
   void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) override {
     if (listener != nullptr) listener->on_route(position, layer, experts);
   }

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <xxhash.h>
 
 #include <k3/error.hpp>
 #include <k3/make_model.hpp>
@@ -13,6 +12,7 @@
 #include <k3/geometry.hpp>
 #include <k3/trace.hpp>
 
+#include "cache/cache_future.hpp"
 #include "util/atomic_file.hpp"
 
 namespace k3 {
@@ -64,9 +64,10 @@ std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
   return out;
 }
 
-/// Records the routing of a live run into a trace file.
+/// Records the routing of a live run into a trace file, with its serving groups.
 struct TraceRecorder final : RoutingListener {
   TraceRecorder(const std::filesystem::path& file, const TraceHeader& header) : writer(file, header) {}
+  void on_group(std::size_t, std::size_t) override { writer.begin_group(); }
   void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) override {
     writer.add_layer(position, layer, experts);
   }
@@ -106,6 +107,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.memory = plan_inputs(p);
   ms.cache_policy = p.get_string("cache.policy");
   ms.cache_params = p.get_params("cache.params");
+  ms.cache_future = p.get_path("cache.future");
   status("loading " + rep.model.string());
   Model model(rep.model, host, ms);
   auto tokenizer = make_tokenizer(p, host, rep.model);
@@ -147,20 +149,17 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   const std::filesystem::path load_state = p.get_path("job.load_state");
   if (!load_state.empty()) session.load(load_state);
   if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
+  // cache.future must be a trace of this prompt (the model checked the rest).
+  if (!ms.cache_future.empty())
+    require_trace_of_run(ms.cache_future, read_trace_header(ms.cache_future),
+                         cache::trace_header_of(model.config(), trace_prompt_hash(g.prompt)), true);
 
   // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
-    const ModelConfig& c = model.config();
-    TraceHeader h;
-    h.layers = static_cast<std::uint32_t>(c.num_hidden_layers);
-    h.experts_per_layer = static_cast<std::uint32_t>(c.num_experts);
-    h.top_k = static_cast<std::uint32_t>(c.num_experts_per_token);
-    h.arch_fingerprint = c.fingerprint();
-    h.prompt_hash = XXH64(g.prompt.data(), g.prompt.size() * sizeof(std::uint32_t), 0);
-    h.expert_bytes = geometry_census(c).bytes_per_expert;
-    trace = std::make_unique<TraceRecorder>(trace_file, h);
+    trace = std::make_unique<TraceRecorder>(trace_file,
+                                            cache::trace_header_of(model.config(), trace_prompt_hash(g.prompt)));
     session.set_routing_listener(trace.get());
   }
 

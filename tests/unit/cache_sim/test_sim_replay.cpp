@@ -1,5 +1,6 @@
-// The simulator plays the host: hit counts on a hand-made trace computed by hand for LRU
-// and Belady (with the lease rule), contract violations refused, capacities parsed.
+// The simulator plays the host: hit counts on hand-made traces computed by hand for LRU
+// and Belady (serving groups, batches, the lease rule), contract violations refused,
+// capacities parsed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,6 +23,24 @@ k3::Trace hand_trace() {
   const std::uint16_t rec[][3] = {{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}, {1, 0, 0}, {1, 0, 2},
                                   {1, 1, 2}, {1, 1, 3}, {2, 0, 1}, {2, 0, 2}, {2, 1, 0}, {2, 1, 1}};
   for (const auto& r : rec) t.records.push_back({r[0], r[1], r[2]});
+  k3::group_by_token_layer(t);  // served one token at a time
+  t.header.record_count = t.records.size();
+  return t;
+}
+
+// One layer x 4 experts, top-2: a prefill chunk of two tokens served as ONE group, then two
+// decode steps. Keys are expert ids (layer 0).
+//   group 0 (tokens 0-1): seq 0 e1, 1 e0 | 2 e1, 3 e2   distinct [0 1 2], uses [1 2 1]
+//   group 1 (token 2):    seq 4 e3, 5 e1               distinct [1 3]
+//   group 2 (token 3):    seq 6 e0, 7 e2               distinct [0 2]
+k3::Trace chunked_trace() {
+  k3::Trace t;
+  t.header.layers = 1;
+  t.header.experts_per_layer = 4;
+  t.header.top_k = 2;
+  const std::uint32_t rec[][3] = {{0, 1, 1}, {0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {2, 3, 1}, {2, 1, 0}, {3, 0, 1}, {3, 2, 0}};
+  for (const auto& r : rec)  // {position, expert, starts a group}
+    t.records.push_back({r[0], 0, static_cast<std::uint16_t>(r[1]), r[2] != 0});
   t.header.record_count = t.records.size();
   return t;
 }
@@ -34,14 +53,16 @@ bool have_plugin(k3::PluginHost& host, const std::string& name) {
 }  // namespace
 
 TEST_CASE("sim: Belady on the hand trace, with the current layer leased", "[sim]") {
-  // Capacity 4. Seqs 0-3 fill the cache {00 01 10 11}; 4 (00) hits.
-  // 5 (02) miss: next uses 00 never, 01@8, 10@10, 11@11. 00 is farthest but leased (token 1
-  //   layer 0 already admitted it) -> 11.                           {00 01 02 10}
-  // 6 (12) miss: 00 never -> 00.                                    {01 02 10 12}
-  // 7 (13) miss: 12 never but leased (token 1 layer 1) -> 10 (@10). {01 02 12 13}
-  // 8 (01) hit, 9 (02) hit.
-  // 10 (10) miss: 01 02 12 13 all never -> lowest packed key 01.    {02 10 12 13}
-  // 11 (11) miss: 10 is leased; 02 12 13 never -> 02.
+  // Capacity 4; each token-layer is a group: its accesses first, then its experts in id
+  // order, the resident ones leased before any miss is placed.
+  // Seqs 0-3 fill the cache {00 01 10 11}.
+  // Group (4 00, 5 02): next uses after seq 5: 00 never, 01@8, 10@10, 11@11. 00 hits and
+  //   is leased, so 02 evicts the farthest other key: 11.          {00 01 02 10}
+  // Group (6 12, 7 13): next uses 00 never, 01@8, 02@9, 10@10.
+  //   12 -> 00 (never); 13: 12 is leased -> 10 (@10).             {01 02 12 13}
+  // Group (8 01, 9 02): both hit.
+  // Group (10 10, 11 11): every resident key is never used again.
+  //   10 -> the lowest packed key 01; 11: 10 is leased -> 02.
   // Hits 4 8 9 = 3; misses 9; evictions 5.
   k3::PluginHost host;
   const k3::Replay replay(hand_trace());
@@ -54,10 +75,12 @@ TEST_CASE("sim: Belady on the hand trace, with the current layer leased", "[sim]
 }
 
 TEST_CASE("sim: LRU on the hand trace", "[sim]") {
-  // Capacity 4, victims = least recently used evictable key.
-  // 4 (00) hit. 5 (02): order 01 10 11 00 -> 01.   6 (12): 10 11 00 02 -> 10.
-  // 7 (13): 11 00 02 12 -> 11.   8 (01): 00 02 12 13 -> 00.   9 (02) hit.
-  // 10 (10): 12 13 01 02 -> 12.  11 (11): 13 01 02 10 -> 13.
+  // Capacity 4, victims = least recently used evictable key (oldest first below).
+  // Seqs 0-3 fill: 00 01 10 11.
+  // Group (00 02): access 00 -> 01 10 11 00; 00 hits; 02 evicts 01 -> 10 11 00 02.
+  // Group (12 13): 12 evicts 10, 13 evicts 11 -> 00 02 12 13.
+  // Group (01 02): access 02 -> 00 12 13 02; 02 hits; 01 evicts 00 -> 12 13 02 01.
+  // Group (10 11): 10 evicts 12, 11 evicts 13.
   // Hits 4 9 = 2; evictions 6.
   k3::PluginHost host;
   if (!have_plugin(host, "lru")) {
@@ -71,14 +94,72 @@ TEST_CASE("sim: LRU on the hand trace", "[sim]") {
   CHECK(c.evictions == 6);
 }
 
+TEST_CASE("sim: a chunk is one group, served in batches of at most the capacity", "[sim]") {
+  k3::PluginHost host;
+  if (!have_plugin(host, "lru")) {
+    WARN("SKIPPED: the lru cache plugin is not built (plugins/cache/lru)");
+    return;
+  }
+  const k3::Replay replay(chunked_trace());
+  // Capacity 2, LRU (oldest first).
+  // Group 0: nothing resident. Batch [0 1]: both miss (1 + 2 requests), free slots -> 0 1.
+  //   Batch [2]: miss (1 request); 0 and 1 are no longer leased: 2 evicts 0 -> 1 2.
+  // Group 1: access 1 -> 2 1. Batch [1 3]: 1 hits (1) and is leased; 3 evicts 2 -> 1 3.
+  // Group 2: nothing resident of [0 2]: 0 evicts 1 -> 3 0; 2 evicts 3 (0 is leased) -> 0 2.
+  // Requests 8, hits 1, misses 7, evictions 4.
+  const auto lru = host.create_cache("lru", {});
+  const k3::ReplayCounts c = replay.run(*lru, "lru", 2);
+  CHECK(c.requests == 8);
+  CHECK(c.hits == 1);
+  CHECK(c.misses == 7);
+  CHECK(c.evictions == 4);
+  // Capacity 4: only the 4 compulsory misses (experts 0 1 2 3, counted per request: the
+  // chunk asks for 1 twice) -> misses 1 + 2 + 1 (group 0) + 1 (3) = 5, hits 3.
+  const k3::ReplayCounts big = replay.run(*lru, "lru", 4);
+  CHECK(big.hits == 3);
+  CHECK(big.misses == 5);
+  CHECK(big.evictions == 0);
+  // Capacity 1 (less than one token's top-k): every batch is one expert.
+  // Group 0: [0] miss, [1] miss evicts 0, [2] miss evicts 1 (4 requests missed).
+  // Group 1: [1] miss evicts 2, [3] miss evicts 1. Group 2: [0] evicts 3, [2] evicts 0.
+  const k3::ReplayCounts one = replay.run(*lru, "lru", 1);
+  CHECK(one.hits == 0);
+  CHECK(one.evictions == 6);
+}
+
+TEST_CASE("sim: Belady on the chunked trace", "[sim]") {
+  // Capacity 2. Group 0: batch [0 1] fills; batch [2]: next uses after seq 3: 0@6, 1@5 ->
+  //   evict 0 -> {1 2}. Group 1: 1 hits, leased; 3 evicts 2 (the only other) -> {1 3}.
+  // Group 2: all never used again: 0 evicts the lower key 1; 2 evicts 3 (0 leased).
+  // Hits 1, misses 7, evictions 4.
+  k3::PluginHost host;
+  const k3::Replay replay(chunked_trace());
+  const auto belady = host.create_cache("belady", {});
+  const k3::ReplayCounts c = replay.run(*belady, "belady", 2);
+  CHECK(c.hits == 1);
+  CHECK(c.misses == 7);
+  CHECK(c.evictions == 4);
+}
+
 TEST_CASE("sim: trace facts", "[sim]") {
   const k3::TraceStats s = k3::trace_stats(hand_trace());
   CHECK(s.requests == 12);
   CHECK(s.tokens == 3);
+  CHECK(s.groups == 6);
   CHECK(s.distinct_keys == 7);  // 00 01 02 10 11 12 13
   CHECK(s.layers_used == 2);
   CHECK(s.max_group == 2);
   CHECK(s.working_set == 4);
+  const k3::TraceStats c = k3::trace_stats(chunked_trace());
+  CHECK(c.groups == 3);
+  CHECK(c.tokens == 4);
+  CHECK(c.max_group == 3);  // group 0: experts 0 1 2
+}
+
+TEST_CASE("sim: a group that spans layers is refused", "[sim]") {
+  k3::Trace t = hand_trace();
+  t.records[2].starts_group = false;  // (token 0, layer 1) would join the layer-0 group
+  CHECK_THROWS_WITH(k3::Replay(t), Catch::Contains("record 2") && Catch::Contains("layer 0"));
 }
 
 namespace {
@@ -106,11 +187,11 @@ class StubbornPolicy final : public k3::sdk::CachePolicy {
 TEST_CASE("sim: a victim that is leased or not resident is an error naming the policy", "[sim]") {
   const k3::Replay replay(hand_trace());
   StubbornPolicy p;
-  // Capacity 3: seq 3 (11) needs a victim; the policy offers 00 (resident, evictable).
-  // Seq 4 (00) is then a miss, and the policy offers 00 again: not resident.
+  // Capacity 3: group (10 11): 11 needs a victim; the policy offers 00 (resident,
+  // evictable). Group (00 02): 00 is then a miss, and the policy offers 00 again: not resident.
   CHECK_THROWS_WITH(replay.run(p, "stubborn", 3), Catch::Contains("stubborn at 3 slots") && Catch::Contains("not resident"));
-  // Capacity smaller than a token-layer: refused up front.
-  CHECK_THROWS_AS(replay.run(p, "stubborn", 1), k3::UsageError);
+  // No slot at all: refused up front.
+  CHECK_THROWS_AS(replay.run(p, "stubborn", 0), k3::UsageError);
 }
 
 TEST_CASE("sim: capacities in slots, GB and working sets", "[sim]") {

@@ -1,6 +1,10 @@
-// Trace files: round trip through TraceWriter/read_trace, the documented byte layout, and a
-// clear error naming the file for every kind of damage.
+// Trace files: round trip through TraceWriter/read_trace, the documented byte layout
+// (version 2 with serving groups; version 1 still read), and a clear error naming the file
+// for every kind of damage.
 #include <catch2/catch.hpp>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <fstream>
 #include <iterator>
@@ -20,6 +24,11 @@ std::vector<unsigned char> slurp(const std::filesystem::path& f) {
 void spit(const std::filesystem::path& f, const std::vector<unsigned char>& bytes) {
   std::ofstream out(f, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+/// Rewrites the header checksum after a test edited the records on purpose.
+void reseal(std::vector<unsigned char>& b) {
+  const std::uint64_t h = XXH64(b.data() + 72, b.size() - 72, 0);
+  for (int i = 0; i < 8; ++i) b[static_cast<std::size_t>(64 + i)] = static_cast<unsigned char>(h >> (8 * i));
 }
 
 k3::TraceHeader small_header() {
@@ -57,7 +66,9 @@ TEST_CASE("trace: round trip keeps header and records", "[trace]") {
   CHECK(t.header.prompt_hash == 0xfedcba9876543210ull);
   CHECK(t.header.expert_bytes == 17547264);
   CHECK(t.header.record_count == 4);
-  const std::vector<k3::TraceRecord> want = {{0, 1, 7}, {0, 1, 299}, {70000, 2, 5}, {70000, 2, 6}};
+  // Groups: the first record, and the first of another layer.
+  const std::vector<k3::TraceRecord> want = {
+      {0, 1, 7, true}, {0, 1, 299, false}, {70000, 2, 5, true}, {70000, 2, 6, false}};
   CHECK(t.records == want);
   // No temporary file is left behind.
   int files = 0;
@@ -70,7 +81,7 @@ TEST_CASE("trace: the byte layout is the documented one", "[trace]") {
   const auto bytes = slurp(write_small(dir));
   REQUIRE(bytes.size() == 72 + 4 * 8);
   CHECK(std::string(bytes.begin(), bytes.begin() + 8) == std::string("K3TRACE\0", 8));
-  CHECK(bytes[8] == 1);    // version, little-endian u32
+  CHECK(bytes[8] == 2);    // version, little-endian u32
   CHECK(bytes[12] == 72);  // header bytes
   CHECK(bytes[16] == 3);   // layers
   CHECK((bytes[20] | bytes[21] << 8) == 300);
@@ -78,9 +89,62 @@ TEST_CASE("trace: the byte layout is the documented one", "[trace]") {
   CHECK(bytes[28] == 8);   // record bytes
   CHECK(bytes[32] == 0xef);  // fingerprint, low byte first
   CHECK(bytes[56] == 4);     // record count
-  // Third record at 72 + 16: position 70000 = 0x00011170 LE, layer 2, expert 5.
-  const unsigned char third[8] = {0x70, 0x11, 0x01, 0x00, 2, 0, 5, 0};
+  // Records: position word (bit 31 = starts a group), layer, expert, all LE. The first
+  // record starts a group: position 0 | 0x80000000; the second does not.
+  const unsigned char first[8] = {0, 0, 0, 0x80, 1, 0, 7, 0};
+  const unsigned char second[8] = {0, 0, 0, 0, 1, 0, 0x2b, 0x01};
+  CHECK(std::equal(first, first + 8, bytes.begin() + 72));
+  CHECK(std::equal(second, second + 8, bytes.begin() + 72 + 8));
+  // Third record at 72 + 16 starts a group (layer 2): position 70000 = 0x00011170 | bit 31.
+  const unsigned char third[8] = {0x70, 0x11, 0x01, 0x80, 2, 0, 5, 0};
   CHECK(std::equal(third, third + 8, bytes.begin() + 72 + 16));
+}
+
+TEST_CASE("trace: serving groups are recorded where begin_group says", "[trace]") {
+  const auto dir = sim_test::scratch("groups");
+  const auto file = dir / "g.k3trace";
+  {
+    // A chunk of two tokens at layer 1 (one group), then two one-token groups at layer 1.
+    k3::TraceWriter w(file, small_header());
+    const std::uint32_t a[] = {3, 4}, b[] = {4, 5}, c[] = {6, 7}, d[] = {8, 9};
+    w.begin_group();
+    w.add_layer(10, 1, a);
+    w.add_layer(11, 1, b);
+    w.begin_group();
+    w.add_layer(12, 1, c);
+    w.begin_group();
+    w.add_layer(13, 1, d);
+    w.close();
+  }
+  const k3::Trace t = k3::read_trace(file);
+  REQUIRE(t.records.size() == 8);
+  const bool starts[8] = {true, false, false, false, true, false, true, false};
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    CHECK(t.records[i].starts_group == starts[i]);
+  }
+  CHECK(t.records[2].position == 11);  // the group bit never leaks into the position
+  CHECK(t.records[4].position == 12);
+  // write_trace keeps the groups.
+  k3::write_trace(dir / "copy.k3trace", t);
+  CHECK(k3::read_trace(dir / "copy.k3trace").records == t.records);
+}
+
+TEST_CASE("trace: version 1 files are read, grouped by token and layer", "[trace]") {
+  const auto dir = sim_test::scratch("v1");
+  auto b = slurp(write_small(dir));
+  // A version-1 file: no group bit, the position word is the position.
+  b[8] = 1;
+  b[72 + 3] = 0;
+  b[72 + 16 + 3] = 0;
+  // Make record 1 another position than record 0: (0,1,7) (5,1,299) (70000,2,5) (70000,2,6).
+  b[72 + 8] = 5;
+  reseal(b);
+  spit(dir / "v1.k3trace", b);
+  const k3::Trace t = k3::read_trace(dir / "v1.k3trace");
+  const std::vector<k3::TraceRecord> want = {
+      {0, 1, 7, true}, {5, 1, 299, true}, {70000, 2, 5, true}, {70000, 2, 6, false}};
+  CHECK(t.records == want);
 }
 
 TEST_CASE("trace: damaged files are refused with the file name and the reason", "[trace]") {
@@ -99,8 +163,19 @@ TEST_CASE("trace: damaged files are refused with the file name and the reason", 
   refuse(b, "not a k3host trace");
   refuse(std::vector<unsigned char>(good.begin(), good.begin() + 40), "truncated header");
   b = good;
-  b[8] = 2;
-  refuse(b, "version 2");
+  b[8] = 3;
+  refuse(b, "version 3");
+  b = good;
+  b[8] = 0;
+  refuse(b, "version 0");
+  b = good;
+  b[72 + 3] = 0;  // the first record does not start a group
+  reseal(b);
+  refuse(b, "does not start a serving group");
+  b = good;
+  b[72 + 16 + 3] = 0;  // the layer-2 records join the layer-1 group
+  reseal(b);
+  refuse(b, "joins a serving group of layer 1");
   refuse(std::vector<unsigned char>(good.begin(), good.end() - 8), "truncated");
   refuse(std::vector<unsigned char>(good.begin(), good.end() - 3), "truncated");
   b = good;
@@ -123,12 +198,52 @@ TEST_CASE("trace: the writer checks geometry and leaves nothing when abandoned",
     CHECK_THROWS_WITH(w.add(0, 3, 0), Catch::Contains("layer 3"));
     CHECK_THROWS_WITH(w.add(0, 0, 300), Catch::Contains("expert 300"));
     CHECK_THROWS_WITH(w.add(-1, 0, 0), Catch::Contains("position"));
+    CHECK_THROWS_WITH(w.add(std::int64_t{1} << 31, 0, 0), Catch::Contains("position 2147483648"));
+    CHECK_NOTHROW(w.add(k3::kTraceMaxPosition, 0, 0));
     w.add(0, 0, 0);
   }  // destroyed without close(): no file at all
   CHECK(std::filesystem::is_empty(dir));
   k3::TraceHeader h = small_header();
   h.layers = 0;
   CHECK_THROWS_AS(k3::TraceWriter(file, h), k3::UsageError);
+}
+
+TEST_CASE("trace: read_trace_header and the checks against a run", "[trace]") {
+  const auto dir = sim_test::scratch("identity");
+  const auto file = write_small(dir);
+  const k3::TraceHeader h = k3::read_trace_header(file);
+  CHECK(h.record_count == 4);
+  CHECK(h.prompt_hash == 0xfedcba9876543210ull);
+  CHECK_NOTHROW(k3::require_trace_of_run(file, h, small_header(), true));
+  const auto refused = [&](k3::TraceHeader run, bool prompt, const std::string& what) {
+    INFO(what);
+    CHECK_THROWS_AS(k3::require_trace_of_run(file, h, run, prompt), k3::UsageError);
+    CHECK_THROWS_WITH(k3::require_trace_of_run(file, h, run, prompt),
+                      Catch::Contains(file.string()) && Catch::Contains(what));
+  };
+  k3::TraceHeader run = small_header();
+  run.layers = 4;
+  refused(run, false, "3 layers, this run has 4");
+  run = small_header();
+  run.experts_per_layer = 16;
+  refused(run, false, "300 experts per layer, this run has 16");
+  run = small_header();
+  run.top_k = 4;
+  refused(run, false, "top-2, this run has top-4");
+  run = small_header();
+  run.arch_fingerprint = 1;
+  refused(run, false, "architecture fingerprint 0123456789abcdef, this run has 0000000000000001");
+  run = small_header();
+  run.prompt_hash = 2;
+  refused(run, true, "another prompt");
+  CHECK_NOTHROW(k3::require_trace_of_run(file, h, run, false));  // the prompt only when asked
+  CHECK_THROWS_WITH(k3::read_trace_header(dir / "missing.k3trace"), Catch::Contains("missing.k3trace"));
+}
+
+TEST_CASE("trace: the prompt hash is XXH64 of the ids as little-endian u32", "[trace]") {
+  const std::uint32_t ids[] = {3, 14, 0x01020304};
+  const unsigned char le[] = {3, 0, 0, 0, 14, 0, 0, 0, 4, 3, 2, 1};
+  CHECK(k3::trace_prompt_hash(ids) == XXH64(le, sizeof le, 0));
 }
 
 TEST_CASE("trace: an empty trace round-trips", "[trace]") {

@@ -54,6 +54,9 @@ class ExpertSource {
 class RoutingObserver {
  public:
   virtual ~RoutingObserver() = default;
+  /// A serving group starts: the next `tokens` on_route calls (one forward chunk at `layer`)
+  /// are served together by the expert source.
+  virtual void on_group(std::size_t /*layer*/, std::size_t /*tokens*/) {}
   virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
 };
 

@@ -51,6 +51,7 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   std::uint32_t* ids = s.u(slot::moe_ids, T * K);
   double* weights = s.d(slot::moe_weights, T * K);
   double* choice = s.d(slot::moe_choice, NE);
+  if (observer != nullptr) observer->on_group(layer, T);
   for (std::size_t t = 0; t < T; ++t) {
     const float* lt = logits + t * NE;
     for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{w.bias[e]};
