@@ -27,6 +27,11 @@ struct PlanInputs {
   std::optional<double> trunk_gb;         ///< nullopt = fit
   std::optional<double> expert_cache_gb;  ///< nullopt = fit
   bool stream_embedding = false;          ///< lm_head in row chunks too (ultra)
+  /// Streamed dense layers whose FFN is far larger than the other layers (K3 layer 0) can
+  /// keep only their attention part in a ring slot and multiply the FFN while reading it in
+  /// row chunks. automatic: when that streams fewer bytes per token within the budget.
+  enum class SplitDenseFfn { automatic, on, off } split_dense_ffn = SplitDenseFfn::automatic;
+  std::uint64_t row_chunk_bytes = 0;      ///< per row-chunk buffer; 0 = 32 MiB
   std::int64_t context = 4096;            ///< positions of MLA latent KV to reserve
   std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
   std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
@@ -51,7 +56,19 @@ struct MemoryPlan {
   std::size_t pinned_count = 0;
   std::uint64_t pinned_bytes = 0;
   std::size_t ring_slots = 0;              ///< 0 when every layer is pinned
-  std::uint64_t ring_slot_bytes = 0;       ///< the largest unpinned layer
+  std::uint64_t ring_slot_bytes = 0;       ///< the largest unpinned layer (its ring part)
+  /// Per layer, the bytes without the dense FFN (== layer_bytes for MoE layers).
+  std::vector<std::uint64_t> layer_core_bytes;
+  /// Streamed dense layers hold only their core in a ring slot; the FFN is read in row
+  /// chunks as it is multiplied (docs/streaming.md "Split dense layers").
+  bool split_dense_ffn = false;
+  std::size_t split_layers = 0;            ///< streamed dense layers served split
+  /// Row-chunk buffers shared by split FFNs and a streamed lm_head (two: one being read
+  /// while the other is multiplied); row_chunk_bytes each.
+  std::uint64_t row_chunk_bytes = 0;
+  std::uint64_t row_chunk_buffers = 0;
+  /// Bytes read from storage per token for the trunk: every streamed layer, whole.
+  std::uint64_t streamed_trunk_bytes = 0;
 
   // Routed experts.
   std::uint64_t expert_slot_bytes = 0;     ///< one expert's six tensors, 4096-aligned stride
@@ -62,7 +79,7 @@ struct MemoryPlan {
   // Model tables, state, buffers.
   bool stream_embedding = false;
   std::uint64_t embedding_bytes = 0;       ///< the table when resident, else row buffers
-  std::uint64_t lm_head_bytes = 0;         ///< the head when resident, else one chunk
+  std::uint64_t lm_head_bytes = 0;         ///< the head when resident, else the row-chunk buffers
   std::uint64_t lm_head_chunk_rows = 0;    ///< rows per chunk; 0 = resident
   std::uint64_t kda_state_bytes = 0;
   std::uint64_t mla_kv_bytes = 0;
@@ -72,7 +89,12 @@ struct MemoryPlan {
 
   std::uint64_t total = 0;
 
-  [[nodiscard]] std::uint64_t trunk_bytes() const { return pinned_bytes + ring_slots * ring_slot_bytes; }
+  /// Pinned layers, ring slots and the row-chunk buffers of split FFNs (unless the streamed
+  /// lm_head already holds them: they are shared).
+  [[nodiscard]] std::uint64_t trunk_bytes() const {
+    const bool chunks_here = split_layers != 0 && lm_head_chunk_rows == 0;
+    return pinned_bytes + ring_slots * ring_slot_bytes + (chunks_here ? row_chunk_buffers * row_chunk_bytes : 0);
+  }
   [[nodiscard]] std::uint64_t expert_bytes() const { return expert_slots * expert_slot_bytes; }
   [[nodiscard]] bool streams_trunk() const { return pinned_count < layer_bytes.size(); }
   [[nodiscard]] bool streams_experts() const { return expert_slots < experts_total; }

@@ -75,6 +75,14 @@ std::vector<KeySpec> build_schema() {
       {"memory.stream_embedding", T::boolean, "false", {}, {},
        "Stream embedding rows and lm_head chunks from storage instead of keeping them resident",
        "resident is faster; only the ultra preset needs the memory back"},
+      {"memory.split_dense_ffn", T::choice, "auto", {}, {"auto", "on", "off"},
+       "A streamed dense layer keeps only its attention in a ring slot and multiplies its FFN while reading it in "
+       "row chunks; auto does so when that streams fewer trunk bytes per token",
+       "K3's dense layer 0 is 2.34 GB, 8x any other layer: splitting it frees the ring for read-ahead and pins"},
+      {"memory.row_chunk_mb", T::number, "33.554432", between(0.001, 4096), {},
+       "Size of each of the two row-chunk buffers (streamed lm_head, split dense FFN), MB (1e6 bytes); at least one "
+       "row is always read",
+       "32 MiB: large sequential reads, small next to the other budgets"},
       {"memory.context", T::integer, "4096", between(1, 1048576), {},
        "Tokens of context (prompt + generated) the plan reserves KV cache and state for",
        "enough for a conversation while keeping the latent cache small; K3 allows 1048576"},

@@ -43,6 +43,7 @@ class TensorReader {
   }
   [[nodiscard]] const TensorInfo& info(std::size_t handle) const { return *wanted_[handle].info; }
   [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
+  [[nodiscard]] const CheckpointIndex& index() const noexcept { return index_; }
   /// Forget the queue (keeps the open files).
   void clear() { wanted_.clear(); }
   /// Shard `index` of the checkpoint, opened through the storage plugin on first use

@@ -67,12 +67,13 @@ struct LayerLoader::Handles {
   std::size_t f[8] = {};
   std::vector<ExpertHandles> eh;
   bool with_experts = false;
+  bool without_dense_ffn = false;
 };
 
 LayerLoader::LayerLoader(const ModelConfig& c, TensorReader& reader) : c_(c), reader_(reader) {}
 LayerLoader::~LayerLoader() = default;
 
-std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts) {
+std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts, bool without_dense_ffn) {
   const ModelConfig& c = c_;
   TensorReader& reader = reader_;
   reader.clear();
@@ -80,6 +81,7 @@ std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts) {
   hd_ = std::make_unique<Handles>();
   Handles& H_ = *hd_;
   H_.with_experts = with_experts;
+  H_.without_dense_ffn = without_dense_ffn;
   const U E = static_cast<U>(c.hidden_size);
   const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
   const U P = H * D, K = static_cast<U>(c.short_conv_kernel_size);
@@ -128,7 +130,12 @@ std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts) {
     H_.h[7] = b.bf16(a + "o_proj.weight", E, MH * HV);
   }
 
-  if (dense_layer) {
+  if (dense_layer && without_dense_ffn) {
+    // Split layer: the FFN is streamed in row chunks; its tensors are checked here all the same.
+    (void)reader.index().require(p + "mlp.gate_proj.weight", DType::bf16, {DI, E});
+    (void)reader.index().require(p + "mlp.up_proj.weight", DType::bf16, {DI, E});
+    (void)reader.index().require(p + "mlp.down_proj.weight", DType::bf16, {E, DI});
+  } else if (dense_layer) {
     H_.f[0] = b.bf16(p + "mlp.gate_proj.weight", DI, E);
     H_.f[1] = b.bf16(p + "mlp.up_proj.weight", DI, E);
     H_.f[2] = b.bf16(p + "mlp.down_proj.weight", E, DI);
@@ -202,8 +209,13 @@ void LayerLoader::read_and_bind(std::byte* base, LayerWeights& lw) {
     m.g_proj = b.matrix(H_.h[6]);
     m.o_proj = b.matrix(H_.h[7]);
   }
-  if (lw.dense) {
-    lw.dense_w = {b.matrix(H_.f[0]), b.matrix(H_.f[1]), b.matrix(H_.f[2])};
+  if (lw.dense && H_.without_dense_ffn) {
+    lw.dense_w = {};  // the streamed trunk attaches the row-chunk streams
+  } else if (lw.dense) {
+    lw.dense_w = {};
+    lw.dense_w.gate_proj = b.matrix(H_.f[0]);
+    lw.dense_w.up_proj = b.matrix(H_.f[1]);
+    lw.dense_w.down_proj = b.matrix(H_.f[2]);
   } else {
     MoeWeights& m = lw.moe;
     m.gate = b.matrix(H_.f[0]);

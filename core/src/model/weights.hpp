@@ -45,10 +45,24 @@ struct MlaWeights {
   Bf16Matrix o_proj;                  ///< [E, heads·Hv]
 };
 
-/// Dense MLP of the layers below first_k_dense_replace, `mlp.`.
+/// A bf16 matrix that is not in memory: multiplied while it is read from storage in row
+/// chunks (the FFN of a split dense layer, docs/streaming.md "Split dense layers"). Every
+/// output row is its own dot product, so the bits equal ops.matmul on the whole matrix.
+class StreamedMatrix {
+ public:
+  virtual ~StreamedMatrix() = default;
+  /// out[t·rows + r] = (W x_t)[r] for t < n, x row-major [n, cols].
+  virtual void matmul(const Ops& ops, const float* x, std::size_t n, float* out) = 0;
+};
+
+/// Dense MLP of the layers below first_k_dense_replace, `mlp.`. Each matrix is either a
+/// resident view or, in a split layer, streamed (then the view is empty).
 struct DenseMlpWeights {
   Bf16Matrix gate_proj, up_proj;  ///< [intermediate, E]
   Bf16Matrix down_proj;           ///< [E, intermediate]
+  StreamedMatrix* gate_stream = nullptr;
+  StreamedMatrix* up_stream = nullptr;
+  StreamedMatrix* down_stream = nullptr;
 };
 
 /// One routed expert (MXFP4). I = moe_intermediate_size, L = routed_expert_hidden_size.
@@ -102,8 +116,9 @@ class LayerLoader {
   ~LayerLoader();
   LayerLoader(const LayerLoader&) = delete;
   LayerLoader& operator=(const LayerLoader&) = delete;
-  /// Queues layer `li` (dtype and shape checked against the config); returns the bytes it needs.
-  std::uint64_t queue(std::size_t li, bool with_experts);
+  /// Queues layer `li` (dtype and shape checked against the config); returns the bytes it
+  /// needs. `without_dense_ffn`: leave a dense layer's FFN out (a split layer streams it).
+  std::uint64_t queue(std::size_t li, bool with_experts, bool without_dense_ffn = false);
   /// Reads what queue() listed into `base` (at least that many bytes, 64-byte aligned) and
   /// binds `out` to it. Throws RuntimeError naming the shard and tensor on a failed read.
   void read_and_bind(std::byte* base, LayerWeights& out);

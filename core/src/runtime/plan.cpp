@@ -19,7 +19,7 @@ using U = std::uint64_t;
 
 constexpr U kTensorAlign = 64;       // TensorReader places tensors 64-byte aligned
 constexpr U kSlotAlign = 4096;       // slot strides stay O_DIRECT friendly
-constexpr U kHeadChunkBytes = 32ull << 20;  // lm_head chunk when streamed
+constexpr U kHeadChunkBytes = 32ull << 20;  // row chunk (lm_head, split FFN) unless memory.row_chunk_mb
 constexpr U kPluginCodeBytes = 16ull << 20; // kernels, storage, cache and tokenizer code
 constexpr U kIndexBytesPerTensor = 256;     // TensorInfo + name + lookup slot
 constexpr double kFitShare = 0.9;    // "fit" leaves a tenth of the available memory alone
@@ -51,19 +51,30 @@ std::string gb(U bytes) {
   return buf;
 }
 
+/// Dense FFN tensors of a layer: the part a split dense layer reads in row chunks.
+bool is_dense_ffn(const std::string& name) {
+  return name.find(".mlp.gate_proj.") != std::string::npos || name.find(".mlp.up_proj.") != std::string::npos ||
+         name.find(".mlp.down_proj.") != std::string::npos;
+}
+
 /// Pins layers largest first (ties: lower index) into what the ring leaves of the budget,
 /// iterating to a fixed point: pinning the largest layers shrinks the ring slot, which
-/// frees budget for more pins (reference engine §5.3).
-void choose_pins(MemoryPlan& p, U budget) {
+/// frees budget for more pins (reference engine §5.3). A pinned layer costs its whole size;
+/// a ring slot holds the largest unpinned layer's `slot_of` (its core when split). `extra`
+/// is what streaming costs besides the ring (row-chunk buffers of split FFNs).
+void choose_pins(MemoryPlan& p, U budget, const std::vector<U>& slot_of, U extra) {
   const std::size_t n = p.layer_bytes.size();
   const U all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   p.pinned.assign(n, false);
+  p.pinned_count = 0;
+  p.pinned_bytes = 0;
   if (all <= budget) {
     p.pinned.assign(n, true);
     p.pinned_count = n;
     p.pinned_bytes = all;
     p.ring_slots = 0;
     p.ring_slot_bytes = 0;
+    p.streamed_trunk_bytes = 0;
     return;
   }
   std::vector<std::size_t> order(n);
@@ -71,10 +82,11 @@ void choose_pins(MemoryPlan& p, U budget) {
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return p.layer_bytes[a] > p.layer_bytes[b]; });
   constexpr std::size_t kRingWant = 2;  // one layer computing, one being read ahead
-  U slot = *std::max_element(p.layer_bytes.begin(), p.layer_bytes.end());
+  const U room = budget > extra ? budget - extra : 0;
+  U slot = *std::max_element(slot_of.begin(), slot_of.end());
   for (int pass = 0; pass < 8; ++pass) {
     std::size_t ring = kRingWant;
-    while (ring > 1 && ring * slot > budget) --ring;
+    while (ring > 1 && ring * slot > room) --ring;
     U spent = ring * slot;
     std::vector<bool> pin(n, false);
     std::size_t count = 0;
@@ -82,7 +94,7 @@ void choose_pins(MemoryPlan& p, U budget) {
     for (std::size_t li : order) {
       // Never pin everything: the ring exists because something streams.
       if (count + 1 == n) break;
-      if (spent + p.layer_bytes[li] <= budget) {
+      if (spent + p.layer_bytes[li] <= room) {
         pin[li] = true;
         spent += p.layer_bytes[li];
         pinned_bytes += p.layer_bytes[li];
@@ -91,7 +103,7 @@ void choose_pins(MemoryPlan& p, U budget) {
     }
     U next_slot = 0;
     for (std::size_t li = 0; li < n; ++li)
-      if (!pin[li]) next_slot = std::max(next_slot, p.layer_bytes[li]);
+      if (!pin[li]) next_slot = std::max(next_slot, slot_of[li]);
     const bool stable = next_slot == slot && count == p.pinned_count && pass > 0;
     p.pinned = pin;
     p.pinned_count = count;
@@ -102,7 +114,44 @@ void choose_pins(MemoryPlan& p, U budget) {
     slot = next_slot;
   }
   // A slot shrunk in the last pass may allow a deeper ring.
-  while (p.ring_slots < kRingWant && p.pinned_bytes + (p.ring_slots + 1) * p.ring_slot_bytes <= budget) ++p.ring_slots;
+  while (p.ring_slots < kRingWant && p.pinned_bytes + (p.ring_slots + 1) * p.ring_slot_bytes <= room) ++p.ring_slots;
+  p.streamed_trunk_bytes = all - p.pinned_bytes;
+}
+
+/// Pins with the dense FFNs whole or split, as asked; automatic keeps the split only when it
+/// streams fewer trunk bytes per token (more pinned), or as many with a read-ahead slot the
+/// whole layer left no room for, or as many with less memory.
+void plan_trunk(MemoryPlan& p, U budget, PlanInputs::SplitDenseFfn mode, U chunk_buffers) {
+  const std::size_t n = p.layer_bytes.size();
+  auto split_count = [&](const MemoryPlan& q) {
+    std::size_t k = 0;
+    for (std::size_t li = 0; li < n; ++li) k += !q.pinned[li] && q.layer_core_bytes[li] != q.layer_bytes[li] ? 1 : 0;
+    return k;
+  };
+  MemoryPlan whole = p;
+  choose_pins(whole, budget, p.layer_bytes, 0);
+  whole.split_dense_ffn = false;
+  whole.split_layers = 0;
+  const bool has_dense = p.layer_core_bytes != p.layer_bytes;
+  if (mode == PlanInputs::SplitDenseFfn::off || !has_dense) {
+    p = std::move(whole);
+    return;
+  }
+  MemoryPlan split = p;
+  choose_pins(split, budget, p.layer_core_bytes, chunk_buffers);
+  split.split_layers = split_count(split);
+  split.split_dense_ffn = split.split_layers != 0;
+  if (!split.split_dense_ffn) {  // every dense layer pinned: nothing to split
+    p = std::move(whole);
+    return;
+  }
+  // Fewer bytes streamed per token first; then a read-ahead slot (reads overlap compute);
+  // then less memory.
+  const U ss = split.streamed_trunk_bytes, ws = whole.streamed_trunk_bytes;
+  const bool split_overlaps = split.ring_slots > whole.ring_slots;
+  const bool better = ss < ws || (ss == ws && (split_overlaps || (split.ring_slots == whole.ring_slots &&
+                                                                  split.trunk_bytes() < whole.trunk_bytes())));
+  p = std::move(mode == PlanInputs::SplitDenseFfn::on || better ? split : whole);
 }
 
 }  // namespace
@@ -112,7 +161,12 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.trunk_gb = p.get_budget("memory.trunk_gb");
   in.expert_cache_gb = p.get_budget("memory.expert_cache_gb");
   in.stream_embedding = p.get_bool("memory.stream_embedding");
+  const std::string split = p.get_string("memory.split_dense_ffn");
+  in.split_dense_ffn = split == "on"    ? PlanInputs::SplitDenseFfn::on
+                       : split == "off" ? PlanInputs::SplitDenseFfn::off
+                                        : PlanInputs::SplitDenseFfn::automatic;
   in.context = p.get_int("memory.context");
+  in.row_chunk_bytes = static_cast<std::uint64_t>(std::llround(p.get_double("memory.row_chunk_mb") * 1e6));
   in.prefill_chunk = p.get_int("job.prefill_chunk");
   return in;
 }
@@ -126,9 +180,15 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
 
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   p.layer_bytes.assign(layers, 0);
+  p.layer_core_bytes.assign(layers, 0);
   bool have_expert = false;
   for_each_tensor_group(c, [&](TensorGroup&& g) {
-    if (g.kind == TensorGroup::Kind::layer_trunk) p.layer_bytes[static_cast<std::size_t>(g.layer)] = held_bytes(g);
+    if (g.kind == TensorGroup::Kind::layer_trunk) {
+      const auto li = static_cast<std::size_t>(g.layer);
+      p.layer_bytes[li] = held_bytes(g);
+      std::erase_if(g.tensors, [](const TensorSpec& t) { return is_dense_ffn(t.name); });
+      p.layer_core_bytes[li] = held_bytes(g);
+    }
     if (g.kind == TensorGroup::Kind::routed_expert && !have_expert) {
       p.expert_slot_bytes = align_up(held_bytes(g), kSlotAlign);
       have_expert = true;
@@ -177,6 +237,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   // demand (a token needs one row of the table), and lm_head stays resident unless
   // stream_embedding asks for it in row chunks.
   const bool all_resident_candidate = !in.stream_embedding;
+  // Row chunks (lm_head in ultra, split dense FFNs): two buffers, one being read while the
+  // other is multiplied, each sized for the longest row of what they serve.
+  const U chunk_target = in.row_chunk_bytes != 0 ? in.row_chunk_bytes : kHeadChunkBytes;
+  p.row_chunk_bytes = chunk_target;
+  p.row_chunk_buffers = 2;
   auto table_bytes = [&](bool resident_model) {
     if (resident_model) {
       p.embedding_bytes = table;
@@ -186,8 +251,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
     }
     p.embedding_bytes = T * E * 2;
     if (in.stream_embedding) {
-      p.lm_head_chunk_rows = std::max<U>(1, std::min<U>(V, kHeadChunkBytes / (E * 2)));
-      p.lm_head_bytes = p.lm_head_chunk_rows * E * 2 + p.lm_head_chunk_rows * T * 4;
+      p.lm_head_chunk_rows = std::max<U>(1, std::min<U>(V, p.row_chunk_bytes / (E * 2)));
+      p.lm_head_bytes = p.row_chunk_buffers * p.row_chunk_bytes + p.lm_head_chunk_rows * T * 4;
     } else {
       p.lm_head_bytes = table;
       p.lm_head_chunk_rows = 0;
@@ -219,7 +284,14 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
     p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
   }
 
-  choose_pins(p, p.trunk_budget);
+  {
+    // A split FFN's rows are intermediate_size bf16 at most (down_proj); its output rows
+    // for one chunk go through a T x rows buffer.
+    const U DI2 = static_cast<U>(c.intermediate_size) * 2;
+    p.row_chunk_bytes = std::max({chunk_target, DI2, E * 2});
+    const U chunk_buffers = in.stream_embedding ? 0 : p.row_chunk_buffers * p.row_chunk_bytes;
+    plan_trunk(p, p.trunk_budget, in.split_dense_ffn, chunk_buffers);
+  }
   p.expert_slots = std::min(p.experts_total, p.expert_slot_bytes ? p.expert_budget / p.expert_slot_bytes : 0);
   p.expert_slots = std::max(p.expert_slots, p.min_expert_slots);
   table_bytes(p.resident() || (!p.streams_trunk() && !p.streams_experts() && all_resident_candidate));
@@ -246,6 +318,11 @@ std::string MemoryPlan::table() const {
                        : std::to_string(ring_slots) + " x " + gb(ring_slot_bytes) + " slots for " +
                              std::to_string(n - pinned_count) + " streamed layers" +
                              (ring_slots < 2 ? " (no read-ahead slot: reads are not overlapped)" : ""));
+  if (split_layers != 0)
+    line("trunk row chunks", lm_head_chunk_rows == 0 ? row_chunk_buffers * row_chunk_bytes : 0,
+         std::to_string(split_layers) + " dense FFN" + (split_layers == 1 ? "" : "s") + " read in row chunks, " +
+             std::to_string(row_chunk_buffers) + " x " + gb(row_chunk_bytes) +
+             (lm_head_chunk_rows != 0 ? " buffers shared with lm_head" : " buffers"));
   line("expert cache", expert_bytes(),
        std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " +
            gb(expert_slot_bytes) + (expert_fit ? " (budget fit: " : " (budget ") + gb(expert_budget) + ")" +
@@ -254,7 +331,9 @@ std::string MemoryPlan::table() const {
                                          ? "rows read per token"
                                          : "resident");
   line("lm_head", lm_head_bytes,
-       lm_head_chunk_rows != 0 ? "streamed in chunks of " + std::to_string(lm_head_chunk_rows) + " rows" : "resident");
+       lm_head_chunk_rows != 0 ? "streamed in chunks of " + std::to_string(lm_head_chunk_rows) + " rows, " +
+                                     std::to_string(row_chunk_buffers) + " x " + gb(row_chunk_bytes) + " buffers"
+                               : "resident");
   line("KDA state", kda_state_bytes, "recurrent state and conv tails");
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
   line("buffers", buffer_bytes, "activations and scratch for one prefill chunk");

@@ -15,6 +15,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
       pinned_(plan.pinned),
       head_chunk_rows_(plan.lm_head_chunk_rows),
       main_reader_(index, storage),
+      chunk_files_(index, storage),
       ring_reader_(index, storage),
       ring_loader_(c, ring_reader_) {
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
@@ -32,10 +33,39 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
       keep_.push_back(main_reader_.read_all());
       global_.lm_head = {reinterpret_cast<const std::uint16_t*>(main_reader_.data(keep_.back(), h)), V, E};
       main_reader_.clear();
-    } else {
-      head_chunk_ = AlignedBuffer(head_chunk_rows_ * E * 2);
     }
     counters_.table_bytes += main_reader_.bytes_read();
+  }
+
+  // Split layers (plan.split_dense_ffn): streamed dense layers whose FFN is multiplied while
+  // it is read in row chunks, so their ring slot holds only the attention part.
+  split_.assign(layers, false);
+  bool any_split = false;
+  for (std::size_t li = 0; li < layers; ++li) {
+    split_[li] = plan.split_dense_ffn && !pinned_[li] && c.is_dense(static_cast<std::int64_t>(li));
+    any_split = any_split || split_[li];
+  }
+  if (any_split || head_chunk_rows_ != 0) {
+    std::vector<sdk::StorageFile*> files(index.files().size(), nullptr);
+    auto locate = [&](const TensorInfo& t) {
+      files[t.file] = &chunk_files_.file(t.file);
+      return TensorLocation{&t, t.file, t.offset};
+    };
+    head_where_ = locate(*head_info_);
+    ffn_.resize(layers);
+    std::vector<std::array<TensorLocation, 3>> where(layers);
+    const auto DI = static_cast<std::uint64_t>(c.intermediate_size);
+    for (std::size_t li = 0; li < layers; ++li) {
+      if (!split_[li]) continue;
+      const std::string p = std::string(tensor_names::kModel) + "layers." + std::to_string(li) + ".mlp.";
+      where[li] = {locate(index.require(p + "gate_proj.weight", DType::bf16, {DI, E})),
+                   locate(index.require(p + "up_proj.weight", DType::bf16, {DI, E})),
+                   locate(index.require(p + "down_proj.weight", DType::bf16, {E, DI}))};
+    }
+    row_chunks_ = std::make_unique<RowChunkStreamer>(std::move(files), plan.row_chunk_bytes, counters_);
+    for (std::size_t li = 0; li < layers; ++li)
+      for (std::size_t k = 0; split_[li] && k < 3; ++k)
+        ffn_[li][k] = std::make_unique<StreamedFfnMatrix>(*row_chunks_, where[li][k]);
   }
 
   // Pinned layers now; every streamed layer is checked (dtype, shape) and sized for a slot.
@@ -49,7 +79,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
       keep_.emplace_back(pin_loader.queue(li, false));
       pin_loader.read_and_bind(keep_.back().data(), pinned_layers_[li]);
     } else {
-      slot_bytes = std::max(slot_bytes, ring_loader_.queue(li, false));
+      slot_bytes = std::max(slot_bytes, ring_loader_.queue(li, false, split_[li]));
       ++n_streamed_;
     }
   }
@@ -84,8 +114,13 @@ void StreamedTrunk::reader_loop() {
     const std::uint64_t before = ring_reader_.bytes_read();
     try {
       ScopedTimer t(counters_.read_ns);
-      ring_loader_.queue(layer, false);
+      ring_loader_.queue(layer, false, split_[layer]);
       ring_loader_.read_and_bind(slot.buf.data(), slot.w);
+      if (split_[layer]) {
+        slot.w.dense_w.gate_stream = ffn_[layer][0].get();
+        slot.w.dense_w.up_stream = ffn_[layer][1].get();
+        slot.w.dense_w.down_stream = ffn_[layer][2].get();
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -183,22 +218,6 @@ void StreamedTrunk::release_layer(std::size_t layer) {
   read_ahead(layer);
 }
 
-void StreamedTrunk::read_rows(const TensorInfo& t, std::uint64_t first, std::uint64_t count, std::size_t E,
-                              std::byte* dst) {
-  const std::uint64_t row = E * 2;
-  sdk::ReadRequest req{t.offset + first * row, count * row, dst, sdk::StatusCode::ok};
-  sdk::Status st;
-  {
-    ScopedTimer io(counters_.io_wait_ns);
-    ScopedTimer rd(counters_.read_ns);
-    st = model::read_with_retry(main_reader_.file(t.file), {&req, 1});
-  }
-  if (!st.ok())
-    throw RuntimeError("reading rows " + std::to_string(first) + "…" + std::to_string(first + count - 1) + " of '" +
-                       t.name + "' failed: " + st.detail);
-  counters_.table_bytes += count * row;
-}
-
 void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
   // One read per token row, issued as one batch in offset order.
   rows_.resize(tokens.size() * E * 2);
@@ -226,20 +245,10 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
 }
 
 void StreamedTrunk::head(const model::Ops& ops, const float* x, std::size_t n, float* logits) {
-  if (head_chunk_rows_ == 0) {
+  if (head_chunk_rows_ == 0)
     ops.matmul(global_.lm_head, x, n, logits);
-    return;
-  }
-  // Row chunks: every output row is its own dot product, so the bits equal one matmul.
-  const auto E = static_cast<std::size_t>(c_.hidden_size), V = static_cast<std::size_t>(c_.vocab_size);
-  for (std::size_t first = 0; first < V; first += head_chunk_rows_) {
-    const std::size_t count = std::min<std::size_t>(head_chunk_rows_, V - first);
-    read_rows(*head_info_, first, count, E, head_chunk_.data());
-    const model::Bf16Matrix chunk{reinterpret_cast<const std::uint16_t*>(head_chunk_.data()), count, E};
-    head_out_.resize(n * count);
-    ops.matmul(chunk, x, n, head_out_.data());
-    for (std::size_t t = 0; t < n; ++t) std::memcpy(logits + t * V + first, head_out_.data() + t * count, count * 4);
-  }
+  else
+    row_chunks_->matmul(ops, head_where_, x, n, logits, true);
 }
 
 }  // namespace k3::runtime

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <array>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "model/forward.hpp"
 #include "model/tensor_reader.hpp"
 #include "model/weights.hpp"
+#include "runtime/row_chunks.hpp"
 #include "runtime/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
@@ -70,12 +72,11 @@ class StreamedTrunk final : public model::WeightSource {
   [[nodiscard]] int claimable(std::size_t layer) const;
   void start_read(int slot, std::size_t layer);
   void read_ahead(std::size_t layer);
-  /// Reads rows [first, first+count) of a [rows, E] bf16 tensor into dst.
-  void read_rows(const TensorInfo& t, std::uint64_t first, std::uint64_t count, std::size_t E, std::byte* dst);
 
   const ModelConfig& c_;
   StreamCounters& counters_;
   std::vector<bool> pinned_;
+  std::vector<bool> split_;  ///< streamed dense layer whose FFN is read in row chunks
   std::size_t n_streamed_ = 0;
   std::uint64_t head_chunk_rows_ = 0;
 
@@ -85,9 +86,13 @@ class StreamedTrunk final : public model::WeightSource {
   std::vector<model::LayerWeights> pinned_layers_;
   const TensorInfo* embed_info_ = nullptr;
   const TensorInfo* head_info_ = nullptr;
-  AlignedBuffer head_chunk_;
-  std::vector<float> head_out_;
   std::vector<std::byte> rows_;
+
+  // Row chunks: lm_head in ultra and the FFNs of split layers.
+  model::TensorReader chunk_files_;  // opens the files the streamer reads (its thread only reads)
+  std::unique_ptr<RowChunkStreamer> row_chunks_;
+  TensorLocation head_where_;
+  std::vector<std::array<std::unique_ptr<StreamedFfnMatrix>, 3>> ffn_;
 
   model::TensorReader ring_reader_;  // the reader thread only
   model::LayerLoader ring_loader_;

@@ -48,9 +48,13 @@ void check_pins(const k3::MemoryPlan& p) {
     return;
   }
   CHECK(p.ring_slots >= 1);
-  CHECK(p.ring_slot_bytes == largest_unpinned);
+  std::uint64_t largest_unpinned_slot = 0;  // a split layer's ring part is its core
+  for (std::size_t i = 0; i < p.layer_bytes.size(); ++i)
+    if (!p.pinned[i])
+      largest_unpinned_slot = std::max(largest_unpinned_slot, p.split_dense_ffn ? p.layer_core_bytes[i] : p.layer_bytes[i]);
+  CHECK(p.ring_slot_bytes == largest_unpinned_slot);
   // Greedy: no unpinned layer would still fit next to the ring and the pinned set.
-  const std::uint64_t spent = p.pinned_bytes + p.ring_slots * p.ring_slot_bytes;
+  const std::uint64_t spent = p.trunk_bytes();
   if (spent <= p.trunk_budget)
     for (std::size_t i = 0; i < p.layer_bytes.size(); ++i)
       if (!p.pinned[i] && p.layer_bytes[i] < largest_unpinned) CHECK(spent + p.layer_bytes[i] > p.trunk_budget);
@@ -58,14 +62,23 @@ void check_pins(const k3::MemoryPlan& p) {
 
 }  // namespace
 
-TEST_CASE("k3 geometry: laptop plan within 7.5 GB, ultra smaller, both streaming") {
+TEST_CASE("k3 geometry: laptop plan within 7.5 GB, ultra within 3 GB, both streaming") {
   const auto laptop = preset_plan("laptop", "k3");
   const auto ultra = preset_plan("ultra", "k3");
   std::printf("k3 laptop plan:\n%s", laptop.table().c_str());
   std::printf("k3 ultra plan:\n%s", ultra.table().c_str());
   CHECK(laptop.total <= 7'500'000'000ull);
-  // ultra: 3 GB is NOT met (see docs/streaming.md): KDA state for every layer is carried.
+  CHECK(ultra.total <= 3'000'000'000ull);
   CHECK(ultra.total < laptop.total);
+  // Layer 0 (dense FFN, the largest layer) is split at both presets: the ring holds a
+  // smaller layer, and laptop gains a read-ahead slot it had no room for.
+  for (const auto* p : {&laptop, &ultra}) {
+    CHECK(p->split_dense_ffn);
+    CHECK(p->split_layers == 1);
+    CHECK(p->ring_slot_bytes < p->layer_bytes[0]);
+    CHECK(p->layer_core_bytes[0] < p->layer_bytes[0]);
+  }
+  CHECK(laptop.ring_slots == 2);
   CHECK(laptop.total == sum_of_parts(laptop));
   CHECK(ultra.total == sum_of_parts(ultra));
   CHECK(laptop.streams_trunk());
@@ -80,6 +93,31 @@ TEST_CASE("k3 geometry: laptop plan within 7.5 GB, ultra smaller, both streaming
   CHECK(laptop.expert_slots == laptop.expert_budget / laptop.expert_slot_bytes);
   check_pins(laptop);
   check_pins(ultra);
+}
+
+TEST_CASE("k3 geometry: split_dense_ffn off keeps layer 0 whole in the ring, on forces the split") {
+  const auto c = k3::load_geometry("k3").config;
+  k3::PlanInputs in;
+  in.available = kPlenty;
+  in.trunk_gb = 3;
+  in.expert_cache_gb = 1;
+  in.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::off;
+  const auto whole = k3::plan_memory(c, in);
+  CHECK_FALSE(whole.split_dense_ffn);
+  CHECK(whole.ring_slot_bytes == *std::max_element(whole.layer_bytes.begin(), whole.layer_bytes.end()));
+  CHECK(whole.ring_slots == 1);  // 2 x 2.34 GB do not fit 3 GB
+  check_pins(whole);
+  in.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+  const auto split = k3::plan_memory(c, in);
+  CHECK(split.split_dense_ffn);
+  CHECK(split.ring_slot_bytes < whole.ring_slot_bytes);
+  CHECK(split.trunk_bytes() <= split.trunk_budget);
+  check_pins(split);
+  // A budget that pins layer 0 leaves nothing to split.
+  in.trunk_gb = 40;
+  const auto pinned = k3::plan_memory(c, in);
+  CHECK(pinned.pinned[0]);
+  CHECK_FALSE(pinned.split_dense_ffn);
 }
 
 TEST_CASE("plan: largest layers pinned first, ring holds the largest streamed layer") {

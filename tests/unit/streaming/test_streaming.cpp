@@ -269,3 +269,32 @@ TEST_CASE("demo: laptop-scaled streaming is bit-identical and peak RSS stays wit
   CHECK(base.plan.total > r.plan.total);
   require_same(base, r);
 }
+
+TEST_CASE("split dense layers: the FFN read in row chunks is bit-identical, with and without a streamed lm_head") {
+  for (const char* geometry : {"tiny", "demo"}) {
+    const auto& dir = k3::test::test_model(geometry);
+    k3::PluginHost host;
+    k3::ModelSettings rs = resident_settings();
+    rs.kernels = "auto";
+    const RunResult base = run(dir, host, rs, 3);
+    for (bool ultra : {false, true}) {
+      CAPTURE(geometry, ultra);
+      k3::ModelSettings s = streamed_settings(geometry, 0.0, 8, ultra);
+      s.kernels = "auto";
+      s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+      // Several chunks per matrix, so both buffers take turns (tiny: ~23 rows, demo: ~260).
+      s.memory.row_chunk_bytes = std::string(geometry) == "tiny" ? 3000 : 400000;
+      const RunResult r = run(dir, host, s, 3);
+      require_streamed(r);
+      REQUIRE(r.plan.split_dense_ffn);
+      CHECK(r.plan.split_layers == 1);
+      // The ring no longer holds the FFN: its slot is the largest unpinned core.
+      CHECK(r.plan.ring_slot_bytes < *std::max_element(r.plan.layer_bytes.begin(), r.plan.layer_bytes.end()));
+      require_same(base, r);
+      // Every token streams layer 0's FFN again: trunk bytes per decode step include it.
+      const auto& c = k3::load_geometry(geometry).config;
+      const std::uint64_t ffn = 3ull * static_cast<std::uint64_t>(c.intermediate_size * c.hidden_size) * 2;
+      CHECK(r.after.trunk_bytes - r.before_decode.trunk_bytes >= 3 * ffn);
+    }
+  }
+}
