@@ -185,6 +185,10 @@ ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::
   serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
               [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
   counters_.expert_hits += counts.hits;
+  // serve_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
+  // out[i], so the lease lists the slots in the order of `ids`.
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    lease.slots_[i] = where_.at(sdk::ExpertKey{static_cast<std::uint32_t>(layer), ids[i]}.packed());
   if (!jobs.empty()) {
     queue_.push_back(std::move(jobs));
     cv_.notify_all();
