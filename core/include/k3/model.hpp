@@ -39,6 +39,10 @@ struct ModelSettings {
   /// for a policy that wants the future (belady), which requires it.
   std::filesystem::path cache_future;
   int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
+  /// model.packed_trunk: a folder written by `k3host pack-trunk` from this checkpoint; the
+  /// trunk and tables are read from its trunk.bin (a layer is one aligned read) instead of
+  /// the shards. Refused (UsageError) when packed from another model or damaged.
+  std::filesystem::path packed_trunk;
 };
 
 /// What the model read from storage and how the expert cache did, since it was loaded.

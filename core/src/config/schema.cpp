@@ -34,6 +34,10 @@ std::vector<KeySpec> build_schema() {
       {"model.geometry", T::name, "demo", {}, {},
        "Geometry `configs/models/<name>.yaml`: used to generate a missing model and by `plan` without weights",
        "demo is the embedded default: a few hundred MB, with enough experts that streaming matters"},
+      {"model.packed_trunk", T::path, "''", {}, {},
+       "Folder written by `k3host pack-trunk` from model.path: the trunk and tables are read from its trunk.bin, one "
+       "4096-aligned read per layer (O_DIRECT friendly), instead of per tensor from the shards",
+       "a checkpoint works unpacked; packing is an optional speed-up"},
       {"model.generate_if_missing", T::boolean, "true", {}, {},
        "Write the synthetic model.geometry checkpoint to model.path when that folder has no config.json",
        "the main command must work on a fresh machine; set false to make a missing checkpoint an error"},

@@ -38,12 +38,18 @@ Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSett
   } else if (!settings.cache_future.empty()) {
     cache::check_cache_future(settings.cache_future, m.config);
   }
+  // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
+  // refused when it was packed from another model.
+  if (!settings.packed_trunk.empty())
+    m.packed = std::make_unique<model::PackedLocations>(
+        model::PackedLocations::of(PackedTrunk::open(settings.packed_trunk, m.config.fingerprint())));
   if (m.plan.resident()) {
-    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage);
+    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
     m.source = std::make_unique<ResidentSource>(*m.weights);
     return;
   }
-  m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters);
+  m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
+                                                     m.packed.get());
   m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
                                                         std::move(future), m.plan.expert_slots,
                                                         m.plan.expert_slot_bytes, settings.expert_read_attempts,

@@ -10,6 +10,7 @@
 
 #include "cache/expert_cache.hpp"
 #include "model/forward.hpp"
+#include "model/tensor_reader.hpp"
 #include "model/weights.hpp"
 #include "runtime/stream_counters.hpp"
 #include "runtime/streamed_trunk.hpp"
@@ -45,6 +46,7 @@ struct Model::Impl {
   std::unique_ptr<model::Ops> ops;
   MemoryPlan plan;
   std::unique_ptr<runtime::StreamCounters> counters;
+  std::unique_ptr<model::PackedLocations> packed;  ///< model.packed_trunk, when set
   // Either resident (the plan holds everything) ...
   std::unique_ptr<model::ResidentWeights> weights;
   std::unique_ptr<ResidentSource> source;

@@ -33,14 +33,32 @@ sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> 
   return st;
 }
 
-TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage)
-    : index_(index), storage_(storage), files_(index.files().size()) {}
+PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
+  PackedLocations out;
+  out.bin = trunk.bin_path();
+  out.bin_bytes = trunk.bin_bytes();
+  for (const auto* runs : {&trunk.layers(), &trunk.globals()})
+    for (const PackedRun& run : *runs)
+      for (const PackedTensor& t : run.tensors) out.offset.emplace(t.name, run.file_offset + t.offset);
+  return out;
+}
+
+TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage, const PackedLocations* packed)
+    : index_(index), storage_(storage), packed_(packed), files_(index.files().size() + 1) {}
 
 TensorReader::~TensorReader() = default;
 
+void TensorReader::add(const TensorInfo& info) {
+  if (packed_ != nullptr)
+    if (const auto it = packed_->offset.find(info.name); it != packed_->offset.end()) {
+      wanted_.push_back({&info, 0, static_cast<std::uint32_t>(index_.files().size()), it->second});
+      return;
+    }
+  wanted_.push_back({&info, 0, info.file, info.offset});
+}
+
 std::size_t TensorReader::want(const std::string& name, DType dtype, const std::vector<std::uint64_t>& shape) {
-  const TensorInfo& info = index_.require(name, dtype, shape);
-  wanted_.push_back({&info, 0});
+  add(index_.require(name, dtype, shape));
   return wanted_.size() - 1;
 }
 
@@ -50,7 +68,7 @@ std::size_t TensorReader::want_any(const std::string& name, DType dtype,
   if (info != nullptr && info->dtype == dtype)
     for (const auto& s : shapes)
       if (info->shape == s) {
-        wanted_.push_back({info, 0});
+        add(*info);
         return wanted_.size() - 1;
       }
   // Let require() produce the precise message (missing / dtype / shape) for the first form.
@@ -61,21 +79,46 @@ std::size_t TensorReader::want_any(const std::string& name, DType dtype,
                    shape_str(info->shape) + ", expected " + alternatives);
 }
 
+std::string TensorReader::file_name(std::uint32_t i) const {
+  return i < index_.files().size() ? index_.files()[i].path.string() : packed_->bin.string();
+}
+
 sdk::StorageFile& TensorReader::file(std::uint32_t i) {
+  const bool bin = i == index_.files().size();
+  if (bin && packed_ == nullptr) throw RuntimeError("tensor reader: no packed trunk to read from");
   if (!files_[i]) {
-    const std::string path = index_.files()[i].path.string();
+    const std::string path = file_name(i);
     const sdk::Status st = storage_.open(path, files_[i]);
     if (!st.ok()) throw RuntimeError(path + ": cannot open through the storage plugin: " + st.detail);
-    if (files_[i]->size() != index_.files()[i].size)
-      throw RuntimeError(path + ": storage reports " + std::to_string(files_[i]->size()) + " bytes, index saw " +
-                         std::to_string(index_.files()[i].size));
+    const std::uint64_t expected = bin ? packed_->bin_bytes : index_.files()[i].size;
+    if (files_[i]->size() != expected)
+      throw RuntimeError(path + ": storage reports " + std::to_string(files_[i]->size()) + " bytes, " +
+                         (bin ? "trunk.json says " : "index saw ") + std::to_string(expected));
   }
   return *files_[i];
 }
 
+TensorSource TensorReader::locate(const TensorInfo& t) {
+  if (packed_ != nullptr)
+    if (const auto it = packed_->offset.find(t.name); it != packed_->offset.end()) {
+      const auto bin = static_cast<std::uint32_t>(index_.files().size());
+      return {&file(bin), it->second, file_name(bin)};
+    }
+  return {&file(t.file), t.offset, file_name(t.file)};
+}
+
 std::uint64_t TensorReader::layout() {
+  // Queue order; with a packed trunk, in file order, so that a packed run (64-byte aligned
+  // tensors, like here) lands byte for byte and is read as one request.
+  std::vector<std::size_t> order(wanted_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (packed_ != nullptr)
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::pair(wanted_[a].src_file, wanted_[a].src_offset) < std::pair(wanted_[b].src_file, wanted_[b].src_offset);
+    });
   std::uint64_t total = 0;
-  for (auto& w : wanted_) {
+  for (std::size_t i : order) {
+    Wanted& w = wanted_[i];
     total = (total + 63) / 64 * 64;
     w.buffer_offset = total;
     total += w.info->nbytes;
@@ -90,26 +133,41 @@ AlignedBuffer TensorReader::read_all() {
 }
 
 void TensorReader::read_into(std::byte* base) {
-  // One batch per shard, sorted by offset.
+  // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
+  // in memory (alignment padding of a packed run) are merged into one request.
+  constexpr std::uint64_t kMaxGap = 4096;
   std::map<std::uint32_t, std::vector<std::size_t>> by_file;
-  for (std::size_t i = 0; i < wanted_.size(); ++i) by_file[wanted_[i].info->file].push_back(i);
+  for (std::size_t i = 0; i < wanted_.size(); ++i) by_file[wanted_[i].src_file].push_back(i);
   for (auto& [fi, handles] : by_file) {
     std::sort(handles.begin(), handles.end(),
-              [&](std::size_t a, std::size_t b) { return wanted_[a].info->offset < wanted_[b].info->offset; });
+              [&](std::size_t a, std::size_t b) { return wanted_[a].src_offset < wanted_[b].src_offset; });
     std::vector<sdk::ReadRequest> batch;
-    batch.reserve(handles.size());
-    for (std::size_t h : handles)
-      batch.push_back({wanted_[h].info->offset, wanted_[h].info->nbytes, base + wanted_[h].buffer_offset,
-                       sdk::StatusCode::ok});
+    std::vector<std::size_t> first_of;  // per request, the first handle it covers
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      const Wanted& w = wanted_[handles[k]];
+      if (!batch.empty()) {
+        sdk::ReadRequest& last = batch.back();
+        const std::uint64_t src_end = last.offset + last.length;
+        const std::byte* dst_end = last.dest + last.length;
+        const std::byte* dst = base + w.buffer_offset;
+        if (w.src_offset >= src_end && dst >= dst_end && w.src_offset - src_end <= kMaxGap &&
+            static_cast<std::uint64_t>(dst - dst_end) == w.src_offset - src_end) {
+          last.length = w.src_offset + w.info->nbytes - last.offset;
+          continue;
+        }
+      }
+      batch.push_back({w.src_offset, w.info->nbytes, base + w.buffer_offset, sdk::StatusCode::ok});
+      first_of.push_back(k);
+    }
     const sdk::Status st = read_with_retry(file(fi), batch);
     if (!st.ok()) {
       std::string tensor;
       for (std::size_t j = 0; j < batch.size(); ++j)
         if (batch[j].result != sdk::StatusCode::ok) {
-          tensor = wanted_[handles[j]].info->name;
+          tensor = wanted_[handles[first_of[j]]].info->name;
           break;
         }
-      throw RuntimeError(index_.files()[fi].path.string() + ": reading tensor '" + tensor + "' failed: " + st.detail);
+      throw RuntimeError(file_name(fi) + ": reading tensor '" + tensor + "' failed: " + st.detail);
     }
     for (std::size_t h : handles) bytes_read_ += wanted_[h].info->nbytes;
   }

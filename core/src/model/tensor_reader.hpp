@@ -1,13 +1,19 @@
 // Reads checkpoint tensors through the storage plugin into host buffers.
-// Requests are gathered first, then read as one batch per shard in file-offset order.
+// Requests are gathered first, then read as one batch per file in file-offset order.
+// With a packed trunk (k3host pack-trunk) the tensors it holds come from its trunk.bin
+// instead of the shards: one layer is one 4096-aligned run there, and the reader places the
+// tensors in memory as the run does, so a whole layer is a single read.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
+#include <k3/pack_trunk.hpp>
 #include <k3/storage.hpp>
 
 #include "util/aligned_buffer.hpp"
@@ -18,9 +24,26 @@ namespace k3::model {
 /// (a transient fault — EIO, a short read — recovers). Returns the last failure, if any.
 sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts = 3);
 
+/// Where a packed trunk holds each of its tensors: the offset in its trunk.bin.
+struct PackedLocations {
+  std::filesystem::path bin;
+  std::uint64_t bin_bytes = 0;
+  std::unordered_map<std::string, std::uint64_t> offset;
+  /// Every tensor of every run (layers and globals) of `trunk`.
+  static PackedLocations of(const PackedTrunk& trunk);
+};
+
+/// A tensor's bytes: the open file holding them and the offset of its first byte there.
+struct TensorSource {
+  sdk::StorageFile* file = nullptr;
+  std::uint64_t offset = 0;
+  std::string file_name;  ///< for messages
+};
+
 class TensorReader {
  public:
-  TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage);
+  /// `packed` (optional, outlives the reader): read the tensors it holds from trunk.bin.
+  TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage, const PackedLocations* packed = nullptr);
   ~TensorReader();
 
   /// Queues a tensor after checking its dtype and shape; returns its handle.
@@ -46,18 +69,26 @@ class TensorReader {
   [[nodiscard]] const CheckpointIndex& index() const noexcept { return index_; }
   /// Forget the queue (keeps the open files).
   void clear() { wanted_.clear(); }
-  /// Shard `index` of the checkpoint, opened through the storage plugin on first use
-  /// (size checked against the index). Not thread-safe: one reader per thread.
+  /// Shard `index` of the checkpoint (or, at index files().size(), the packed trunk.bin),
+  /// opened through the storage plugin on first use (size checked against the index). Not
+  /// thread-safe: one reader per thread.
   sdk::StorageFile& file(std::uint32_t index);
+  /// Where `t` is read from (the packed trunk when it holds it), opening the file now.
+  TensorSource locate(const TensorInfo& t);
 
  private:
   struct Wanted {
     const TensorInfo* info;
     std::uint64_t buffer_offset;
+    std::uint32_t src_file;    ///< shard index, or files().size() for trunk.bin
+    std::uint64_t src_offset;  ///< of the tensor in that file
   };
+  void add(const TensorInfo& info);
+  [[nodiscard]] std::string file_name(std::uint32_t index) const;
 
   const CheckpointIndex& index_;
   sdk::StorageBackend& storage_;
+  const PackedLocations* packed_ = nullptr;
   std::vector<std::unique_ptr<sdk::StorageFile>> files_;
   std::vector<Wanted> wanted_;
   std::uint64_t bytes_read_ = 0;

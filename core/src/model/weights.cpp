@@ -257,8 +257,9 @@ GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool table
   return global_;
 }
 
-ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage) {
-  TensorReader reader(index, storage);
+ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                                 const PackedLocations* packed) {
+  TensorReader reader(index, storage, packed);
   global_ = load_global(c, reader, true, buffers_);
   LayerLoader loader(c, reader);
   layers_.resize(static_cast<std::size_t>(c.num_hidden_layers));

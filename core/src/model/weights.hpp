@@ -106,6 +106,7 @@ struct GlobalWeights {
 };
 
 class TensorReader;
+struct PackedLocations;
 
 /// Reads one layer's tensors (the trunk; the routed experts too when asked) through a
 /// TensorReader into memory the caller provides, and binds the views. Used for resident
@@ -138,7 +139,9 @@ GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool table
 /// All weights resident in memory, read through a storage backend.
 class ResidentWeights {
  public:
-  ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage);
+  /// `packed` (optional): read the trunk and tables from a packed trunk's trunk.bin.
+  ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                  const PackedLocations* packed = nullptr);
 
   [[nodiscard]] const GlobalWeights& global() const noexcept { return global_; }
   [[nodiscard]] const LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }

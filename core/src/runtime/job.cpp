@@ -108,6 +108,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.cache_policy = p.get_string("cache.policy");
   ms.cache_params = p.get_params("cache.params");
   ms.cache_future = p.get_path("cache.future");
+  ms.packed_trunk = p.get_path("model.packed_trunk");
   status("loading " + rep.model.string());
   Model model(rep.model, host, ms);
   auto tokenizer = make_tokenizer(p, host, rep.model);

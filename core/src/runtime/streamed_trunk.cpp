@@ -9,20 +9,21 @@
 namespace k3::runtime {
 
 StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                             const MemoryPlan& plan, StreamCounters& counters)
+                             const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed)
     : c_(c),
       counters_(counters),
       pinned_(plan.pinned),
       head_chunk_rows_(plan.lm_head_chunk_rows),
-      main_reader_(index, storage),
-      chunk_files_(index, storage),
-      ring_reader_(index, storage),
+      main_reader_(index, storage, packed),
+      chunk_files_(index, storage, packed),
+      ring_reader_(index, storage, packed),
       ring_loader_(c, ring_reader_) {
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   pinned_.resize(layers, false);
   const auto E = static_cast<std::uint64_t>(c.hidden_size), V = static_cast<std::uint64_t>(c.vocab_size);
   embed_info_ = &index.require(std::string(tensor_names::kModel) + "embed_tokens.weight", DType::bf16, {V, E});
   head_info_ = &index.require(tensor_names::kLmHead, DType::bf16, {V, E});
+  embed_src_ = main_reader_.locate(*embed_info_);
 
   {
     ScopedTimer t(counters_.read_ns);
@@ -46,10 +47,12 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
     any_split = any_split || split_[li];
   }
   if (any_split || head_chunk_rows_ != 0) {
-    std::vector<sdk::StorageFile*> files(index.files().size(), nullptr);
+    std::vector<sdk::StorageFile*> files;
     auto locate = [&](const TensorInfo& t) {
-      files[t.file] = &chunk_files_.file(t.file);
-      return TensorLocation{&t, t.file, t.offset};
+      const model::TensorSource src = chunk_files_.locate(t);
+      auto i = static_cast<std::size_t>(std::find(files.begin(), files.end(), src.file) - files.begin());
+      if (i == files.size()) files.push_back(src.file);
+      return TensorLocation{&t, static_cast<std::uint32_t>(i), src.offset};
     };
     head_where_ = locate(*head_info_);
     ffn_.resize(layers);
@@ -227,16 +230,17 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tokens[a] < tokens[b]; });
   for (std::size_t i = 0; i < order.size(); ++i) {
     const std::size_t t = order[i];
-    batch[i] = {embed_info_->offset + std::uint64_t{tokens[t]} * E * 2, E * 2, rows_.data() + t * E * 2,
+    batch[i] = {embed_src_.offset + std::uint64_t{tokens[t]} * E * 2, E * 2, rows_.data() + t * E * 2,
                 sdk::StatusCode::ok};
   }
   sdk::Status st;
   {
     ScopedTimer io(counters_.io_wait_ns);
     ScopedTimer rd(counters_.read_ns);
-    st = model::read_with_retry(main_reader_.file(embed_info_->file), batch);
+    st = model::read_with_retry(*embed_src_.file, batch);
   }
-  if (!st.ok()) throw RuntimeError("reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
+  if (!st.ok())
+    throw RuntimeError(embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
   counters_.table_bytes += tokens.size() * E * 2;
   for (std::size_t t = 0; t < tokens.size(); ++t) {
     const auto* row = reinterpret_cast<const std::uint16_t*>(rows_.data() + t * E * 2);

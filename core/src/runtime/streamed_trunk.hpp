@@ -38,8 +38,10 @@ class StreamedTrunk final : public model::WeightSource {
  public:
   /// Reads the global norms, lm_head (unless streamed) and the pinned layers now; starts
   /// the reader thread. UsageError for a tensor that does not match the config.
+  /// `packed` (optional): read the trunk and tables from a packed trunk's trunk.bin, one
+  /// request per layer.
   StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                const MemoryPlan& plan, StreamCounters& counters);
+                const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed = nullptr);
   ~StreamedTrunk() override;
   StreamedTrunk(const StreamedTrunk&) = delete;
   StreamedTrunk& operator=(const StreamedTrunk&) = delete;
@@ -85,6 +87,7 @@ class StreamedTrunk final : public model::WeightSource {
   model::GlobalWeights global_;
   std::vector<model::LayerWeights> pinned_layers_;
   const TensorInfo* embed_info_ = nullptr;
+  model::TensorSource embed_src_;
   const TensorInfo* head_info_ = nullptr;
   std::vector<std::byte> rows_;
 

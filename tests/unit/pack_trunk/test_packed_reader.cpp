@@ -1,0 +1,178 @@
+// Reading through a packed trunk: a layer is one read request from trunk.bin and binds the
+// same bytes as the per-tensor reads from the shards; the model runs bit-identically from it
+// (resident, streamed, split) and refuses a trunk packed from another model.
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <k3/checkpoint.hpp>
+#include <k3/error.hpp>
+#include <k3/model.hpp>
+#include <k3/model_config.hpp>
+#include <k3/pack_trunk.hpp>
+#include <k3/plugin_host.hpp>
+
+#include "model/tensor_reader.hpp"
+#include "model/weights.hpp"
+#include "test_models.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+k3::test::ScratchCleanup cleanup;
+
+/// Counts the requests of every read through the wrapped backend, per file name.
+class CountingStorage final : public k3::sdk::StorageBackend {
+ public:
+  explicit CountingStorage(std::shared_ptr<k3::sdk::StorageBackend> inner) : inner_(std::move(inner)) {}
+  k3::sdk::Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
+    std::unique_ptr<k3::sdk::StorageFile> f;
+    const k3::sdk::Status st = inner_->open(uri, f);
+    if (st.ok()) out = std::make_unique<File>(std::move(f), fs::path(uri).filename().string(), *this);
+    return st;
+  }
+  std::map<std::string, std::size_t> requests;  ///< file name → requests read
+
+ private:
+  class File final : public k3::sdk::StorageFile {
+   public:
+    File(std::unique_ptr<k3::sdk::StorageFile> f, std::string name, CountingStorage& owner)
+        : f_(std::move(f)), name_(std::move(name)), owner_(owner) {}
+    std::uint64_t size() const noexcept override { return f_->size(); }
+    std::uint32_t alignment() const noexcept override { return f_->alignment(); }
+    k3::sdk::Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
+      owner_.requests[name_] += batch.size();
+      return f_->read(batch);
+    }
+
+   private:
+    std::unique_ptr<k3::sdk::StorageFile> f_;
+    std::string name_;
+    CountingStorage& owner_;
+  };
+  std::shared_ptr<k3::sdk::StorageBackend> inner_;
+};
+
+fs::path pack(const std::string& geometry) {
+  k3::PackTrunkOptions o;
+  o.model = k3::test::test_model(geometry);
+  o.out = k3::test::scratch_dir() / ("packed-reader-" + geometry);
+  o.force = true;
+  return k3::pack_trunk(o).dir;
+}
+
+std::vector<float> prompt_logits(const fs::path& dir, k3::PluginHost& host, const k3::ModelSettings& s) {
+  k3::Model model(dir, host, s);
+  k3::Session session(model, 32);
+  const std::uint32_t prompt[] = {1, 7, 42, 3, 99};
+  std::vector<float> logits, all;
+  session.feed({prompt, 3}, true, logits);
+  all = logits;
+  session.feed({prompt + 3, 2}, true, logits);
+  all.insert(all.end(), logits.begin(), logits.end());
+  for (int i = 0; i < 2; ++i) {
+    const std::uint32_t next = static_cast<std::uint32_t>(i + 11);
+    session.feed({&next, 1}, false, logits);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' bytes", "[pack_trunk]") {
+  const fs::path model_dir = k3::test::test_model("demo");
+  const fs::path packed_dir = pack("demo");
+  const k3::ModelConfig c = k3::read_model_config(model_dir / "config.json");
+  const k3::CheckpointIndex index = k3::CheckpointIndex::open(model_dir);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_dir, c.fingerprint());
+  const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
+  k3::PluginHost host;
+  CountingStorage counting(host.create_storage("posix", {}));
+  k3::model::TensorReader plain_reader(index, counting);
+  k3::model::TensorReader packed_reader(index, counting, &where);
+  k3::model::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
+
+  for (std::size_t li = 0; li < static_cast<std::size_t>(c.num_hidden_layers); ++li) {
+    CAPTURE(li);
+    const std::uint64_t n_plain = plain.queue(li, false);
+    const std::uint64_t n_packed = packed.queue(li, false);
+    CHECK(n_packed == trunk.layers()[li].nbytes);  // the run's layout, byte for byte
+    k3::AlignedBuffer a(n_plain), b(n_packed);
+    k3::model::LayerWeights wa, wb;
+    counting.requests.clear();
+    packed.read_and_bind(b.data(), wb);
+    CHECK(counting.requests.size() == 1);
+    CHECK(counting.requests["trunk.bin"] == 1);
+    plain.read_and_bind(a.data(), wa);
+    // Same bytes behind every view.
+    CHECK(std::memcmp(wa.input_layernorm.data(), wb.input_layernorm.data(), wa.input_layernorm.size() * 4) == 0);
+    auto same = [](const k3::model::Bf16Matrix& x, const k3::model::Bf16Matrix& y) {
+      return x.rows == y.rows && x.cols == y.cols && std::memcmp(x.w, y.w, x.rows * x.cols * 2) == 0;
+    };
+    if (wa.dense) {
+      CHECK(same(wa.dense_w.gate_proj, wb.dense_w.gate_proj));
+      CHECK(same(wa.dense_w.down_proj, wb.dense_w.down_proj));
+    } else {
+      CHECK(same(wa.moe.gate, wb.moe.gate));
+      CHECK(same(wa.moe.shared_down, wb.moe.shared_down));
+    }
+    if (wa.mla)
+      CHECK(same(wa.mla_w.o_proj, wb.mla_w.o_proj));
+    else
+      CHECK(same(wa.kda.q_proj, wb.kda.q_proj));
+  }
+}
+
+TEST_CASE("packed trunk: the model gives the same logits from it, resident, streamed and split", "[pack_trunk]") {
+  const fs::path dir = k3::test::test_model("tiny");
+  const fs::path packed = pack("tiny");
+  k3::PluginHost host;
+  k3::ModelSettings resident;
+  resident.kernels = "scalar";
+  resident.threads = 2;
+  resident.memory.trunk_gb = 1000;
+  resident.memory.expert_cache_gb = 1000;
+  resident.memory.context = 32;
+  const std::vector<float> base = prompt_logits(dir, host, resident);
+
+  k3::ModelSettings packed_resident = resident;
+  packed_resident.packed_trunk = packed;
+  k3::ModelSettings streamed = packed_resident;
+  streamed.memory.trunk_gb = 0.00001;  // nothing pinned
+  streamed.memory.expert_cache_gb = 0.00001;
+  streamed.memory.stream_embedding = true;
+  k3::ModelSettings split = streamed;
+  split.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+  split.memory.row_chunk_bytes = 2000;
+  for (const auto* s : {&packed_resident, &streamed, &split}) {
+    const std::vector<float> got = prompt_logits(dir, host, *s);
+    REQUIRE(got.size() == base.size());
+    CHECK(std::memcmp(got.data(), base.data(), base.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("packed trunk: one packed from another model is refused", "[pack_trunk][errors]") {
+  const fs::path other = pack("tiny2");
+  k3::PluginHost host;
+  k3::ModelSettings s;
+  s.kernels = "scalar";
+  s.memory.trunk_gb = 0.00001;
+  s.memory.expert_cache_gb = 0.00001;
+  s.memory.context = 32;
+  s.packed_trunk = other;
+  try {
+    k3::Model model(k3::test::test_model("tiny"), host, s);
+    FAIL("a trunk packed from tiny2 was accepted for tiny");
+  } catch (const k3::UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("trunk.json") && Catch::Contains("fingerprint"));
+  }
+  s.packed_trunk = k3::test::scratch_dir() / "no-such-trunk";
+  CHECK_THROWS_AS(k3::Model(k3::test::test_model("tiny"), host, s), k3::UsageError);
+}
