@@ -42,7 +42,7 @@ inline constexpr std::uint64_t kK3ExpertBytes = 17'547'264;
 /// Facts about a trace the simulator needs.
 struct TraceStats {
   std::uint64_t requests = 0;
-  std::uint64_t tokens = 0;          ///< forwards: position changes + 1 (0 for an empty trace)
+  std::uint64_t tokens = 0;          ///< token forwards: tokens passing the lowest requested layer (0 for an empty trace)
   std::uint64_t groups = 0;          ///< serving groups (chunk-layers)
   std::uint64_t distinct_keys = 0;   ///< distinct (layer, expert) pairs requested
   std::uint32_t layers_used = 0;     ///< distinct layers with at least one request

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -77,9 +78,17 @@ TraceStats trace_stats(const Trace& trace) {
   std::vector<std::uint8_t> layer_seen(h.layers, 0);
   std::vector<std::uint64_t> in_group(seen.size(), 0);  // key → last group (1-based) that asked for it
   std::uint32_t distinct = 0;
+  // Token forwards: every forward of a token passes the lowest layer with requests; there
+  // a new token starts with a group or a position change (a chunk lists its tokens in turn).
+  std::uint32_t first_layer = std::numeric_limits<std::uint32_t>::max();
+  for (const TraceRecord& r : trace.records) first_layer = std::min<std::uint32_t>(first_layer, r.layer);
+  const TraceRecord* previous_first = nullptr;
   for (std::size_t i = 0; i < trace.records.size(); ++i) {
     const TraceRecord& r = trace.records[i];
-    if (i == 0 || r.position != trace.records[i - 1].position) ++s.tokens;
+    if (r.layer == first_layer) {
+      if (previous_first == nullptr || i == 0 || r.starts_group || r.position != previous_first->position) ++s.tokens;
+      previous_first = &r;
+    }
     if (i == 0 || r.starts_group) {
       ++s.groups;
       distinct = 0;

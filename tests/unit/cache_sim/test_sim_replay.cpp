@@ -153,6 +153,19 @@ TEST_CASE("sim: trace facts", "[sim]") {
   const k3::TraceStats c = k3::trace_stats(chunked_trace());
   CHECK(c.groups == 3);
   CHECK(c.tokens == 4);
+  // Two layers, a chunk of tokens 0-1 then token 2: per layer the chunk lists token 0's
+  // experts, then token 1's. Forwards: 3 tokens, not the 5 position changes.
+  k3::Trace two;
+  two.header.layers = 2;
+  two.header.experts_per_layer = 4;
+  two.header.top_k = 2;
+  const std::uint32_t rec[][4] = {{0, 0, 0, 1}, {0, 0, 1, 0}, {1, 0, 2, 0}, {1, 0, 3, 0}, {0, 1, 0, 1}, {0, 1, 1, 0},
+                                  {1, 1, 2, 0}, {1, 1, 3, 0}, {2, 0, 0, 1}, {2, 0, 1, 0}, {2, 1, 0, 1}, {2, 1, 1, 0}};
+  for (const auto& r : rec)  // {position, layer, expert, starts a group}
+    two.records.push_back({r[0], static_cast<std::uint16_t>(r[1]), static_cast<std::uint16_t>(r[2]), r[3] != 0});
+  CHECK(k3::trace_stats(two).tokens == 3);
+  CHECK(k3::trace_stats(two).groups == 4);
+  CHECK(k3::trace_stats(two).max_group == 4);
   CHECK(c.max_group == 3);  // group 0: experts 0 1 2
 }
 
