@@ -82,7 +82,7 @@ std::vector<KeySpec> build_schema() {
       {"memory.split_dense_ffn", T::choice, "auto", {}, {"auto", "on", "off"},
        "A streamed dense layer keeps only its attention in a ring slot and multiplies its FFN while reading it in "
        "row chunks; auto does so when that streams fewer trunk bytes per token",
-       "K3's dense layer 0 is 2.34 GB, 8x any other layer: splitting it frees the ring for read-ahead and pins"},
+       "K3's dense layer 0 is 2.34 GB, nearly twice any other layer: splitting it shrinks the ring slot to 1.27 GB"},
       {"memory.row_chunk_mb", T::number, "33.554432", between(0.001, 4096), {},
        "Size of each of the two row-chunk buffers (streamed lm_head, split dense FFN), MB (1e6 bytes); at least one "
        "row is always read",

@@ -4,9 +4,10 @@
 // read-ahead is simply "the next unpinned layers after the one being computed".
 //
 // Reads go through the storage plugin per tensor, in offset order, from the safetensors
-// shards (the layer loader is the same as the resident one, so binding is identical). A
-// packed trunk (k3host pack-trunk) would replace the loader's tensor list by one run per
-// layer; nothing else here changes.
+// shards, or as one aligned run per layer from a packed trunk (model.packed_trunk); the
+// layer loader is the same as the resident one, so binding is identical. A split dense
+// layer (plan.split_dense_ffn) holds only its attention part in a slot; its FFN matrices
+// are multiplied while read in row chunks (runtime/row_chunks.hpp).
 //
 // The embedding table is never resident here: each token's row is read on demand. lm_head
 // is resident, or read in row chunks when the plan says so (memory.stream_embedding).
