@@ -64,6 +64,11 @@ std::string human_bytes(std::uint64_t b) {
 void print_io_report(const JobReport& r) {
   for (std::size_t i = 0; i < r.result.steps.size() && i < r.step_io.size(); ++i) {
     const auto& io = r.step_io[i];
+    if (!r.result.steps[i].forward) {
+      std::printf("step %3zu  %8.3f s  last token: sampled from step %zu's logits, no forward pass\n", i,
+                  r.result.steps[i].seconds, i == 0 ? 0 : i - 1);
+      continue;
+    }
     std::printf("step %3zu  %8.3f s  experts %s  trunk %s  tables %s  hit %5.1f%% (%llu/%llu)  io wait %.3f s\n", i,
                 r.result.steps[i].seconds, human_bytes(io.expert_bytes).c_str(), human_bytes(io.trunk_bytes).c_str(),
                 human_bytes(io.table_bytes).c_str(), 100.0 * io.hit_rate(),

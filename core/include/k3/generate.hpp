@@ -35,9 +35,12 @@ struct GenerateSettings {
   std::filesystem::path dump_logits;
 };
 
+/// One generated token. Its seconds cover sampling it and, except for the last token (whose
+/// successor is never needed), the forward pass that feeds it back.
 struct StepRecord {
   std::uint32_t token = 0;
   double seconds = 0;
+  bool forward = true;  ///< a forward pass ran in this step (false for the last token)
 };
 
 struct GenerateResult {

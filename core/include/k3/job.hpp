@@ -48,7 +48,8 @@ struct JobReport {
   GenerateResult result;
   std::string generated_text;
   double load_seconds = 0;
-  double tokens_per_second = 0;   ///< generated tokens / decode seconds (prefill excluded)
+  double tokens_per_second = 0;   ///< decode forward passes / decode seconds (prefill excluded)
+  std::size_t decode_forwards = 0;  ///< forward passes of the decode (generated tokens - 1)
   std::uint64_t peak_rss = 0;     ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
   std::filesystem::path trace_file;   ///< trace.out, when recorded
@@ -62,7 +63,7 @@ struct JobReport {
   StreamStats io;                     ///< whole run, load included
   double wall_seconds = 0;            ///< load + prefill + decode
   double io_share = 0;                ///< compute thread waiting for storage ÷ wall clock
-  double seconds_per_token = 0;       ///< decode seconds ÷ generated tokens
+  double seconds_per_token = 0;       ///< decode seconds ÷ decode forward passes
   /// Non-empty: routed experts failed to load; the run finished but the ids are unsound (exit 4).
   std::vector<std::string> expert_failures;
 };

@@ -77,7 +77,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     if (on_token) on_token(next);
     const bool is_eos = g.stop_at_eos && next == g.eos_token;
     if (is_eos || step + 1 == g.max_new_tokens) {
-      r.steps.push_back({next, seconds_since(ts)});
+      r.steps.push_back({next, seconds_since(ts), false});
       r.stopped_at_eos = is_eos;
       break;
     }
@@ -90,7 +90,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
       session.feed({&next, 1}, false, logits);
     }
     last = logits;
-    r.steps.push_back({next, seconds_since(ts)});
+    r.steps.push_back({next, seconds_since(ts), true});
   }
   return r;
 }

@@ -179,9 +179,16 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
     printed = text;
   });
   rep.generated_text = decode(*tokenizer, rep.result.generated);
+  // Decode speed counts the forward passes: the last token is sampled from the previous
+  // step's logits and needs none, so N tokens cost N-1 decode forwards.
   double decode_s = 0;
-  for (const auto& s : rep.result.steps) decode_s += s.seconds;
-  rep.tokens_per_second = decode_s > 0 ? static_cast<double>(rep.result.generated.size()) / decode_s : 0;
+  std::size_t forwards = 0;
+  for (const auto& s : rep.result.steps) {
+    decode_s += s.seconds;
+    forwards += s.forward ? 1 : 0;
+  }
+  rep.decode_forwards = forwards;
+  rep.tokens_per_second = decode_s > 0 ? static_cast<double>(forwards) / decode_s : 0;
   rep.peak_rss = peak_rss_bytes();
   rep.weight_bytes_read = model.weight_bytes_read();
   rep.io = model.stream_stats();
@@ -194,7 +201,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   }
   rep.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
-  rep.seconds_per_token = rep.result.generated.empty() ? 0 : decode_s / static_cast<double>(rep.result.generated.size());
+  rep.seconds_per_token = forwards == 0 ? 0 : decode_s / static_cast<double>(forwards);
   rep.expert_failures = rep.io.expert_failures;
 
   if (trace) {
@@ -227,7 +234,7 @@ std::string report_json(const JobReport& r) {
   nlohmann::json steps = nlohmann::json::array();
   for (std::size_t i = 0; i < r.result.steps.size(); ++i) {
     const auto& s = r.result.steps[i];
-    nlohmann::json step = {{"token", s.token}, {"seconds", s.seconds}};
+    nlohmann::json step = {{"token", s.token}, {"seconds", s.seconds}, {"forward", s.forward}};
     if (i < r.step_io.size()) {
       const StepIo& io = r.step_io[i];
       step["expert_bytes_read"] = io.expert_bytes;
@@ -272,6 +279,7 @@ std::string report_json(const JobReport& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["io_share"] = r.io_share;
   j["seconds_per_token"] = r.seconds_per_token;
+  j["decode_forwards"] = r.decode_forwards;
   j["expert_failures"] = r.expert_failures;
   j["tokens_per_second"] = r.tokens_per_second;
   j["peak_rss_bytes"] = r.peak_rss;
