@@ -47,7 +47,7 @@ k3_cli_config_test("print-config applies --set in order" 0
   STDOUT "expert_cache_gb: 4.5  # --set memory.expert_cache_gb=4.5.*stream_embedding: true  # presets/ultra.yaml")
 k3_cli_config_test("list-presets prints every preset from the files, smallest first" 0
   ARGS --list-presets --presets-dir presets
-  STDOUT "ultra +2.5 +0.31 .*laptop +3 +1 .*desktop +16 +10 .*workstation +60 +30 .*server +110 +13 .*max +110 +109 .*auto +fit +fit ")
+  STDOUT "ultra +1.6 +0.31 .*laptop +3 +1 .*desktop +16 +10 .*workstation +60 +30 .*server +110 +13 .*max +110 +109 .*auto +fit +fit ")
 k3_cli_config_test("print-schema prints the key reference" 0
   ARGS --print-schema
   STDOUT "`memory.trunk_gb` \\| GB or fit \\|")
@@ -66,6 +66,12 @@ k3_cli_config_test("an extends cycle is exit 2 naming the files" 2
 k3_cli_config_test("an unknown --set key is exit 2 naming the --set" 2
   ARGS --config presets/laptop.yaml --set memory.trunkgb=2 --print-config
   STDERR "--set memory.trunkgb=2: memory.trunkgb: unknown key")
+k3_cli_config_test("an unknown plugin parameter is exit 2 with file:line:col, before the model loads" 2
+  ARGS --config configs/test/bad-plugin-param.yaml --set model.path=configs/test/no-such-model
+  STDERR "configs/test/bad-plugin-param.yaml:5:5: storage.params: plugin 'posix' has no parameter 'read_ahead_kb'")
+k3_cli_config_test("an unknown cache policy is exit 2 naming the --set" 2
+  ARGS --config presets/laptop.yaml --set cache.policy=nope --set model.path=configs/test/no-such-model
+  STDERR "--set cache.policy=nope: cache.policy: cache plugin 'nope' not found")
 k3_cli_config_test("a missing pipeline file is exit 2" 2
   ARGS --config configs/test/no-such-file.yaml --print-config
   STDERR "pipeline file 'configs/test/no-such-file.yaml' does not exist")

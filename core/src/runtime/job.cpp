@@ -43,6 +43,50 @@ std::string read_text_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
+/// Runs `f`; a UsageError it throws is reported at `key`'s place in the pipeline file.
+template <class F>
+void at_key(const Pipeline& p, std::string_view key, F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    p.refuse(key, e.what());
+  }
+}
+
+/// A plugin's leftover parameters, refused at `key`.
+void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& plugin,
+                    const std::vector<std::string>& unknown) {
+  if (unknown.empty()) return;
+  std::string names;
+  for (const auto& u : unknown) names += (names.empty() ? "'" : ", '") + u + "'";
+  p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
+}
+
+/// The storage, cache and kernel plugins the pipeline names exist and accept their
+/// parameters, checked before the model loads so that a mistake is reported at its line.
+void check_plugins(const Pipeline& p, PluginHost& host) {
+  struct Section {
+    PluginKind kind;
+    const char* plugin_key;
+    const char* params_key;
+  };
+  for (const Section s : {Section{PluginKind::storage, "storage.plugin", "storage.params"},
+                          Section{PluginKind::cache, "cache.policy", "cache.params"},
+                          Section{PluginKind::kernels, "kernels.set", "kernels.params"}}) {
+    std::string name = p.get_string(s.plugin_key);
+    if (s.kind == PluginKind::kernels && name == "auto") name = host.best_kernels().name;
+    at_key(p, s.plugin_key, [&] { (void)host.find(s.kind, name); });
+    const PluginParams params = p.get_params(s.params_key);
+    std::vector<std::string> unknown;
+    at_key(p, s.params_key, [&] {
+      if (s.kind == PluginKind::storage) (void)host.create_storage(name, params, &unknown);
+      if (s.kind == PluginKind::cache) (void)host.create_cache(name, params, &unknown);
+      if (s.kind == PluginKind::kernels) (void)host.create_kernels(name, params, &unknown);
+    });
+    refuse_unknown(p, s.params_key, name, unknown);
+  }
+}
+
 /// The tokenizer section, defaulting its files to the checkpoint's own.
 std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::filesystem::path& dir) {
   PluginParams params = p.get_params("tokenizer.params");
@@ -54,7 +98,13 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& ho
   if (!has("model")) params.emplace_back("model", (dir / "tiktoken.model").string());
   if (!has("config") && std::filesystem::exists(dir / "tokenizer_config.json"))
     params.emplace_back("config", (dir / "tokenizer_config.json").string());
-  return host.create_tokenizer(p.get_string("tokenizer.plugin"), params);
+  const std::string name = p.get_string("tokenizer.plugin");
+  at_key(p, "tokenizer.plugin", [&] { (void)host.find(PluginKind::tokenizer, name); });
+  std::vector<std::string> unknown;
+  std::shared_ptr<sdk::Tokenizer> tok;
+  at_key(p, "tokenizer.params", [&] { tok = host.create_tokenizer(name, params, &unknown); });
+  refuse_unknown(p, "tokenizer.params", name, unknown);
+  return tok;
 }
 
 std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
@@ -81,6 +131,9 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
     if (hooks.on_status) hooks.on_status(s);
   };
   JobReport rep;
+  // Plugin names and parameters first: a typo is reported before minutes of model generation.
+  PluginHost host(p.plugin_path());
+  check_plugins(p, host);
   rep.model = p.get_path("model.path");
   if (!std::filesystem::exists(rep.model / "config.json")) {
     if (!p.get_bool("model.generate_if_missing"))
@@ -97,7 +150,6 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  PluginHost host(p.plugin_path());
   ModelSettings ms;
   ms.storage = p.get_string("storage.plugin");
   ms.storage_params = p.get_params("storage.params");
