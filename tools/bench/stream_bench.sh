@@ -15,8 +15,9 @@
 #                       k3host make-model -g configs/models/bench-big.yaml -o DIR)
 #     --work DIR        reports and logs (default /tmp/k3-stream-bench)
 #     --tokens N        new tokens per run (default 8; N-1 decode forward passes are measured)
-#     --ids LIST        prompt token ids (default 3072,100,200: [BOS] and two tokens)
-#     --bw-mib N        MiB read by the bandwidth measurement before each run (default 4096)
+#     --ids LIST        prompt token ids (default 3072,100,200,300,400,500: [BOS] and five tokens;
+#                       six tokens make the prefill touch every slot of a 6 GB expert cache)
+#     --bw-mib N        MiB read by each bandwidth measurement (before and after each run; default 4096)
 #     --bw-streams N    parallel dd streams of that measurement (default 4)
 #     --budget SPEC     a run: "name|--set a=b --set c=d" (repeatable; replaces the defaults)
 #     --extra ARGS      more k3host arguments for every run (e.g. "--set storage.params.threads=4")
@@ -28,7 +29,7 @@ K3HOST=build/bin/k3host
 MODEL=/work/bench-models/bench-big
 WORK=/tmp/k3-stream-bench
 TOKENS=8
-IDS=3072,100,200
+IDS=3072,100,200,300,400,500
 BW_MIB=4096
 STREAMS=4
 EXTRA=""
@@ -76,6 +77,7 @@ ram_bytes=$(awk '/^MemTotal:/ {printf "%d", $2 * 1024}' /proc/meminfo)
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "k3host: $K3HOST (source tree at commit $(git -C "$REPO" log -1 --format=%h))"
   echo "model: $MODEL, $model_bytes bytes of shards; RAM $ram_bytes bytes"
+  echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; extra k3host arguments: ${EXTRA:-none}"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$WORK/machine.txt"
 if [ "$model_bytes" -le "$ram_bytes" ]; then
@@ -83,28 +85,32 @@ if [ "$model_bytes" -le "$ram_bytes" ]; then
 fi
 
 shards=("$MODEL"/*.safetensors)
+# Sequential O_DIRECT reads, 16 MiB blocks, $STREAMS streams at once over different shards
+# (one dd stream alone does not reach the disk's bandwidth, least of all on a busy CPU).
+# Prints "bytes seconds": all bytes over the wall time of the slowest stream.
+disk_bandwidth() {  # tag
+  local per=$(( BW_MIB / STREAMS / 16 )) t0 t1 s
+  rm -f "$WORK/$1".dd*.txt
+  t0=$(date +%s.%N)
+  for s in $(seq 0 $(( STREAMS - 1 ))); do
+    dd if="${shards[$(( (i + s) % ${#shards[@]} ))]}" of=/dev/null bs=16M count=$per iflag=direct 2> "$WORK/$1.dd$s.txt" &
+  done
+  wait
+  t1=$(date +%s.%N)
+  echo "$(cat "$WORK/$1".dd*.txt | grep copied | cut -d' ' -f1 | paste -sd+ | bc) $(echo "$t1 - $t0" | bc -l)"
+}
+
 runs=()
 i=0
 for spec in "${BUDGETS[@]}"; do
   name=${spec%%|*}
   sets=${spec#*|}
 
+  # The disk's bandwidth right before and right after the run (it varies with what else
+  # the machine does); the table's bound uses the higher of the two.
   drop_caches
-  # Sequential O_DIRECT reads, 16 MiB blocks, $STREAMS streams at once over different shards
-  # (one dd stream alone does not reach the disk's bandwidth, least of all on a busy CPU).
-  # The bandwidth is all bytes over the wall time of the slowest stream.
-  per=$(( BW_MIB / STREAMS / 16 ))
-  rm -f "$WORK/$name".dd*.txt
-  t0=$(date +%s.%N)
-  for s in $(seq 0 $(( STREAMS - 1 ))); do
-    shard=${shards[$(( (i + s) % ${#shards[@]} ))]}
-    dd if="$shard" of=/dev/null bs=16M count=$per iflag=direct 2> "$WORK/$name.dd$s.txt" &
-  done
-  wait
-  t1=$(date +%s.%N)
+  read -r bw_bytes bw_secs < <(disk_bandwidth "$name.before")
   i=$(( i + STREAMS ))
-  bw_bytes=$(cat "$WORK/$name".dd*.txt | grep copied | cut -d' ' -f1 | paste -sd+ | bc)
-  bw_secs=$(echo "$t1 - $t0" | bc -l)
 
   drop_caches
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -113,8 +119,11 @@ for spec in "${BUDGETS[@]}"; do
     --set storage.plugin=direct --set memory.context=256 --set job.max_new_tokens="$TOKENS" \
     --set job.stop_at_eos=false --ids "$IDS" $sets $EXTRA --out "$WORK/$name.json" \
     > "$WORK/$name.log" 2>&1 || { echo "stream_bench.sh: run '$name' failed (exit $?), see $WORK/$name.log" >&2; exit 1; }
-  echo "$name: disk ${bw_bytes} B in ${bw_secs} s before the run; load ${load}; $(grep -m1 '^read:' "$WORK/$name.log")"
-  runs+=("$name=$WORK/$name.json=$bw_bytes=$bw_secs=$load")
+  drop_caches
+  read -r bw2_bytes bw2_secs < <(disk_bandwidth "$name.after")
+  i=$(( i + STREAMS ))
+  echo "$name: disk ${bw_bytes} B in ${bw_secs} s before, ${bw2_bytes} B in ${bw2_secs} s after; load ${load}; $(grep -m1 '^read:' "$WORK/$name.log")"
+  runs+=("$name=$WORK/$name.json=$bw_bytes/$bw_secs/$bw2_bytes/$bw2_secs=$load")
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/machine.txt"
 
