@@ -12,12 +12,14 @@
 //   0·0 = +0, which leaves its accumulator unchanged (an accumulator that starts at +0 can
 //   never become -0, and +0 added to any other value, inf or NaN returns it unchanged).
 // Several rows run at once (independent accumulators) to hide the FMA latency; the additions
-// within one row are never reordered. The batch loop sits inside the row tile so a tile of
-// weights is fetched from memory once for the whole batch.
+// within one row are never reordered. Dense tiles prefetch ahead in their rows and into the
+// next tile's (common/row_prefetch.hpp says why). The batch loop sits inside the row tile
+// so a tile of weights is fetched from memory once for the whole batch.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "../common/row_prefetch.hpp"
 #include "avx2_ops.hpp"
 
 namespace k3::kernels::avx2 {
@@ -90,9 +92,15 @@ struct F32Weights {
 
 template <class W, std::size_t R>
 inline void dense_rows(const typename W::T* w, std::size_t cols, const float* x, float* y) {
+  constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
+  const std::size_t stride = cols * sizeof(typename W::T);
   Acc acc[R];
   std::size_t c = 0;
   for (; c + 8 <= cols; c += 8) {
+    if (c % kLineElems == 0) {  // ahead in this tile's rows and into the next tile's
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
+    }
     const Block xv = load_f32x8(x + c);
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) fma_block(acc[r], W::load8(w + r * cols + c), xv);

@@ -13,18 +13,15 @@
 // additions within one row are never reordered. The batch loop sits inside the row tile so
 // a tile of weights is fetched from memory once for the whole batch.
 //
-// Why the tiles prefetch: a row of 7168 bf16 weights is only 14 KiB, and every new tile
-// starts R new streams that the hardware prefetcher has to discover again, so without help
-// rows of <= 7168 columns ran ~40% slower per byte than rows of 12288. Each tile prefetches
-// a fixed distance ahead in each of its rows, and once that runs past the row end, the same
-// distance into the next tile's rows, so the next tile starts with its data on the way.
-// Prefetches never fault, so running past the end of the matrix is harmless.
+// Every tile software-prefetches ahead in its rows and into the next tile's rows
+// (common/row_prefetch.hpp says why).
 #include <immintrin.h>
 
 #include <array>
 #include <bit>
 #include <cstring>
 
+#include "../common/row_prefetch.hpp"
 #include "avx512_ops.hpp"
 
 namespace k3::kernels::avx512 {
@@ -36,8 +33,6 @@ using sdk::RowRange;
 constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x latency 4
 constexpr std::size_t kMxfp4RowTile = 4;  // measured: 4, 5 and 6 equal; 8 spills registers
 constexpr std::size_t kMxfp4Group = 32;
-constexpr std::size_t kCacheLine = 64;
-constexpr std::size_t kPrefetchBytes = 1024;  // per row stream; measured best of 512..4096
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
 /// as in the scalar set).
@@ -58,15 +53,6 @@ inline __mmask8 lanes_below(std::size_t k) { return static_cast<__mmask8>((1u <<
 /// The first k (< 8) floats at p widened to doubles; lanes >= k are 0 and never read past p+k.
 inline __m512d load_f32_tail(const float* p, std::size_t k) {
   return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << k) - 1u), p)));
-}
-
-/// Prefetch of byte `offset` + kPrefetchBytes of row r of a tile whose rows are `stride`
-/// bytes apart; past the row end it continues in the same row of the next tile (R rows on).
-template <std::size_t R>
-inline void prefetch_ahead(const std::uint8_t* tile, std::size_t stride, std::size_t offset, std::size_t r) {
-  const std::size_t ahead = offset + kPrefetchBytes;
-  const std::uint8_t* p = ahead < stride ? tile + r * stride + ahead : tile + (R + r) * stride + (ahead - stride);
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
 // Weight loaders: 8 consecutive weights of a row as exact doubles.
@@ -92,7 +78,6 @@ struct F32Weights {
 template <class W, std::size_t R>
 inline void dense_rows(const typename W::T* w, std::size_t cols, const float* x, float* y) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
-  const auto* tile = reinterpret_cast<const std::uint8_t*>(w);
   const std::size_t stride = cols * sizeof(typename W::T);
   __m512d acc[R];
 #pragma GCC unroll 8
@@ -101,7 +86,7 @@ inline void dense_rows(const typename W::T* w, std::size_t cols, const float* x,
   for (; c + 8 <= cols; c += 8) {
     if (c % kLineElems == 0) {
 #pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) prefetch_ahead<R>(tile, stride, c * sizeof(typename W::T), r);
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
     }
     const __m512d xv = _mm512_cvtps_pd(_mm256_loadu_ps(x + c));
 #pragma GCC unroll 8
@@ -233,7 +218,7 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
   for (std::size_t g = 0; g < full_groups; ++g) {
     if (g % (kCacheLine / kGroupBytes) == 0) {
 #pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) prefetch_ahead<R>(packed, pstride, g * kGroupBytes, r);
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
     }
     __m512d pos[R];
     __m512d neg[R];
