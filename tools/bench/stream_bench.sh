@@ -72,7 +72,7 @@ mkdir -p "$WORK"
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 model_bytes=$(du -b --apparent-size -c "$MODEL"/*.safetensors | tail -1 | cut -f1)
-ram_bytes=$(awk '/^MemTotal:/ {printf "%d", $2 * 1024}' /proc/meminfo)
+ram_bytes=$(awk '/^MemTotal:/ {printf "%.0f", $2 * 1024}' /proc/meminfo)
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "k3host: $K3HOST (source tree at commit $(git -C "$REPO" log -1 --format=%h))"

@@ -7,7 +7,7 @@ the 1-minute load average when it started. The bound uses the higher of the two 
 
 From the k3host JSON report (core/src/runtime/job.cpp report_json), over the decode forward
 passes only: generated token i's step (steps[i]) holds the forward pass of token i, so the
-last step (sampling only, no forward pass) and the prefill (prefill_seconds, not a step) are
+last step (sampling only, no forward pass: "forward": false) and the prefill (prefill_seconds, not a step) are
 left out. Per decode token:
   s/token   = sum(steps[i].seconds) / n
   bytes     = sum(expert + trunk + table bytes read in the step) / n
@@ -28,7 +28,10 @@ def row(arg):
     with open(path) as f:
         r = json.load(f)
     steps = r["steps"]
-    decode = steps[:-1] if len(steps) > 1 else []
+    if steps and "forward" in steps[0]:
+        decode = [s for s in steps if s["forward"]]
+    else:  # reports before the "forward" field: every step but the last ran a forward pass
+        decode = steps[:-1]
     if not decode:
         raise SystemExit(f"{path}: no decode forward pass (needs at least 2 new tokens)")
     n = len(decode)
