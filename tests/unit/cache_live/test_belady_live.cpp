@@ -84,7 +84,7 @@ k3::ReplayCounts simulate(k3::PluginHost& host, const k3::Trace& trace, const st
 
 }  // namespace
 
-TEST_CASE("live: every policy's hits are the simulator's on the run's own trace; belady live == belady sim >= all",
+TEST_CASE("live: every policy's hits equal the simulator's on the run's own trace and belady live beats them all",
           "[live][belady]") {
   k3::PluginHost host;
   if (!have_plugin(host, "belady")) {
@@ -146,7 +146,7 @@ TEST_CASE("live: every policy's hits are the simulator's on the run's own trace;
   }
 }
 
-TEST_CASE("live: demo, LRU and belady live equal the simulator", "[live][belady]") {
+TEST_CASE("live: demo LRU and belady live equal the simulator", "[live][belady]") {
   k3::PluginHost host;
   if (!have_plugin(host, "belady") || !have_plugin(host, "lru")) {
     WARN("SKIPPED: the lru or belady cache plugin is not built");
@@ -172,7 +172,7 @@ TEST_CASE("live: demo, LRU and belady live equal the simulator", "[live][belady]
   CHECK(belady.io.expert_hits > lru.io.expert_hits);
 }
 
-TEST_CASE("live: cache.future refuses traces of another run, damaged files and divergence", "[live][belady]") {
+TEST_CASE("live: cache.future refuses traces of another run and damaged files and stops a divergent run", "[live][belady]") {
   k3::PluginHost host;
   if (!have_plugin(host, "belady")) {
     WARN("SKIPPED: the belady cache plugin is not built (plugins/cache/belady)");

@@ -59,7 +59,7 @@ TEST_CASE("lfu: a leased minimum is skipped for the next by count", "[lfu]") {
   CHECK(d.victims() == std::vector<std::uint32_t>{2});
 }
 
-TEST_CASE("lfu: not_found when every resident key is leased; bad halve_every refused", "[lfu]") {
+TEST_CASE("lfu: not_found when every resident key is leased and a bad halve_every is refused", "[lfu]") {
   k3::PluginHost host;
   policy_test::check_not_found_when_all_leased(host, "lfu");
   CHECK_THROWS_WITH(host.create_cache("lfu", {{"halve_every", "often"}}), Catch::Contains("halve_every"));

@@ -47,7 +47,7 @@ TEST_CASE("trace-gen: the same seed gives the same trace, another seed another",
   CHECK(k3::generate_trace(settings(1.0, 0.3)).records != k3::generate_trace(settings(1.0, 0.3, 8)).records);
 }
 
-TEST_CASE("trace-gen: reuse 1 repeats the first token; zipf concentrates popularity", "[tracegen]") {
+TEST_CASE("trace-gen: reuse 1 repeats the first token and zipf concentrates popularity", "[tracegen]") {
   const k3::Trace same = k3::generate_trace(settings(0.0, 1.0));
   for (std::size_t i = 6 * 4; i < same.records.size(); ++i) CHECK(same.records[i].expert == same.records[i - 24].expert);
   // Steeper Zipf, fewer distinct experts (uniform 64 experts x 50 tokens touches nearly all).
