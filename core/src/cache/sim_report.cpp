@@ -47,7 +47,8 @@ std::string sim_table(const SimReport& rep) {
   std::string out;
   const TraceStats& s = rep.stats;
   out += "trace " + rep.trace_file + ": " + std::to_string(s.requests) + " requests, " + std::to_string(s.tokens) +
-         " tokens, " + std::to_string(s.distinct_keys) + " distinct experts, working set " +
+         " tokens in " + std::to_string(s.groups) + " serving groups (up to " + std::to_string(s.max_group) +
+         " experts), " + std::to_string(s.distinct_keys) + " distinct experts, working set " +
          std::to_string(s.working_set) + " slots/token (" + std::to_string(s.layers_used) + " layers x top-" +
          std::to_string(rep.header.top_k) + ")\n";
   out += "expert " + std::to_string(rep.expert_bytes) + " B, bandwidth " + fmt("%g", rep.bandwidth_gbps) +
@@ -142,6 +143,8 @@ std::string sim_json(const SimReport& rep) {
                 {"prompt_hash", rep.header.prompt_hash},
                 {"requests", rep.stats.requests},
                 {"tokens", rep.stats.tokens},
+                {"serving_groups", rep.stats.groups},
+                {"max_group_experts", rep.stats.max_group},
                 {"distinct_experts", rep.stats.distinct_keys},
                 {"working_set_slots", rep.stats.working_set}};
   j["expert_bytes"] = rep.expert_bytes;
