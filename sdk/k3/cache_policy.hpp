@@ -3,13 +3,17 @@
 // The host owns the slot arena, the I/O, leases and pins; a policy only ranks keys.
 // Keys are (layer, expert) pairs. The host tells the policy what happens, in this order:
 //
-//   for every request of the run, in request order (hits and misses alike):
+//   per serving group (one forward chunk's requests at one layer; a decode step is a
+//   chunk of one token), first every request of the group, in request order:
 //       on_access(key, seq)            seq counts requests from 0, one per (token, layer, expert)
-//   when the key was a miss and a slot is free:       on_insert(key)
-//   when the key was a miss and the cache is full:
+//   then the group's distinct keys in ascending expert id, in batches of at most capacity
+//   (a batch's resident keys are leased first), for each key that is not resident:
+//     when a slot is free:                            on_insert(key)
+//     when the cache is full:
 //       choose_victim(incoming, query) -> victim      must be resident and query.evictable()
 //       on_remove(victim); on_insert(key)
 //   when the host drops a key for its own reasons:    on_remove(key)
+// The simulator (k3host sim) follows the same order, so its hit rate is the live one.
 //
 // Rules the host enforces (so a policy cannot break them): a leased or pinned key is never
 // a victim — query.evictable(k) is false for it, and a victim it refuses is an error;
