@@ -5,7 +5,7 @@
 # repository), for each memory budget: drop the page cache, measure the disk's sequential
 # read bandwidth with O_DIRECT (parallel dd iflag=direct over shards), drop the page cache, run
 # k3host with storage `direct` (O_DIRECT: no read is served from the page cache) on a fixed
-# prompt, and keep its JSON report. stream_bench_table.py then puts each run's decode
+# prompt and keep its JSON report, then drop the page cache and measure the bandwidth again. stream_bench_table.py then puts each run's decode
 # seconds per token beside the lower bound max(bytes read / measured bandwidth, compute time).
 # Needs root (drop_caches). Not a ctest test.
 #
