@@ -249,38 +249,63 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     }
   };
 
-  std::vector<Item> all;
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    auto items = items_of(j);
-    all.insert(all.end(), items.begin(), items.end());
-  }
-  read_items(all);
-  // Retry the failed experts one by one.
-  for (int attempt = 1; attempt < attempts_; ++attempt)
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      if (error[j].empty()) continue;
-      error[j].clear();
-      auto items = items_of(j);
-      read_items(items);
+  // Experts in disk order, read in groups of at least kGroupBytes. Each group is published
+  // as soon as it lands, so the compute thread multiplies the first experts of a layer while
+  // the later ones are still being read; a group stays large enough for the backend to keep
+  // many requests in flight.
+  constexpr std::uint64_t kGroupBytes = 8ull << 20;
+  auto expert_bytes = [&](std::size_t j) {
+    std::uint64_t n = 0;
+    for (int k = 0; k < 6; ++k) n += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
+    return n;
+  };
+  std::vector<std::size_t> order(jobs.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const TensorInfo &ta = tensor(jobs[a].layer, jobs[a].expert, 0), &tb = tensor(jobs[b].layer, jobs[b].expert, 0);
+    return std::pair(ta.file, ta.offset) < std::pair(tb.file, tb.offset);
+  });
+  for (std::size_t begin = 0; begin < order.size();) {
+    std::size_t end = begin;
+    std::uint64_t group_bytes = 0;
+    std::vector<Item> items;
+    while (end < order.size() && (end == begin || group_bytes < kGroupBytes)) {
+      auto its = items_of(order[end]);
+      items.insert(items.end(), its.begin(), its.end());
+      group_bytes += expert_bytes(order[end]);
+      ++end;
     }
+    read_items(items);
+    // Retry the failed experts one by one.
+    for (int attempt = 1; attempt < attempts_; ++attempt)
+      for (std::size_t g = begin; g < end; ++g) {
+        const std::size_t j = order[g];
+        if (error[j].empty()) continue;
+        error[j].clear();
+        auto again = items_of(j);
+        read_items(again);
+      }
 
-  std::uint64_t bytes = 0;
-  std::lock_guard<std::mutex> lk(m_);
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    Slot& s = slot_[jobs[j].slot];
-    if (error[j].empty()) {
-      for (int k = 0; k < 6; ++k) bytes += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
-      s.state = State::ready;
-      continue;
+    std::uint64_t bytes = 0;
+    std::lock_guard<std::mutex> lk(m_);
+    for (std::size_t g = begin; g < end; ++g) {
+      const std::size_t j = order[g];
+      Slot& s = slot_[jobs[j].slot];
+      if (error[j].empty()) {
+        bytes += expert_bytes(j);
+        s.state = State::ready;
+        continue;
+      }
+      s.state = State::failed;
+      where_.erase(s.key);
+      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
+      counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
+                            ": read failed after " + std::to_string(attempts_) + " attempts: " + error[j]);
     }
-    s.state = State::failed;
-    where_.erase(s.key);
-    policy_->on_remove(sdk::ExpertKey::unpack(s.key));
-    counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
-                          ": read failed after " + std::to_string(attempts_) + " attempts: " + error[j]);
+    counters_.expert_bytes += bytes;
+    cv_.notify_all();
+    begin = end;
   }
-  counters_.expert_bytes += bytes;
-  cv_.notify_all();
 }
 
 void ExpertCache::release(std::span<const std::uint32_t> slots) noexcept {
@@ -310,29 +335,23 @@ void ExpertCache::Lease::reset() noexcept {
   slots_.clear();
 }
 
-void ExpertCache::Lease::wait(std::span<model::ExpertWeights> out) {
+model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   ExpertCache& c = *cache_;
+  const std::uint32_t s = slots_.at(i);
   std::unique_lock<std::mutex> lk(c.m_);
-  {
+  if (c.slot_[s].state == State::loading) {
     runtime::ScopedTimer t(c.counters_.io_wait_ns);
-    c.cv_.wait(lk, [&] {
-      return std::none_of(slots_.begin(), slots_.end(), [&](std::uint32_t s) { return c.slot_[s].state == State::loading; });
-    });
+    c.cv_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
   }
+  if (c.slot_[s].state != State::ready) return {};
   const auto I = static_cast<std::uint64_t>(c.c_.moe_intermediate_size);
   const auto L = static_cast<std::uint64_t>(c.c_.routed_expert_hidden_size);
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    if (c.slot_[slots_[i]].state != State::ready) {
-      out[i] = model::ExpertWeights{};
-      continue;
-    }
-    const std::byte* base = c.slot_data(slots_[i]);
-    auto mx = [&](int w, std::uint64_t rows, std::uint64_t cols) {
-      return sdk::Mxfp4Matrix{reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w]),
-                              reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w + 1]), rows, cols};
-    };
-    out[i] = {mx(0, I, L), mx(2, I, L), mx(1, L, I)};
-  }
+  const std::byte* base = c.slot_data(s);
+  auto mx = [&](int w, std::uint64_t rows, std::uint64_t cols) {
+    return sdk::Mxfp4Matrix{reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w]),
+                            reinterpret_cast<const std::uint8_t*>(base + c.offsets_[2 * w + 1]), rows, cols};
+  };
+  return {mx(0, I, L), mx(2, I, L), mx(1, L, I)};
 }
 
 }  // namespace k3::cache

@@ -64,9 +64,9 @@ class ExpertCache {
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     ~Lease() { reset(); }
-    /// Blocks until every expert is read; out[i] for the i-th requested id (null matrices
-    /// for one that failed to load).
-    void wait(std::span<model::ExpertWeights> out);
+    /// Blocks until the i-th requested id is read and returns it (null matrices when it
+    /// failed to load). The reader publishes experts in disk order as they land.
+    model::ExpertWeights wait_one(std::size_t i);
     void reset() noexcept;
 
    private:
@@ -135,7 +135,7 @@ class StreamedExperts final : public model::ExpertSource {
   void route(std::size_t layer, std::span<const std::uint32_t> requests) override { cache_.route(layer, requests); }
   [[nodiscard]] std::size_t max_batch() const override { return cache_.slots(); }
   void request(std::size_t layer, std::span<const std::uint32_t> ids) override { lease_ = cache_.request(layer, ids); }
-  void wait(std::size_t, std::span<model::ExpertWeights> out) override { lease_.wait(out); }
+  model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
   void release(std::size_t) override { lease_.reset(); }
 
  private:

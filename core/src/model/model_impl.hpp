@@ -25,9 +25,7 @@ class ResidentSource final : public model::WeightSource, public model::ExpertSou
   const model::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
   void release_layer(std::size_t) override {}
   void request(std::size_t, std::span<const std::uint32_t> ids) override { ids_.assign(ids.begin(), ids.end()); }
-  void wait(std::size_t layer, std::span<model::ExpertWeights> out) override {
-    for (std::size_t i = 0; i < ids_.size(); ++i) out[i] = w_.layer(layer).experts[ids_[i]];
-  }
+  model::ExpertWeights wait_one(std::size_t layer, std::size_t i) override { return w_.layer(layer).experts[ids_[i]]; }
   void release(std::size_t) override {}
 
  private:

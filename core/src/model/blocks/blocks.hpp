@@ -30,9 +30,11 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
          const float* x, std::size_t T, float* out, Scratch& s);
 
 /// Where routed experts come from. The resident source hands out pointers; a streaming
-/// source reads the misses as one batch and holds leases until release(). Call order per
+/// source reads the misses in disk order and holds leases until release(). Call order per
 /// MoE layer: route() once with every request, then for each batch of at most max_batch()
-/// distinct ids: request() (starts the reads, returns at once), wait(), compute, release().
+/// distinct ids: request() (starts the reads, returns at once), then for each id in order
+/// wait_one() and compute — the first experts are multiplied while later ones are still
+/// being read — and release().
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -42,10 +44,10 @@ class ExpertSource {
   [[nodiscard]] virtual std::size_t max_batch() const { return static_cast<std::size_t>(-1); }
   /// Starts making the experts `ids` of `layer` available (non-blocking).
   virtual void request(std::size_t layer, std::span<const std::uint32_t> ids) = 0;
-  /// Blocks until the requested experts are there; out[i] belongs to ids[i] of request().
-  /// An expert that could not be loaded has null matrices (w1.packed == nullptr): its
-  /// contribution is zero and the run's ids are unsound (the source records the failure).
-  virtual void wait(std::size_t layer, std::span<ExpertWeights> out) = 0;
+  /// Blocks until ids[i] of request() is there and returns it. An expert that could not be
+  /// loaded has null matrices (w1.packed == nullptr): its contribution is zero and the run's
+  /// ids are unsound (the source records the failure).
+  virtual ExpertWeights wait_one(std::size_t layer, std::size_t i) = 0;
   /// Ends the use of everything requested for `layer`.
   virtual void release(std::size_t layer) = 0;
 };

@@ -102,24 +102,22 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   float* h1 = s.f(slot::moe_h1, T * K * I);
   float* h3 = s.f(slot::moe_h3, T * K * I);
   float* eo = s.f(slot::moe_out, T * K * L);
-  std::vector<ExpertWeights> ew;
   for (std::size_t first = 0; first < unique.size(); first += per_batch) {
     const std::size_t count = std::min(per_batch, unique.size() - first);
     if (first != 0) experts.request(layer, all_ids.subspan(first, count));
-    ew.assign(count, ExpertWeights{});
-    experts.wait(layer, ew);
     for (std::size_t u = 0; u < count; ++u) {
+      const ExpertWeights ew = experts.wait_one(layer, u);  // later experts are still being read
       const auto& slots = users[unique[first + u]];
       const std::size_t n = slots.size();
-      if (ew[u].w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
+      if (ew.w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
         for (std::size_t r = 0; r < n; ++r) std::fill_n(contrib + slots[r] * L, L, 0.0f);
         continue;
       }
       for (std::size_t r = 0; r < n; ++r) std::copy_n(z + (slots[r] / K) * L, L, zg + r * L);
-      ops.matmul(ew[u].w1, zg, n, h1);
-      ops.matmul(ew[u].w3, zg, n, h3);
+      ops.matmul(ew.w1, zg, n, h1);
+      ops.matmul(ew.w3, zg, n, h3);
       for (std::size_t i = 0; i < n * I; ++i) h1[i] = situ(h1[i], h3[i], b1, b2);
-      ops.matmul(ew[u].w2, h1, n, eo);
+      ops.matmul(ew.w2, h1, n, eo);
       for (std::size_t r = 0; r < n; ++r) std::copy_n(eo + r * L, L, contrib + slots[r] * L);
     }
     experts.release(layer);
