@@ -69,19 +69,28 @@ void print_io_report(const JobReport& r) {
                   r.result.steps[i].seconds, i == 0 ? 0 : i - 1);
       continue;
     }
+    if (!r.streaming) {  // resident: nothing is read per step, there is no cache to hit
+      std::printf("step %3zu  %8.3f s\n", i, r.result.steps[i].seconds);
+      continue;
+    }
     std::printf("step %3zu  %8.3f s  experts %s  trunk %s  tables %s  hit %5.1f%% (%llu/%llu)  io wait %.3f s\n", i,
                 r.result.steps[i].seconds, human_bytes(io.expert_bytes).c_str(), human_bytes(io.trunk_bytes).c_str(),
                 human_bytes(io.table_bytes).c_str(), 100.0 * io.hit_rate(),
                 static_cast<unsigned long long>(io.expert_hits), static_cast<unsigned long long>(io.expert_requests),
                 io.io_wait_seconds);
   }
+  if (!r.streaming) {
+    std::printf("resident: every weight read once at load (%s) | %.3f s/token | peak RSS %s (plan %s)\n",
+                human_bytes(r.io.trunk_bytes).c_str(), r.seconds_per_token, human_bytes(r.peak_rss).c_str(),
+                human_bytes(r.plan.total).c_str());
+    return;
+  }
   std::printf("read: trunk %s, experts %s, embedding/head %s | true hit rate %.1f%% | I/O share of wall clock "
-              "%.1f%% | %.3f s/token | peak RSS %s (plan %s)%s\n",
+              "%.1f%% | %.3f s/token | peak RSS %s (plan %s)\n",
               human_bytes(r.io.trunk_bytes).c_str(), human_bytes(r.io.expert_bytes).c_str(),
               human_bytes(r.io.table_bytes).c_str(),
               r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0,
-              100.0 * r.io_share, r.seconds_per_token, human_bytes(r.peak_rss).c_str(), human_bytes(r.plan.total).c_str(),
-              r.streaming ? "" : " (resident)");
+              100.0 * r.io_share, r.seconds_per_token, human_bytes(r.peak_rss).c_str(), human_bytes(r.plan.total).c_str());
 }
 
 /// Runs the job, streaming the generated text to stdout and a summary to stderr.
