@@ -98,8 +98,10 @@ std::string sim_svg(const SimReport& rep) {
   for (const Series& s : series) {
     if (!is_belady(s.policy) || s.points.empty()) continue;
     std::string pts = num(xpix(s.points.front().first)) + "," + num(ypix(1.0));
-    for (const auto& [x, y] : s.points) pts += " " + num(xpix(x)) + "," + num(ypix(y));
-    pts += " " + num(xpix(s.points.back().first)) + "," + num(ypix(1.0));
+    // Appends rather than `" " + num(...)`: GCC 12 at -O3 reports a false -Wrestrict on
+    // operator+(const char*, std::string&&).
+    for (const auto& [x, y] : s.points) pts.append(" ").append(num(xpix(x))).append(",").append(num(ypix(y)));
+    pts.append(" ").append(num(xpix(s.points.back().first))).append(",").append(num(ypix(1.0)));
     svg += "<polygon points=\"" + pts + "\" fill=\"#eeeeee\" stroke=\"none\"/>\n";
     svg += "<text x=\"" + num(xpix(s.points.front().first) + 8) + "\" y=\"" + num(ypix(1.0) + 16) +
            "\" fill=\"#888\">above belady: unreachable by any policy</text>\n";
@@ -158,7 +160,7 @@ std::string sim_svg(const SimReport& rep) {
     const std::string width = ceiling ? "3" : "2";
     const std::string dash = ceiling ? " stroke-dasharray=\"8 4\"" : "";
     std::string pts;
-    for (const auto& [x, y] : s.points) pts += (pts.empty() ? "" : " ") + num(xpix(x)) + "," + num(ypix(y));
+    for (const auto& [x, y] : s.points) pts.append(pts.empty() ? "" : " ").append(num(xpix(x))).append(",").append(num(ypix(y)));
     svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"" + width + "\"" +
            dash + "/>\n";
     for (const auto& [x, y] : s.points)
