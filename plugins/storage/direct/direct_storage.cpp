@@ -18,6 +18,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/batch_outcome.hpp"
 #include "common/local_file.hpp"
 #include "common/reader_pool.hpp"
 #include "common/segments.hpp"
@@ -58,12 +59,7 @@ class DirectFile final : public k3::sdk::StorageFile {
           results[i] = Status::error(StatusCode::out_of_memory, path_ + ": " + e.what());
         }
       });
-      Status first_failure;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        batch[i].result = results[i].code;
-        if (!results[i].ok() && first_failure.ok()) first_failure = std::move(results[i]);
-      }
-      return first_failure;
+      return local::settle(batch, results);
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, path_ + ": " + e.what());
     }

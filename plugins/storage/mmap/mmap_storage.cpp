@@ -15,6 +15,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/batch_outcome.hpp"
 #include "common/local_file.hpp"
 
 namespace {
@@ -49,13 +50,7 @@ class MmapFile final : public k3::sdk::StorageFile {
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     try {
-      Status first_failure;
-      for (auto& request : batch) {
-        Status st = read_one(request);
-        request.result = st.code;
-        if (!st.ok() && first_failure.ok()) first_failure = std::move(st);
-      }
-      return first_failure;
+      return local::read_each(batch, [&](const k3::sdk::ReadRequest& r) { return read_one(r); });
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, path_ + ": " + e.what());
     }

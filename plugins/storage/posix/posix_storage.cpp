@@ -15,6 +15,8 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/batch_outcome.hpp"
+
 #include "read_loop.hpp"
 
 namespace {
@@ -49,13 +51,7 @@ class PosixFile final : public k3::sdk::StorageFile {
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     try {
-      Status first_failure;
-      for (auto& request : batch) {
-        Status st = read_one(request);
-        request.result = st.code;
-        if (!st.ok() && first_failure.ok()) first_failure = std::move(st);
-      }
-      return first_failure;
+      return k3::storage::local::read_each(batch, [&](const k3::sdk::ReadRequest& r) { return read_one(r); });
     } catch (const std::exception& e) {  // only std::bad_alloc while formatting a message
       return Status::error(StatusCode::out_of_memory, path_ + ": " + e.what());
     }

@@ -19,6 +19,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/batch_outcome.hpp"
 #include "common/local_file.hpp"
 #include "common/segments.hpp"
 
@@ -125,12 +126,7 @@ class UringFile final : public k3::sdk::StorageFile {
         run(*ring, batch, segments, results);
         rings_->release(std::move(ring));
       }
-      Status first_failure;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        batch[i].result = results[i].code;
-        if (!results[i].ok() && first_failure.ok()) first_failure = std::move(results[i]);
-      }
-      return first_failure;
+      return local::settle(batch, results);
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, path_ + ": " + e.what());
     }
