@@ -48,13 +48,16 @@ TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& st
 
 TensorReader::~TensorReader() = default;
 
-void TensorReader::add(const TensorInfo& info) {
+std::pair<std::uint32_t, std::uint64_t> TensorReader::source_of(const TensorInfo& info) const {
   if (packed_ != nullptr)
-    if (const auto it = packed_->offset.find(info.name); it != packed_->offset.end()) {
-      wanted_.push_back({&info, 0, static_cast<std::uint32_t>(index_.files().size()), it->second});
-      return;
-    }
-  wanted_.push_back({&info, 0, info.file, info.offset});
+    if (const auto it = packed_->offset.find(info.name); it != packed_->offset.end())
+      return {static_cast<std::uint32_t>(index_.files().size()), it->second};
+  return {info.file, info.offset};
+}
+
+void TensorReader::add(const TensorInfo& info) {
+  const auto [file, offset] = source_of(info);
+  wanted_.push_back({&info, 0, file, offset});
 }
 
 std::size_t TensorReader::want(const std::string& name, DType dtype, const std::vector<std::uint64_t>& shape) {
@@ -99,12 +102,8 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
 }
 
 TensorSource TensorReader::locate(const TensorInfo& t) {
-  if (packed_ != nullptr)
-    if (const auto it = packed_->offset.find(t.name); it != packed_->offset.end()) {
-      const auto bin = static_cast<std::uint32_t>(index_.files().size());
-      return {&file(bin), it->second, file_name(bin)};
-    }
-  return {&file(t.file), t.offset, file_name(t.file)};
+  const auto [f, offset] = source_of(t);
+  return {&file(f), offset, file_name(f)};
 }
 
 std::uint64_t TensorReader::layout() {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
@@ -84,6 +85,8 @@ class TensorReader {
     std::uint64_t src_offset;  ///< of the tensor in that file
   };
   void add(const TensorInfo& info);
+  /// (file index, offset) of a tensor: trunk.bin when the packed trunk holds it, else its shard.
+  [[nodiscard]] std::pair<std::uint32_t, std::uint64_t> source_of(const TensorInfo& info) const;
   [[nodiscard]] std::string file_name(std::uint32_t index) const;
 
   const CheckpointIndex& index_;
