@@ -20,6 +20,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "../common/row_prefetch.hpp"
 #include "avx512_ops.hpp"
@@ -31,8 +32,6 @@ using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
 constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x latency 4
-constexpr std::size_t kMxfp4RowTile = 4;  // measured: 4, 5 and 6 equal; 8 spills registers
-constexpr std::size_t kMxfp4Group = 32;
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
 /// as in the scalar set).
@@ -148,45 +147,59 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
   return reduce_tree(acc);
 }
 
-// MXFP4. For each scale byte s the 16 possible weights E2M1[code]·2^(s-127) are a constant
-// table (codes 0-7 in `pos`, their negatives 8-15 in `neg`, -0 included; s = 255 gives ±0,
-// as in the scalar set), computed at compile time: the products are exact, so they equal the
-// scalar's E2M1[code] · mxfp4_scale(s) bit for bit. A group's two table registers are two
-// loads; vpermt2pd then picks each element's weight by its 4-bit code (bit 3 chooses the
-// register, bits 0-2 the lane). Sixteen codes are one little-endian 64-bit word (low nibble
-// = even column); broadcasting it and shifting lane j right by 4j (first 8 codes) or
-// 32 + 4j (last 8) leaves code j in lane j's low 4 bits (vpermt2pd ignores the rest).
-// The group's ±0 weights of scale 255 are added like any others (so 0·inf gives NaN there
-// too).
+// MXFP4. Every weight E2M1[code]·2^(s-127) is a double whose mantissa has at most its top
+// bit set, so its low 32 bits are zero and its top 32 bits say everything. For each scale
+// byte s the top halves of the 16 possible weights (codes 0-7, then their negatives 8-15;
+// s = 255 gives ±0, as in the scalar set) are one 64-byte table, computed at compile time
+// from the same products as the scalar set's E2M1[code] · mxfp4_scale(s).
 //
-// Throughput (Zen 5, measured): per 8 weights one shift, one two-table permute and one FMA,
-// which the FP pipes can overlap; the row tile keeps both tables of every row in registers
-// and interleaves the rows' FMA chains 8 weights at a time so the chains overlap.
-struct alignas(64) GroupTable {
-  std::array<double, 8> pos;
-  std::array<double, 8> neg;
+// Decode of 16 weights (one little-endian 64-bit word of 16 codes, low nibble = even column):
+//   1. broadcast the word to every qword: dwords (lo, hi) = (codes 0-7, codes 8-15);
+//   2. vpsrlvd by (0,0, 4,4, ..., 28,28): dword 2q holds code q, dword 2q+1 code 8+q in
+//      its low 4 bits (vpermd ignores the rest);
+//   3. vpermd in the group's table: 16 top halves at once;
+//   4. qword q shifted left by 32 is weight q (the first 8 weights), and qword q with its low
+//      dword cleared is weight 8+q (the next 8).
+// Per 8 weights that is half a shift, half a lookup, one shift-or-mask and the FMA: all four
+// vector pipes of Zen 5 stay busy, where a two-table vpermi2pd per 8 weights competed with
+// the FMA for the same two pipes (docs/benchmarks.md, "Kernel sets").
+//
+// Rows run 8 at a time: 8 independent FMA chains (latency 4) keep the pipes fed. The
+// table of a (row, group) is found through a byte offset; the offsets of a tile's next
+// kScaleChunk groups are made from the scale bytes with a few vector instructions and kept
+// in a small array, so the inner loop addresses them off one pointer.
+struct alignas(64) Top32Table {
+  std::array<std::uint32_t, 16> top;
 };
 
-constexpr GroupTable group_table(unsigned s) {
+constexpr Top32Table top32_table(unsigned s) {
   constexpr std::array<double, 8> kE2M1 = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
   // 2^(s-127) from its bits (a normal double for s <= 254); the scalar set's 0 for s = 255.
   const double scale = s == 255 ? 0.0 : std::bit_cast<double>(static_cast<std::uint64_t>(s + 896u) << 52);
-  GroupTable t{};
+  Top32Table t{};
   for (std::size_t j = 0; j < 8; ++j) {
-    t.pos[j] = kE2M1[j] * scale;
-    t.neg[j] = -kE2M1[j] * scale;
+    const auto pos = std::bit_cast<std::uint64_t>(kE2M1[j] * scale);
+    const auto neg = std::bit_cast<std::uint64_t>(-kE2M1[j] * scale);
+    if ((pos | neg) & 0xFFFFFFFFu) throw "an MXFP4 weight has nonzero low 32 bits";  // fails the constexpr build
+    t.top[j] = static_cast<std::uint32_t>(pos >> 32);
+    t.top[8 + j] = static_cast<std::uint32_t>(neg >> 32);
   }
   return t;
 }
 
-constexpr std::array<GroupTable, 256> make_group_tables() {
-  std::array<GroupTable, 256> out{};
-  for (unsigned s = 0; s < 256; ++s) out[s] = group_table(s);
+constexpr std::array<Top32Table, 256> make_top32_tables() {
+  std::array<Top32Table, 256> out{};
+  for (unsigned s = 0; s < 256; ++s) out[s] = top32_table(s);
   return out;
 }
 
-// Constant-initialised (32 KiB of read-only data): no initialiser runs at dlopen.
-constexpr std::array<GroupTable, 256> kGroupTables = make_group_tables();
+// Constant-initialised (16 KiB of read-only data): no initialiser runs at dlopen.
+constexpr std::array<Top32Table, 256> kTop32Tables = make_top32_tables();
+
+constexpr std::size_t kMxfp4RowTile = 8;  // 8 FMA chains; measured: 8 and 10 equal, 6 and 12 slower
+constexpr std::size_t kMxfp4Group = 32;
+constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
+constexpr std::size_t kScaleChunk = 64;  // groups whose table offsets are prepared at once
 
 inline std::uint64_t load_u64(const std::uint8_t* p) {
   std::uint64_t v;
@@ -194,16 +207,47 @@ inline std::uint64_t load_u64(const std::uint8_t* p) {
   return v;
 }
 
-/// The weights of 8 elements: codes (word >> shift_j) & 15 looked up in a group's table.
-inline __m512d decode8(std::uint64_t word, __m512i shifts, __m512d pos, __m512d neg) {
-  const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(static_cast<long long>(word)), shifts);
-  return _mm512_permutex2var_pd(pos, idx, neg);
+/// The 16 weights of a 64-bit word of codes as two vectors of 8 doubles (elements 0-7 and
+/// 8-15), looked up in `table` (the top halves for the group's scale).
+struct Weights16 {
+  __m512d first;
+  __m512d second;
+};
+
+inline Weights16 decode16(std::uint64_t word, __m512i table) {
+  const __m512i counts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+  const __m512i idx = _mm512_srlv_epi32(_mm512_set1_epi64(static_cast<long long>(word)), counts);
+  const __m512i top = _mm512_permutexvar_epi32(idx, table);
+  const __m512i high_dwords = _mm512_set1_epi64(static_cast<long long>(0xFFFFFFFF00000000ull));
+  return {_mm512_castsi512_pd(_mm512_slli_epi64(top, 32)), _mm512_castsi512_pd(_mm512_and_si512(top, high_dwords))};
 }
 
-template <std::size_t R>
-inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, float* y) {
-  const __m512i shifts[2] = {_mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28),
-                             _mm512_setr_epi64(32, 36, 40, 44, 48, 52, 56, 60)};
+/// Byte offsets into kTop32Tables (scale << 6) of `n` (<= kScaleChunk) consecutive scale
+/// bytes; reads exactly n bytes.
+inline void table_offsets(const std::uint8_t* scales, std::size_t n, std::uint16_t* out) {
+  const __mmask64 m = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  const __m512i bytes = _mm512_maskz_loadu_epi8(m, scales);
+  const __m512i lo = _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(bytes)), 6);
+  const __m512i hi = _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(bytes, 1)), 6);
+  _mm512_storeu_si512(out, lo);
+  _mm512_storeu_si512(out + 32, hi);
+}
+
+/// Activations of one unit of 8 elements, as doubles.
+struct F32Activations {
+  const float* x;
+  __m512d load8(std::size_t c) const { return _mm512_cvtps_pd(_mm256_loadu_ps(x + c)); }
+};
+struct F64Activations {
+  const double* x;
+  __m512d load8(std::size_t c) const { return _mm512_loadu_pd(x + c); }
+};
+
+inline const char* table_bytes() { return reinterpret_cast<const char*>(kTop32Tables.data()); }
+
+/// y[r] = row r0 + r of m · x for r < R; X reads the activations (fp32 or widened).
+template <std::size_t R, class X>
+inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, X x, const float* x32, float* y) {
   const std::size_t cols = m.cols;
   const std::size_t pstride = (cols + 1) / 2;
   const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
@@ -213,41 +257,50 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_pd();
 
-  constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
   const std::size_t full_groups = cols / kMxfp4Group;
-  for (std::size_t g = 0; g < full_groups; ++g) {
-    if (g % (kCacheLine / kGroupBytes) == 0) {
+  alignas(64) std::uint16_t offsets[R][kScaleChunk];
+  for (std::size_t g0 = 0; g0 < full_groups; g0 += kScaleChunk) {
+    const std::size_t n = full_groups - g0 < kScaleChunk ? full_groups - g0 : kScaleChunk;
+    for (std::size_t r = 0; r < R; ++r) table_offsets(scales + r * sstride + g0, n, offsets[r]);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t g = g0 + k;
+      if (g % (kCacheLine / kGroupBytes) == 0) {
 #pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
-    }
-    __m512d pos[R];
-    __m512d neg[R];
+        for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
+        // And one line of the next tile's scale bytes (its R scale rows are contiguous):
+        // without it, each tile's first table_offsets waited for DRAM, ~20% of the time
+        // when the matrix streams from memory.
+        const std::size_t line = g / (kCacheLine / kGroupBytes) * kCacheLine;
+        if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
+      }
+      __m512i table[R];
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < R; ++r) {
-      const GroupTable& t = kGroupTables[scales[r * sstride + g]];
-      pos[r] = _mm512_load_pd(t.pos.data());
-      neg[r] = _mm512_load_pd(t.neg.data());
-    }
-    const float* xg = x + g * kMxfp4Group;
-    const std::uint8_t* pg = packed + g * kGroupBytes;
-    // Unit u = elements 8u..8u+7 of the group, for every row of the tile before the next u.
-#pragma GCC unroll 4
-    for (std::size_t u = 0; u < 4; ++u) {
-      const __m512d xv = _mm512_cvtps_pd(_mm256_loadu_ps(xg + 8 * u));
+      for (std::size_t r = 0; r < R; ++r) table[r] = _mm512_load_si512(table_bytes() + offsets[r][k]);
+      const std::uint8_t* pg = packed + g * kGroupBytes;
+      // Half h = elements 16h..16h+15 of the group (one 64-bit word per row), for every row
+      // of the tile before the next half.
+#pragma GCC unroll 2
+      for (std::size_t h = 0; h < 2; ++h) {
+        const std::size_t c = g * kMxfp4Group + 16 * h;
+        const __m512d x0 = x.load8(c);
+        const __m512d x1 = x.load8(c + 8);
 #pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) {
-        const std::uint64_t word = load_u64(pg + r * pstride + 8 * (u / 2));
-        acc[r] = _mm512_fmadd_pd(decode8(word, shifts[u % 2], pos[r], neg[r]), xv, acc[r]);
+        for (std::size_t r = 0; r < R; ++r) {
+          const Weights16 w = decode16(load_u64(pg + r * pstride + 8 * h), table[r]);
+          acc[r] = _mm512_fmadd_pd(w.first, x0, acc[r]);
+          acc[r] = _mm512_fmadd_pd(w.second, x1, acc[r]);
+        }
       }
     }
   }
 
   // A last, partial group (cols % 32 elements): its bytes are copied out so nothing past
-  // the row is read; for odd cols the unused high nibble of the last byte is masked off.
+  // the row is read; lanes past the last column are masked off (so is the unused high
+  // nibble of the last byte for odd cols).
   const std::size_t rem = cols - full_groups * kMxfp4Group;
   if (rem != 0) {
     const std::size_t g = full_groups;
-    const float* xg = x + g * kMxfp4Group;
+    const float* xg = x32 + g * kMxfp4Group;
     __m512d xv[4];
     __mmask8 lanes[4];
     for (std::size_t k = 0; k < 4; ++k) {
@@ -259,12 +312,11 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
     for (std::size_t r = 0; r < R; ++r) {
       std::uint8_t bytes[kGroupBytes] = {};
       std::memcpy(bytes, packed + r * pstride + g * kGroupBytes, (rem + 1) / 2);
-      const GroupTable& t = kGroupTables[scales[r * sstride + g]];
-      const __m512d pos = _mm512_load_pd(t.pos.data());
-      const __m512d neg = _mm512_load_pd(t.neg.data());
-      for (std::size_t k = 0; k < 4 && lanes[k] != 0; ++k) {
-        const std::uint64_t word = load_u64(bytes + 8 * (k / 2));
-        acc[r] = _mm512_mask3_fmadd_pd(decode8(word, shifts[k % 2], pos, neg), xv[k], acc[r], lanes[k]);
+      const __m512i table = _mm512_load_si512(kTop32Tables[scales[r * sstride + g]].top.data());
+      for (std::size_t h = 0; h < 2 && lanes[2 * h] != 0; ++h) {
+        const Weights16 w = decode16(load_u64(bytes + 8 * h), table);
+        acc[r] = _mm512_mask3_fmadd_pd(w.first, xv[2 * h], acc[r], lanes[2 * h]);
+        acc[r] = _mm512_mask3_fmadd_pd(w.second, xv[2 * h + 1], acc[r], lanes[2 * h + 1]);
       }
     }
   }
@@ -272,27 +324,56 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
   for (std::size_t r = 0; r < R; ++r) y[r] = static_cast<float>(reduce_tree(acc[r]));
 }
 
-/// Rows [r, r + R) for every batch row.
+/// Rows [r, r + R) for every batch row; xw holds the batch's activations widened to fp64,
+/// or is null (then they are converted as they are used).
 template <std::size_t R>
-inline void mxfp4_tile(const Mxfp4Matrix& m, std::size_t r, const float* x, std::size_t batch, float* y) {
-  for (std::size_t b = 0; b < batch; ++b) mxfp4_rows<R>(m, r, x + b * m.cols, y + b * m.rows + r);
+inline void mxfp4_tile(const Mxfp4Matrix& m, std::size_t r, const float* x, const double* xw, std::size_t batch,
+                       float* y) {
+  for (std::size_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * m.cols;
+    float* yb = y + b * m.rows + r;
+    if (xw != nullptr) mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
+    else mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
+  }
 }
 
 /// The last `left` (< R) rows from r, as one tile of exactly that many rows.
 template <std::size_t R>
-inline void mxfp4_tail(const Mxfp4Matrix& m, std::size_t r, std::size_t left, const float* x, std::size_t batch,
-                       float* y) {
+inline void mxfp4_tail(const Mxfp4Matrix& m, std::size_t r, std::size_t left, const float* x, const double* xw,
+                       std::size_t batch, float* y) {
   if constexpr (R > 1) {
-    if (left == R - 1) mxfp4_tile<R - 1>(m, r, x, batch, y);
-    else mxfp4_tail<R - 1>(m, r, left, x, batch, y);
+    if (left == R - 1) mxfp4_tile<R - 1>(m, r, x, xw, batch, y);
+    else mxfp4_tail<R - 1>(m, r, left, x, xw, batch, y);
   }
+}
+
+// Activations widened to fp64 once per call, so the inner loop loads doubles instead of
+// converting the same 8 floats once per row tile (vcvtps2pd shares the FMA pipes). The
+// buffer belongs to the calling thread and only grows. Above kMaxWidened doubles (8 MiB),
+// or if it cannot grow, the kernel converts as it goes: same bits, a little slower.
+constexpr std::size_t kMaxWidened = std::size_t{1} << 20;
+
+const double* widen(const float* x, std::size_t n) noexcept {
+  if (n > kMaxWidened) return nullptr;
+  thread_local std::vector<double> buffer;
+  try {
+    if (buffer.size() < n) buffer.resize(n);
+  } catch (...) {
+    return nullptr;
+  }
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(buffer.data() + i, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) buffer[i] = x[i];
+  return buffer.data();
 }
 
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, m.rows);
+  if (rr.begin == rr.end) return;
+  const double* xw = widen(x, batch * m.cols);
   std::size_t r = rr.begin;
-  for (; r + kMxfp4RowTile <= rr.end; r += kMxfp4RowTile) mxfp4_tile<kMxfp4RowTile>(m, r, x, batch, y);
-  mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, x, batch, y);
+  for (; r + kMxfp4RowTile <= rr.end; r += kMxfp4RowTile) mxfp4_tile<kMxfp4RowTile>(m, r, x, xw, batch, y);
+  mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, x, xw, batch, y);
 }
 
 }  // namespace
