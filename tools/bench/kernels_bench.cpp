@@ -26,6 +26,8 @@
 
 #include <k3/plugin_host.hpp>
 
+#include "model/row_blocks.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -174,7 +176,9 @@ Rate measure(double min_time, std::size_t copies, std::size_t bytes_per_call, Bo
   return {bytes / elapsed, bytes / (process_cpu_seconds() - cpu_start)};
 }
 
-/// Memory read bandwidth: a streaming 64-bit integer sum over `mib` MiB, split over threads.
+/// Memory read bandwidth: a streaming 64-bit integer sum over `mib` MiB, in 512 KiB pieces
+/// handed to whichever thread is free (like the matmuls, so a slower vCPU does not hold
+/// back the faster one).
 Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
   const std::size_t n = mib * 1024 * 1024 / 8;
   std::vector<std::uint64_t> buf(n);
@@ -182,21 +186,18 @@ Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
   volatile std::uint64_t sink = 0;
   return measure(min_time, 1, n * 8, [&](std::size_t) {
     std::uint64_t total = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(dynamic, 1 << 16)
     for (std::size_t i = 0; i < n; ++i) total += buf[i];
     sink = sink + total;
   });
 }
 
-/// Runs one matmul over all rows, rows split evenly over `threads` OpenMP threads.
+/// Runs one matmul over all rows, split over `threads` OpenMP threads by the host's rule
+/// (model/row_blocks.hpp: blocks of 64 rows handed to whichever thread is free).
 void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
          const std::vector<float>& x, std::size_t batch, std::vector<float>& y, int threads) {
   const std::size_t n = s.rows * s.cols;
-#pragma omp parallel num_threads(threads)
-  {
-    const auto t = static_cast<std::size_t>(omp_get_thread_num());
-    const auto nt = static_cast<std::size_t>(omp_get_num_threads());
-    const k3::sdk::RowRange range{s.rows * t / nt, s.rows * (t + 1) / nt};
+  k3::model::for_row_blocks(s.rows, threads, [&](k3::sdk::RowRange range) {
     if (kernel == "bf16") {
       set.matmul_bf16(w.bf16.data() + copy * n, s.rows, s.cols, range, x.data(), batch, y.data());
     } else if (kernel == "f32") {
@@ -207,7 +208,7 @@ void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& 
       const k3::sdk::Mxfp4Matrix m{w.packed.data() + copy * pbytes, w.scales.data() + copy * sbytes, s.rows, s.cols};
       set.matmul_mxfp4(m, range, x.data(), batch, y.data());
     }
-  }
+  });
 }
 
 }  // namespace

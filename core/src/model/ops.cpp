@@ -3,29 +3,9 @@
 #include <algorithm>
 #include <limits>
 
-#include <omp.h>
+#include "model/row_blocks.hpp"
 
 namespace k3::model {
-namespace {
-
-// Rows per task: big enough to amortise scheduling, small enough to balance 2+ threads.
-constexpr std::size_t kRowBlock = 64;
-
-template <class Fn>
-void for_row_blocks(std::size_t rows, int threads, Fn&& fn) {
-  const std::size_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  if (threads <= 1 || blocks <= 1) {
-    fn(sdk::RowRange{0, rows});
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t begin = b * kRowBlock;
-    fn(sdk::RowRange{begin, std::min(rows, begin + kRowBlock)});
-  }
-}
-
-}  // namespace
 
 void Ops::matmul(const Bf16Matrix& w, const float* x, std::size_t batch, float* y) const {
   for_row_blocks(w.rows, threads_, [&](sdk::RowRange r) { k_.matmul_bf16(w.w, w.rows, w.cols, r, x, batch, y); });
