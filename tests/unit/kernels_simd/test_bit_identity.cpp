@@ -1,9 +1,10 @@
 // Every kernel of every SIMD set that can run here equals the scalar set bit for bit
 // (memcmp of the whole output, including the rows outside the range, which must be left
 // alone) on random operands over many shapes: every column count 1..70 (all tails of 8 and
-// 32), odd larger sizes, 1..17 rows (every remainder of the row tiles: avx512 runs dense
-// rows 8 at a time and MXFP4 rows 6 at a time, avx2 4 at a time), batch 1..5, partial row
-// ranges; MXFP4 with scale bytes 0, 1, 252..254 and 255 and random padding nibbles.
+// 32), odd larger sizes, 1..17 rows (every remainder of the row tiles: avx512 runs dense and
+// MXFP4 rows 8 at a time, avx2 4 at a time), batch 1..5, partial row ranges; MXFP4 with scale
+// bytes 0, 1, 252..254 and 255 and random padding nibbles, and with more activations than
+// the avx512 set widens to fp64 up front (it then converts them as it goes).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -250,6 +251,31 @@ TEST_CASE("fp32 matmul of every SIMD set equals scalar bit for bit", "[kernels_s
 TEST_CASE("MXFP4 matmul of every SIMD set equals scalar bit for bit", "[kernels_simd][mxfp4]") {
   compare_all_shapes("matmul_mxfp4", Activations::finite, run_mxfp4);
   compare_all_shapes("matmul_mxfp4", Activations::cancelling, run_mxfp4);
+}
+
+TEST_CASE("MXFP4 matmul with a very long batch of activations equals scalar bit for bit", "[kernels_simd][mxfp4]") {
+  // batch x cols = 8 x 131075 > 2^20 doubles: past what the avx512 set widens up front, so
+  // its other path (converting the activations as it goes) runs, and the groups cross many
+  // of its 64-group scale chunks.
+  const auto ref = k3simd::scalar_set();
+  const auto sets = k3simd::runnable_simd_sets();
+  RandomInputs rnd(0x10b6u);
+  for (const Shape& s : {Shape{9, 131075, 8, {0, 9}}, Shape{9, 131075, 8, {3, 8}}}) {
+    const std::vector<float> x = rnd.floats(s.batch * s.cols);
+    const std::uint64_t operand_seed = rnd.bits32();
+    std::vector<float> want = poisoned(s.batch * s.rows);
+    {
+      RandomInputs weights(operand_seed);
+      run_mxfp4(*ref, weights, s, x, want, Activations::finite);
+    }
+    for (const auto& [name, set] : sets) {
+      std::vector<float> got = poisoned(s.batch * s.rows);
+      RandomInputs weights(operand_seed);
+      run_mxfp4(*set, weights, s, x, got, Activations::finite);
+      INFO(describe(name, "matmul_mxfp4", s));
+      CHECK(same_bits(got, want));
+    }
+  }
 }
 
 TEST_CASE("dot_f32 of every SIMD set equals scalar bit for bit", "[kernels_simd][dot]") {
