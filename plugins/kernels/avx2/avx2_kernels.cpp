@@ -12,14 +12,18 @@
 //   0·0 = +0, which leaves its accumulator unchanged (an accumulator that starts at +0 can
 //   never become -0, and +0 added to any other value, inf or NaN returns it unchanged).
 // Several rows run at once (independent accumulators) to hide the FMA latency; the additions
-// within one row are never reordered. Dense tiles prefetch ahead in their rows and into the
-// next tile's (common/row_prefetch.hpp says why). The batch loop sits inside the row tile
-// so a tile of weights is fetched from memory once for the whole batch.
+// within one row are never reordered. Tiles prefetch ahead in their rows and into the next
+// tile's (common/row_prefetch.hpp says why); MXFP4 tiles also prefetch the next tile's
+// scales. The batch loop sits inside the row tile so a tile of weights is fetched from
+// memory once for the whole batch.
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 
+#include "../common/mxfp4_top32.hpp"
 #include "../common/row_prefetch.hpp"
+#include "../common/widened_activations.hpp"
 #include "avx2_ops.hpp"
 
 namespace k3::kernels::avx2 {
@@ -156,71 +160,70 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
   return reduce_tree(acc);
 }
 
-// MXFP4. Eight codes are one little-endian 32-bit word (low nibble = even column). The word
-// is broadcast and lane j shifted left by 28 - 4j, so code j sits in bits 28-31 of lane j:
-// bit 31 is its sign, bits 28-30 (shifted down) index the 8 magnitudes with vpermps.
-// For scale bytes s <= 252 the magnitudes |E2M1|·2^(s-127) are exact in fp32 (2^-128 and up
-// are representable subnormals, 6·2^125 is below FLT_MAX), so the table is scaled once per
-// group in fp32; for s = 253, 254 they would overflow fp32, so the unscaled weight is widened
-// and multiplied by 2^(s-127) in fp64 (exact). Either way the weight reaching the FMA is the
-// exact E2M1[code]·2^(s-127). Scale byte 255 means weight 0 (as in the scalar set): the
-// table becomes ±0 and the group's ±0 products are added like any others.
-constexpr unsigned kLargestFp32Scale = 252;
-
-struct Mxfp4Consts {
-  __m256 magnitudes = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-  __m256i shifts = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
-  __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+// MXFP4. Every weight E2M1[code]·2^(s-127) is a double whose mantissa has at most its top
+// bit set, so its low 32 bits are zero. For each scale byte s the top halves of the 8
+// magnitudes |E2M1|·2^(s-127) (0 for s = 255, as in the scalar set) are one 32-byte table,
+// computed at compile time from the same products as the scalar set; a negative code's
+// weight is the magnitude's top half with the sign bit set.
+//
+// Decode of 8 weights (one little-endian 32-bit word, low nibble = even column): the word
+// is broadcast and lane j shifted left so code σ(j) sits in bits 28-31, σ = (0,1,4,5,2,3,6,7);
+// bits 28-30 (shifted down) pick the magnitude with vpermd and bit 31 is already the sign.
+// Interleaving those 8 top halves with zeros (vpunpckldq / vpunpckhdq, which work within each
+// 128-bit half) gives weights 0-3 and 4-7 as doubles, in order thanks to σ. Per 8 weights:
+// 2 shifts, a lookup, an and, an or, 2 unpacks and 2 FMAs, no fp32 -> fp64 conversion.
+struct alignas(32) Mxfp4Magnitudes {
+  std::array<std::uint32_t, 8> top;
 };
 
-/// The group multiplier in fp32: 2^(s-127) from its bits (s = 0 is the subnormal 2^-127),
-/// 0 for s = 255.
-inline float group_scale_f32(unsigned s) {
-  const std::uint32_t bits = s == 255 ? 0u : s == 0 ? 0x00400000u : s << 23;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+constexpr Mxfp4Magnitudes mxfp4_magnitudes(unsigned s) {
+  Mxfp4Magnitudes t{};
+  for (unsigned code = 0; code < 8; ++code) t.top[code] = mxfp4_weight_top32(s, code);
+  return t;
 }
 
-/// 2^(s-127) in fp64 from its bits.
-inline double pow2_scale_f64(unsigned s) {
-  const std::uint64_t bits = static_cast<std::uint64_t>(s + 896u) << 52;
-  double d = 0;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
+constexpr std::array<Mxfp4Magnitudes, 256> make_mxfp4_magnitudes() {
+  std::array<Mxfp4Magnitudes, 256> out{};
+  for (unsigned s = 0; s < 256; ++s) out[s] = mxfp4_magnitudes(s);
+  return out;
 }
 
-/// The 8 weights (fp32, sign applied) whose codes are the nibbles of four_bytes.
-inline __m256 decode8(const Mxfp4Consts& k, const std::uint8_t* four_bytes, __m256 table) {
+// Constant-initialised (8 KiB of read-only data): no initialiser runs at dlopen.
+constexpr std::array<Mxfp4Magnitudes, 256> kMxfp4Magnitudes = make_mxfp4_magnitudes();
+
+/// The 8 weights whose codes are the nibbles of four_bytes, looked up in `table` (the
+/// group's magnitudes).
+inline Block decode8(const std::uint8_t* four_bytes, __m256i table) {
+  const __m256i shifts = _mm256_setr_epi32(28, 24, 12, 8, 20, 16, 4, 0);  // 28 - 4·σ(j)
+  const __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   std::uint32_t word = 0;
   std::memcpy(&word, four_bytes, sizeof word);
-  const __m256i v = _mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int>(word)), k.shifts);
-  const __m256 mag = _mm256_permutevar8x32_ps(table, _mm256_srli_epi32(v, 28));
-  return _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_and_si256(v, k.sign_bit)));
+  const __m256i v = _mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts);
+  const __m256i mag = _mm256_permutevar8x32_epi32(table, _mm256_srli_epi32(v, 28));
+  const __m256i top = _mm256_or_si256(mag, _mm256_and_si256(v, sign_bit));
+  const __m256i zero = _mm256_setzero_si256();
+  return {_mm256_castsi256_pd(_mm256_unpacklo_epi32(zero, top)), _mm256_castsi256_pd(_mm256_unpackhi_epi32(zero, top))};
 }
 
-inline Block widen(__m256 w) {
-  return {_mm256_cvtps_pd(_mm256_castps256_ps128(w)), _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1))};
-}
+/// Activations of 8 elements as doubles.
+struct F32Activations {
+  const float* x;
+  Block load8(std::size_t c) const { return load_f32x8(x + c); }
+};
+struct F64Activations {
+  const double* x;
+  Block load8(std::size_t c) const { return {_mm256_loadu_pd(x + c), _mm256_loadu_pd(x + c + 4)}; }
+};
 
 /// One row's 32-element group (16 bytes at p, activations xg[0..3]) into acc.
-inline void mxfp4_group(const Mxfp4Consts& k, const std::uint8_t* p, unsigned s, const Block* xg, Acc& acc) {
-  if (s <= kLargestFp32Scale || s == 255) {
-    const __m256 table = _mm256_mul_ps(k.magnitudes, _mm256_set1_ps(group_scale_f32(s)));
+inline void mxfp4_group(const std::uint8_t* p, unsigned s, const Block* xg, Acc& acc) {
+  const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMxfp4Magnitudes[s].top.data()));
 #pragma GCC unroll 4
-    for (std::size_t j = 0; j < 4; ++j) fma_block(acc, widen(decode8(k, p + 4 * j, table)), xg[j]);
-    return;
-  }
-  const __m256d scale = _mm256_set1_pd(pow2_scale_f64(s));
-  for (std::size_t j = 0; j < 4; ++j) {
-    const Block w = widen(decode8(k, p + 4 * j, k.magnitudes));
-    fma_block(acc, {_mm256_mul_pd(w.lo, scale), _mm256_mul_pd(w.hi, scale)}, xg[j]);
-  }
+  for (std::size_t j = 0; j < 4; ++j) fma_block(acc, decode8(p + 4 * j, table), xg[j]);
 }
 
-template <std::size_t R>
-inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, float* y) {
-  const Mxfp4Consts k;
+template <std::size_t R, class X>
+inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, X x, const float* x32, float* y) {
   const std::size_t cols = m.cols;
   const std::size_t pstride = (cols + 1) / 2;
   const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
@@ -229,12 +232,20 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
   Acc acc[R];
 
   const std::size_t full_groups = cols / kMxfp4Group;
+  constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
   for (std::size_t g = 0; g < full_groups; ++g) {
-    const float* xg = x + g * kMxfp4Group;
-    const Block xv[4] = {load_f32x8(xg), load_f32x8(xg + 8), load_f32x8(xg + 16), load_f32x8(xg + 24)};
+    if (g % (kCacheLine / kGroupBytes) == 0) {
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < R; ++r)
-      mxfp4_group(k, packed + r * pstride + g * (kMxfp4Group / 2), scales[r * sstride + g], xv, acc[r]);
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
+      // And one line of the next tile's scale bytes (its R scale rows are contiguous), so a
+      // tile streaming from DRAM does not wait for its scales.
+      const std::size_t line = g / (kCacheLine / kGroupBytes) * kCacheLine;
+      if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
+    }
+    const std::size_t c = g * kMxfp4Group;
+    const Block xv[4] = {x.load8(c), x.load8(c + 8), x.load8(c + 16), x.load8(c + 24)};
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) mxfp4_group(packed + r * pstride + g * kGroupBytes, scales[r * sstride + g], xv, acc[r]);
   }
 
   // A last, partial group: bytes and activations are copied into a zero-padded group, so
@@ -244,26 +255,39 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
   if (rem != 0) {
     const std::size_t g = full_groups;
     float xt[kMxfp4Group] = {};
-    std::memcpy(xt, x + g * kMxfp4Group, rem * sizeof(float));
+    std::memcpy(xt, x32 + g * kMxfp4Group, rem * sizeof(float));
     const Block xv[4] = {load_f32x8(xt), load_f32x8(xt + 8), load_f32x8(xt + 16), load_f32x8(xt + 24)};
     for (std::size_t r = 0; r < R; ++r) {
-      std::uint8_t bytes[kMxfp4Group / 2] = {};
-      std::memcpy(bytes, packed + r * pstride + g * (kMxfp4Group / 2), (rem + 1) / 2);
+      std::uint8_t bytes[kGroupBytes] = {};
+      std::memcpy(bytes, packed + r * pstride + g * kGroupBytes, (rem + 1) / 2);
       if (rem % 2 != 0) bytes[rem / 2] &= 0x0F;
-      mxfp4_group(k, bytes, scales[r * sstride + g], xv, acc[r]);
+      mxfp4_group(bytes, scales[r * sstride + g], xv, acc[r]);
     }
   }
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r) y[r] = static_cast<float>(reduce_tree(acc[r]));
 }
 
+/// Rows [r, r + R) for every batch row; xw holds the batch's activations widened to fp64,
+/// or is null (then they are converted as they are used).
+template <std::size_t R>
+inline void mxfp4_tile(const Mxfp4Matrix& m, std::size_t r, const float* x, const double* xw, std::size_t batch,
+                       float* y) {
+  for (std::size_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * m.cols;
+    float* yb = y + b * m.rows + r;
+    if (xw != nullptr) mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
+    else mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
+  }
+}
+
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, m.rows);
+  if (rr.begin == rr.end) return;
+  const double* xw = widened_activations(x, batch * m.cols);
   std::size_t r = rr.begin;
-  for (; r + kRowTile <= rr.end; r += kRowTile)
-    for (std::size_t b = 0; b < batch; ++b) mxfp4_rows<kRowTile>(m, r, x + b * m.cols, y + b * m.rows + r);
-  for (; r < rr.end; ++r)
-    for (std::size_t b = 0; b < batch; ++b) mxfp4_rows<1>(m, r, x + b * m.cols, y + b * m.rows + r);
+  for (; r + kRowTile <= rr.end; r += kRowTile) mxfp4_tile<kRowTile>(m, r, x, xw, batch, y);
+  for (; r < rr.end; ++r) mxfp4_tile<1>(m, r, x, xw, batch, y);
 }
 
 }  // namespace

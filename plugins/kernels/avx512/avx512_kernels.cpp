@@ -18,11 +18,11 @@
 #include <immintrin.h>
 
 #include <array>
-#include <bit>
 #include <cstring>
-#include <vector>
 
+#include "../common/mxfp4_top32.hpp"
 #include "../common/row_prefetch.hpp"
+#include "../common/widened_activations.hpp"
 #include "avx512_ops.hpp"
 
 namespace k3::kernels::avx512 {
@@ -173,17 +173,8 @@ struct alignas(64) Top32Table {
 };
 
 constexpr Top32Table top32_table(unsigned s) {
-  constexpr std::array<double, 8> kE2M1 = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-  // 2^(s-127) from its bits (a normal double for s <= 254); the scalar set's 0 for s = 255.
-  const double scale = s == 255 ? 0.0 : std::bit_cast<double>(static_cast<std::uint64_t>(s + 896u) << 52);
   Top32Table t{};
-  for (std::size_t j = 0; j < 8; ++j) {
-    const auto pos = std::bit_cast<std::uint64_t>(kE2M1[j] * scale);
-    const auto neg = std::bit_cast<std::uint64_t>(-kE2M1[j] * scale);
-    if ((pos | neg) & 0xFFFFFFFFu) throw "an MXFP4 weight has nonzero low 32 bits";  // fails the constexpr build
-    t.top[j] = static_cast<std::uint32_t>(pos >> 32);
-    t.top[8 + j] = static_cast<std::uint32_t>(neg >> 32);
-  }
+  for (unsigned code = 0; code < 16; ++code) t.top[code] = mxfp4_weight_top32(s, code);
   return t;
 }
 
@@ -347,30 +338,10 @@ inline void mxfp4_tail(const Mxfp4Matrix& m, std::size_t r, std::size_t left, co
   }
 }
 
-// Activations widened to fp64 once per call, so the inner loop loads doubles instead of
-// converting the same 8 floats once per row tile (vcvtps2pd shares the FMA pipes). The
-// buffer belongs to the calling thread and only grows. Above kMaxWidened doubles (8 MiB),
-// or if it cannot grow, the kernel converts as it goes: same bits, a little slower.
-constexpr std::size_t kMaxWidened = std::size_t{1} << 20;
-
-const double* widen(const float* x, std::size_t n) noexcept {
-  if (n > kMaxWidened) return nullptr;
-  thread_local std::vector<double> buffer;
-  try {
-    if (buffer.size() < n) buffer.resize(n);
-  } catch (...) {
-    return nullptr;
-  }
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(buffer.data() + i, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) buffer[i] = x[i];
-  return buffer.data();
-}
-
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, m.rows);
   if (rr.begin == rr.end) return;
-  const double* xw = widen(x, batch * m.cols);
+  const double* xw = widened_activations(x, batch * m.cols);
   std::size_t r = rr.begin;
   for (; r + kMxfp4RowTile <= rr.end; r += kMxfp4RowTile) mxfp4_tile<kMxfp4RowTile>(m, r, x, xw, batch, y);
   mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, x, xw, batch, y);

@@ -4,7 +4,7 @@
 // 32), odd larger sizes, 1..17 rows (every remainder of the row tiles: avx512 runs dense and
 // MXFP4 rows 8 at a time, avx2 4 at a time), batch 1..5, partial row ranges; MXFP4 with scale
 // bytes 0, 1, 252..254 and 255 and random padding nibbles, and with more activations than
-// the avx512 set widens to fp64 up front (it then converts them as it goes).
+// the SIMD sets widen to fp64 up front (they then convert them as they go).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -254,9 +254,9 @@ TEST_CASE("MXFP4 matmul of every SIMD set equals scalar bit for bit", "[kernels_
 }
 
 TEST_CASE("MXFP4 matmul with a very long batch of activations equals scalar bit for bit", "[kernels_simd][mxfp4]") {
-  // batch x cols = 8 x 131075 > 2^20 doubles: past what the avx512 set widens up front, so
-  // its other path (converting the activations as it goes) runs, and the groups cross many
-  // of its 64-group scale chunks.
+  // batch x cols = 8 x 131075 > 2^20 doubles: past what the SIMD sets widen up front
+  // (common/widened_activations.hpp), so their other path (converting the activations as
+  // they go) runs, and the groups cross many of avx512's 64-group scale chunks.
   const auto ref = k3simd::scalar_set();
   const auto sets = k3simd::runnable_simd_sets();
   RandomInputs rnd(0x10b6u);

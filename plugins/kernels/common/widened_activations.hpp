@@ -1,0 +1,32 @@
+// Activations widened to fp64 once per MXFP4 call, shared by the SIMD sets.
+//
+// Why: an MXFP4 kernel runs a tile of rows over the whole activation vector, so without this
+// every tile converts the same floats to doubles again (vcvtps2pd, which shares the FMA
+// pipes). The buffer belongs to the calling thread and only grows. Above kMaxWidened doubles
+// (8 MiB), or if it cannot grow, the caller gets null and converts as it goes: same bits
+// (fp32 -> fp64 is exact either way), a little slower. Compiled in each set's kernel
+// translation unit, so the conversion loop uses that set's instructions.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace k3::kernels {
+
+inline constexpr std::size_t kMaxWidened = std::size_t{1} << 20;
+
+/// x[0..n) as doubles in this thread's buffer (valid until the thread's next call), or
+/// null when n > kMaxWidened or the buffer cannot grow.
+inline const double* widened_activations(const float* x, std::size_t n) noexcept {
+  if (n > kMaxWidened) return nullptr;
+  thread_local std::vector<double> buffer;
+  try {
+    if (buffer.size() < n) buffer.resize(n);
+  } catch (...) {
+    return nullptr;
+  }
+  double* out = buffer.data();
+  for (std::size_t i = 0; i < n; ++i) out[i] = x[i];
+  return out;
+}
+
+}  // namespace k3::kernels
