@@ -151,7 +151,7 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
 // bit set, so its low 32 bits are zero and its top 32 bits say everything. For each scale
 // byte s the top halves of the 16 possible weights (codes 0-7, then their negatives 8-15;
 // s = 255 gives ±0, as in the scalar set) are one 64-byte table, computed at compile time
-// from the same products as the scalar set's E2M1[code] · mxfp4_scale(s).
+// by common/mxfp4_top32.hpp from the same products as the scalar set.
 //
 // Decode of 16 weights (one little-endian 64-bit word of 16 codes, low nibble = even column):
 //   1. broadcast the word to every qword: dwords (lo, hi) = (codes 0-7, codes 8-15);
@@ -198,13 +198,14 @@ inline std::uint64_t load_u64(const std::uint8_t* p) {
   return v;
 }
 
-/// The 16 weights of a 64-bit word of codes as two vectors of 8 doubles (elements 0-7 and
-/// 8-15), looked up in `table` (the top halves for the group's scale).
+/// 16 consecutive weights as two vectors of 8 doubles.
 struct Weights16 {
-  __m512d first;
-  __m512d second;
+  __m512d first;   ///< elements 0-7
+  __m512d second;  ///< elements 8-15
 };
 
+/// The weights of a 64-bit word of 16 codes, looked up in `table` (the top halves for the
+/// group's scale).
 inline Weights16 decode16(std::uint64_t word, __m512i table) {
   const __m512i counts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
   const __m512i idx = _mm512_srlv_epi32(_mm512_set1_epi64(static_cast<long long>(word)), counts);
