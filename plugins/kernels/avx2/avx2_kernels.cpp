@@ -18,7 +18,6 @@
 // memory once for the whole batch.
 #include <immintrin.h>
 
-#include <array>
 #include <cstring>
 
 #include "../common/mxfp4_top32.hpp"
@@ -172,24 +171,8 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
 // Interleaving those 8 top halves with zeros (vpunpckldq / vpunpckhdq, which work within each
 // 128-bit half) gives weights 0-3 and 4-7 as doubles, in order thanks to σ. Per 8 weights:
 // 2 shifts, a lookup, an and, an or, 2 unpacks and 2 FMAs, no fp32 -> fp64 conversion.
-struct alignas(32) Mxfp4Magnitudes {
-  std::array<std::uint32_t, 8> top;
-};
-
-constexpr Mxfp4Magnitudes mxfp4_magnitudes(unsigned s) {
-  Mxfp4Magnitudes t{};
-  for (unsigned code = 0; code < 8; ++code) t.top[code] = mxfp4_weight_top32(s, code);
-  return t;
-}
-
-constexpr std::array<Mxfp4Magnitudes, 256> make_mxfp4_magnitudes() {
-  std::array<Mxfp4Magnitudes, 256> out{};
-  for (unsigned s = 0; s < 256; ++s) out[s] = mxfp4_magnitudes(s);
-  return out;
-}
-
 // Constant-initialised (8 KiB of read-only data): no initialiser runs at dlopen.
-constexpr std::array<Mxfp4Magnitudes, 256> kMxfp4Magnitudes = make_mxfp4_magnitudes();
+constexpr auto kMxfp4Magnitudes = mxfp4_top32_tables<8>();
 
 /// The 8 weights whose codes are the nibbles of four_bytes, looked up in `table` (the
 /// group's magnitudes).

@@ -17,7 +17,6 @@
 // (common/row_prefetch.hpp says why).
 #include <immintrin.h>
 
-#include <array>
 #include <cstring>
 
 #include "../common/mxfp4_top32.hpp"
@@ -168,24 +167,8 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
 // table of a (row, group) is found through a byte offset; the offsets of a tile's next
 // kScaleChunk groups are made from the scale bytes with a few vector instructions and kept
 // in a small array, so the inner loop addresses them off one pointer.
-struct alignas(64) Top32Table {
-  std::array<std::uint32_t, 16> top;
-};
-
-constexpr Top32Table top32_table(unsigned s) {
-  Top32Table t{};
-  for (unsigned code = 0; code < 16; ++code) t.top[code] = mxfp4_weight_top32(s, code);
-  return t;
-}
-
-constexpr std::array<Top32Table, 256> make_top32_tables() {
-  std::array<Top32Table, 256> out{};
-  for (unsigned s = 0; s < 256; ++s) out[s] = top32_table(s);
-  return out;
-}
-
 // Constant-initialised (16 KiB of read-only data): no initialiser runs at dlopen.
-constexpr std::array<Top32Table, 256> kTop32Tables = make_top32_tables();
+constexpr auto kTop32Tables = mxfp4_top32_tables<16>();
 
 constexpr std::size_t kMxfp4RowTile = 8;  // 8 FMA chains; measured: 8 and 10 equal, 6 and 12 slower
 constexpr std::size_t kMxfp4Group = 32;

@@ -30,4 +30,20 @@ constexpr std::uint32_t mxfp4_weight_top32(unsigned s, unsigned code) {
   return static_cast<std::uint32_t>(bits >> 32);
 }
 
+/// The top halves of the weights of codes 0..Codes-1 for one scale byte (Codes = 16: every
+/// weight; Codes = 8: the magnitudes), aligned to be one vector load.
+template <unsigned Codes>
+struct alignas(Codes * 4) Mxfp4Top32Table {
+  std::array<std::uint32_t, Codes> top;
+};
+
+/// One table per scale byte 0..255, for a constexpr (constant-initialised) array.
+template <unsigned Codes>
+constexpr std::array<Mxfp4Top32Table<Codes>, 256> mxfp4_top32_tables() {
+  std::array<Mxfp4Top32Table<Codes>, 256> out{};
+  for (unsigned s = 0; s < 256; ++s)
+    for (unsigned code = 0; code < Codes; ++code) out[s].top[code] = mxfp4_weight_top32(s, code);
+  return out;
+}
+
 }  // namespace k3::kernels
