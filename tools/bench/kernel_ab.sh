@@ -45,7 +45,8 @@ CURRENT="$BUILD/bin/k3bench-kernels"
 [ -x "$CURRENT" ] || { echo "kernel_ab.sh: $CURRENT not found (cmake --build $BUILD --target k3bench-kernels)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "kernel_ab.sh: taskset (util-linux) is needed" >&2; exit 2; }
 
-SHA=$(git -C "$REPO" rev-parse --verify "$BASE^{commit}")
+SHA=$(git -C "$REPO" rev-parse --verify --quiet "$BASE^{commit}") ||
+  { echo "kernel_ab.sh: $BASE is not a commit of $REPO" >&2; exit 2; }
 TREE="$WORK/src-${SHA:0:12}"
 BASE_BUILD="$WORK/build-${SHA:0:12}"
 mkdir -p "$WORK"
