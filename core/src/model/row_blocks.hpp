@@ -1,16 +1,28 @@
 // How a matrix product is split over threads (K3-MODEL.md §5: threads split output rows,
-// never a reduction). Rows go out in blocks of kRowBlock, handed to whichever thread is free
-// next, so the output does not depend on the thread count or on which thread ran a block.
+// never a reduction). Rows go out in blocks of kRowBlock; each block is computed whole by one
+// thread, so the output does not depend on the thread count or on which thread ran a block.
 //
-// Why dynamic and not equal halves: on a VM the two vCPUs can run at very different speeds
-// (one shares its physical core with another guest; measured 9.2 vs 11.7 GB/s on the same
-// MXFP4 kernel at the same moment). Equal halves make the fast core wait for the slow one;
-// blocks handed out as threads free up use both fully.
+// Which thread runs which block is chosen for speed, for two reasons measured on this VM
+// (docs/benchmarks.md, "Splitting rows over threads"):
+//   - The two vCPUs can run at very different speeds (one shares its physical core with
+//     another guest; 9.2 vs 11.7 GB/s on the same MXFP4 kernel at the same moment), so a
+//     fixed split makes the fast core wait for the slow one.
+//   - A kernel prefetches ahead in its rows and into the rows of its next tile. When
+//     consecutive blocks go to different threads, every block starts cold on its thread and
+//     the prefetch at its end fetches rows the other thread will run: handing out single
+//     blocks to whichever thread was free cost 12-17% on MXFP4 at 2 threads.
+// So each thread owns a contiguous share of the blocks and runs it front to back; a thread
+// whose share is empty takes the back half of the largest share left and runs that front to
+// back. Streams stay long, and no thread waits while another has more than one block left.
 #pragma once
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
 
 #include <k3/kernels.hpp>
 
@@ -20,8 +32,72 @@ namespace k3::model {
 /// (a multiple of every kernel set's row tile, 4, 6 and 8).
 inline constexpr std::size_t kRowBlock = 64;
 
+/// Blocks [0, blocks) in one contiguous share per thread, handed out front to back, with the
+/// back half of the largest share going to a thread that has run out. Block numbers are kept
+/// in 32 bits: up to 2^32 blocks of 64 rows.
+class BlockShares {
+ public:
+  BlockShares(std::size_t blocks, int threads)
+      : count_(static_cast<std::size_t>(std::max(threads, 1))), shares_(std::make_unique<Share[]>(count_)) {
+    for (std::size_t t = 0; t < count_; ++t)
+      shares_[t].range.store(pack(blocks * t / count_, blocks * (t + 1) / count_));
+  }
+
+  /// The next block for thread t (0 <= t < threads), or nothing once every block is taken.
+  std::optional<std::size_t> next(std::size_t t) {
+    for (;;) {
+      std::uint64_t r = shares_[t].range.load();
+      while (front(r) < end(r))
+        if (shares_[t].range.compare_exchange_weak(r, pack(front(r) + 1, end(r)))) return front(r);
+      if (!steal_into(t)) return std::nullopt;
+    }
+  }
+
+ private:
+  // A share is the blocks [front, end), both in one atomic word, so the owner taking its
+  // front and a thief moving its end never lose each other's update. The word says which
+  // blocks of the share are still free, so a compare-exchange that succeeds is always right,
+  // however the share changed in between.
+  struct alignas(64) Share {
+    std::atomic<std::uint64_t> range{0};
+  };
+  static std::uint64_t pack(std::size_t front, std::size_t end) {
+    return static_cast<std::uint64_t>(front) | (static_cast<std::uint64_t>(end) << 32);
+  }
+  static std::size_t front(std::uint64_t r) { return static_cast<std::size_t>(r & 0xFFFFFFFFu); }
+  static std::size_t end(std::uint64_t r) { return static_cast<std::size_t>(r >> 32); }
+
+  /// Moves the back half (rounded up) of the largest share into thread t's empty share;
+  /// false when every share is empty.
+  bool steal_into(std::size_t t) {
+    for (;;) {
+      std::size_t victim = count_;
+      std::size_t most = 0;
+      for (std::size_t v = 0; v < count_; ++v) {
+        const std::uint64_t r = shares_[v].range.load();
+        if (end(r) - front(r) > most) {
+          most = end(r) - front(r);
+          victim = v;
+        }
+      }
+      if (victim == count_) return false;
+      std::uint64_t r = shares_[victim].range.load();
+      const std::size_t left = end(r) - front(r);
+      if (left == 0) continue;
+      const std::size_t mid = end(r) - (left + 1) / 2;
+      if (shares_[victim].range.compare_exchange_strong(r, pack(front(r), mid))) {
+        shares_[t].range.store(pack(mid, end(r)));
+        return true;
+      }
+    }
+  }
+
+  std::size_t count_;
+  std::unique_ptr<Share[]> shares_;
+};
+
 /// Calls fn(RowRange) for consecutive blocks of kRowBlock rows covering [0, rows), on up to
-/// `threads` OpenMP threads.
+/// `threads` OpenMP threads; every block exactly once.
 template <class Fn>
 void for_row_blocks(std::size_t rows, int threads, Fn&& fn) {
   const std::size_t blocks = (rows + kRowBlock - 1) / kRowBlock;
@@ -29,10 +105,15 @@ void for_row_blocks(std::size_t rows, int threads, Fn&& fn) {
     fn(sdk::RowRange{0, rows});
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t begin = b * kRowBlock;
-    fn(sdk::RowRange{begin, std::min(rows, begin + kRowBlock)});
+  BlockShares shares(blocks, threads);
+#pragma omp parallel num_threads(threads)
+  {
+    // A team smaller than asked for leaves some shares without an owner: the others take them.
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    while (const std::optional<std::size_t> b = shares.next(t)) {
+      const std::size_t begin = *b * kRowBlock;
+      fn(sdk::RowRange{begin, std::min(rows, begin + kRowBlock)});
+    }
   }
 }
 
