@@ -19,6 +19,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -177,23 +178,33 @@ Rate measure(double min_time, std::size_t copies, std::size_t bytes_per_call, Bo
 }
 
 /// Memory read bandwidth: a streaming 64-bit integer sum over `mib` MiB, in 512 KiB pieces
-/// handed to whichever thread is free (like the matmuls, so a slower vCPU does not hold
-/// back the faster one).
+/// split over the threads by the matmuls' rule (model/row_blocks.hpp: a contiguous share
+/// per thread, the back half of the largest share to a thread that runs out), so a slower
+/// vCPU does not hold back the faster one and each thread reads one long stream.
 Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
   const std::size_t n = mib * 1024 * 1024 / 8;
+  constexpr std::size_t kPiece = std::size_t{1} << 16;  // 64-bit words: 512 KiB
   std::vector<std::uint64_t> buf(n);
   for (std::size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
   volatile std::uint64_t sink = 0;
   return measure(min_time, 1, n * 8, [&](std::size_t) {
     std::uint64_t total = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(dynamic, 1 << 16)
-    for (std::size_t i = 0; i < n; ++i) total += buf[i];
+    k3::model::BlockShares pieces((n + kPiece - 1) / kPiece, threads);
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const auto t = static_cast<std::size_t>(omp_get_thread_num());
+      while (const std::optional<std::size_t> p = pieces.next(t)) {
+        const std::size_t begin = *p * kPiece;
+        const std::size_t end = std::min(n, begin + kPiece);
+        for (std::size_t i = begin; i < end; ++i) total += buf[i];
+      }
+    }
     sink = sink + total;
   });
 }
 
 /// Runs one matmul over all rows, split over `threads` OpenMP threads by the host's rule
-/// (model/row_blocks.hpp: blocks of 64 rows handed to whichever thread is free).
+/// (model/row_blocks.hpp: 64-row blocks in a contiguous share per thread, with stealing).
 void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
          const std::vector<float>& x, std::size_t batch, std::vector<float>& y, int threads) {
   const std::size_t n = s.rows * s.cols;
