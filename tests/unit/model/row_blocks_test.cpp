@@ -58,7 +58,7 @@ TEST_CASE("every row is computed exactly once for any row count and thread count
 }
 
 TEST_CASE("a slow thread's blocks are taken over by the fast one", "[model][row_blocks]") {
-  // 64 blocks on 2 threads: each owns 32. Thread 0 sleeps 2 ms per block, so thread 1 must
+  // 64 blocks on 2 threads: each owns 32. Thread 0 sleeps 5 ms per block, so thread 1 must
   // run far more than its own 32 (it steals from the back of thread 0's share).
   const std::size_t rows = 64 * kRowBlock;
   std::vector<std::atomic<int>> hits(rows);
@@ -67,7 +67,7 @@ TEST_CASE("a slow thread's blocks are taken over by the fast one", "[model][row_
   for_row_blocks(rows, 2, [&](k3::sdk::RowRange r) {
     const int t = omp_get_thread_num();
     if (t == 0) team = omp_get_num_threads();
-    if (t == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (t == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ++by_thread[t == 0 ? 0 : 1];
     for (std::size_t i = r.begin; i < r.end; ++i) ++hits[i];
   });
