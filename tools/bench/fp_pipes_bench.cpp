@@ -43,7 +43,9 @@ using Clock = std::chrono::steady_clock;
   "vfmadd231pd %%zmm30,%%zmm31,%%zmm10\n vfmadd231pd %%zmm30,%%zmm31,%%zmm11\n"                      \
   "vfmadd231pd %%zmm30,%%zmm31,%%zmm12\n vfmadd231pd %%zmm30,%%zmm31,%%zmm13\n"                      \
   "vfmadd231pd %%zmm30,%%zmm31,%%zmm14\n vfmadd231pd %%zmm30,%%zmm31,%%zmm15\n"
-// 16 independent instances of a 3-operand instruction `op src, src, dst` into zmm16-23.
+// 16 instances of a 3-operand instruction `op src, src, dst` into zmm16-23, each register
+// written twice. Only `vpermi2pd` also reads its destination (its index), which makes pairs
+// of it dependent: its figure is a lower bound.
 #define X2(op, d) op " %%zmm28,%%zmm29,%%zmm" #d "\n"
 #define X16(op)                                                                                         \
   X2(op, 16) X2(op, 17) X2(op, 18) X2(op, 19) X2(op, 20) X2(op, 21) X2(op, 22) X2(op, 23) X2(op, 16) \
