@@ -28,19 +28,21 @@ TEST_CASE("one thread runs its share front to back, then halves of the others' f
 }
 
 TEST_CASE("shares without a running owner are taken by the others", "[model][row_blocks]") {
-  BlockShares shares(37, 5);
-  std::vector<int> seen(37, 0);
-  while (const auto b = shares.next(2)) ++seen.at(*b);
-  for (std::size_t b = 0; b < seen.size(); ++b) {
-    INFO("block " << b);
-    CHECK(seen[b] == 1);
+  for (const int threads : {5, 20}) {  // 20 keeps its shares on the heap
+    BlockShares shares(37, threads);
+    std::vector<int> seen(37, 0);
+    while (const auto b = shares.next(2)) ++seen.at(*b);
+    for (std::size_t b = 0; b < seen.size(); ++b) {
+      INFO(threads << " shares, block " << b);
+      CHECK(seen[b] == 1);
+    }
   }
 }
 
 TEST_CASE("every row is computed exactly once for any row count and thread count", "[model][row_blocks]") {
   for (const std::size_t rows : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{896},
                                  std::size_t{3072}, std::size_t{12345}}) {
-    for (const int threads : {1, 2, 3, 4, 7}) {
+    for (const int threads : {1, 2, 3, 4, 7, 20}) {  // 20: past the shares kept in the object
       std::vector<std::atomic<int>> hits(rows);
       std::atomic<int> bad_ranges{0};
       for_row_blocks(rows, threads, [&](k3::sdk::RowRange r) {
