@@ -27,7 +27,7 @@
 
 #include <k3/plugin_host.hpp>
 
-#include "model/row_blocks.hpp"
+#include "maths/row_blocks.hpp"
 
 namespace {
 

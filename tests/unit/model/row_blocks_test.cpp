@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/row_blocks.hpp"
+#include "maths/row_blocks.hpp"
 
 using k3::model::BlockShares;
 using k3::model::for_row_blocks;

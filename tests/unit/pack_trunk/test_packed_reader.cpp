@@ -17,8 +17,8 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
-#include "model/tensor_reader.hpp"
-#include "model/weights.hpp"
+#include "streaming/tensor_reader.hpp"
+#include "streaming/layer_loader.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;

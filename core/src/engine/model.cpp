@@ -1,0 +1,104 @@
+#include <omp.h>
+
+#include <k3/error.hpp>
+
+#include "engine/model_impl.hpp"
+
+namespace k3 {
+
+Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSettings& settings)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.dir = dir;
+  if (!std::filesystem::is_directory(dir))
+    throw UsageError(dir.string() + ": no checkpoint directory there (make one with k3host make-model)");
+  m.config = read_model_config(dir / "config.json");
+  // The plan comes first: a model that does not fit is refused before anything is allocated.
+  m.plan = plan_memory(m.config, settings.memory);
+  require_fit(m.plan);
+  m.index.emplace(CheckpointIndex::open(dir));
+  m.storage = host.create_storage(settings.storage, settings.storage_params);
+  m.kernel_name = settings.kernels == "auto" ? host.best_kernels().name : settings.kernels;
+  m.kernels = host.create_kernels(m.kernel_name, settings.kernel_params);
+  m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
+  m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
+  m.counters = std::make_unique<runtime::StreamCounters>();
+  // The policy is created (and its name and parameters checked) even when everything is
+  // resident, so a wrong cache section is refused rather than ignored.
+  auto policy = host.create_cache(settings.cache_policy, settings.cache_params);
+  // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
+  // model; read whole only for a policy that wants the future (cache/cache_future.hpp).
+  std::shared_ptr<const cache::CacheFuture> future;
+  if (policy->wants_future()) {
+    if (settings.cache_future.empty())
+      throw UsageError("cache policy '" + settings.cache_policy +
+                       "' needs the future request stream of this run (cache.future): record it first with "
+                       "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
+    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config));
+  } else if (!settings.cache_future.empty()) {
+    cache::check_cache_future(settings.cache_future, m.config);
+  }
+  // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
+  // refused when it was packed from another model.
+  if (!settings.packed_trunk.empty())
+    m.packed = std::make_unique<model::PackedLocations>(
+        model::PackedLocations::of(PackedTrunk::open(settings.packed_trunk, m.config.fingerprint())));
+  if (m.plan.resident()) {
+    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
+    m.source = std::make_unique<ResidentSource>(*m.weights);
+    return;
+  }
+  m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
+                                                     m.packed.get());
+  m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
+                                                        std::move(future), m.plan.expert_slots,
+                                                        m.plan.expert_slot_bytes, settings.expert_read_attempts,
+                                                        *m.counters);
+  m.streamed_experts = std::make_unique<cache::StreamedExperts>(*m.expert_cache);
+}
+
+Model::~Model() = default;
+
+model::WeightSource& Model::Impl::weight_source() {
+  if (source) return *source;
+  return *trunk;
+}
+
+model::ExpertSource& Model::Impl::expert_source() {
+  if (source) return *source;
+  return *streamed_experts;
+}
+
+const ModelConfig& Model::config() const noexcept { return impl_->config; }
+const std::filesystem::path& Model::dir() const noexcept { return impl_->dir; }
+std::string Model::kernel_set() const { return impl_->kernel_name; }
+int Model::threads() const noexcept { return impl_->threads; }
+const MemoryPlan& Model::plan() const noexcept { return impl_->plan; }
+bool Model::streaming() const noexcept { return !impl_->source; }
+
+std::uint64_t Model::weight_bytes_read() const noexcept {
+  if (impl_->weights) return impl_->weights->bytes_read();
+  const auto& c = *impl_->counters;
+  return c.trunk_bytes + c.expert_bytes + c.table_bytes;
+}
+
+StreamStats Model::stream_stats() const {
+  StreamStats s;
+  auto& c = *impl_->counters;
+  if (impl_->weights) {
+    s.trunk_bytes = impl_->weights->bytes_read();  // everything, read once at load
+    return s;
+  }
+  s.trunk_bytes = c.trunk_bytes;
+  s.expert_bytes = c.expert_bytes;
+  s.table_bytes = c.table_bytes;
+  s.expert_requests = c.expert_requests;
+  s.expert_hits = c.expert_hits;
+  s.io_wait_seconds = static_cast<double>(c.io_wait_ns.load()) * 1e-9;
+  s.read_seconds = static_cast<double>(c.read_ns.load()) * 1e-9;
+  std::lock_guard<std::mutex> lk(c.failures_mutex);
+  s.expert_failures = c.expert_failures;
+  return s;
+}
+
+}  // namespace k3

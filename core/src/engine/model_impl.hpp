@@ -1,0 +1,60 @@
+// Private parts of k3::Model and k3::Session.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include <k3/checkpoint.hpp>
+#include <k3/model.hpp>
+
+#include <k3/plan.hpp>
+
+#include "streaming/expert_cache.hpp"
+#include "maths/forward.hpp"
+#include "streaming/tensor_reader.hpp"
+#include "streaming/layer_loader.hpp"
+#include "streaming/stream_counters.hpp"
+#include "streaming/streamed_trunk.hpp"
+
+namespace k3 {
+
+/// Resident weights served as both weight and expert source.
+class ResidentSource final : public model::WeightSource, public model::ExpertSource {
+ public:
+  explicit ResidentSource(const model::ResidentWeights& w) : w_(w) {}
+  const model::GlobalWeights& global() override { return w_.global(); }
+  const model::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
+  void release_layer(std::size_t) override {}
+  void request(std::size_t, std::span<const std::uint32_t> ids) override { ids_.assign(ids.begin(), ids.end()); }
+  model::ExpertWeights wait_one(std::size_t layer, std::size_t i) override { return w_.layer(layer).experts[ids_[i]]; }
+  void release(std::size_t) override {}
+
+ private:
+  const model::ResidentWeights& w_;
+  std::vector<std::uint32_t> ids_;
+};
+
+struct Model::Impl {
+  std::filesystem::path dir;
+  ModelConfig config;
+  std::optional<CheckpointIndex> index;
+  std::shared_ptr<sdk::StorageBackend> storage;
+  std::shared_ptr<sdk::KernelSet> kernels;
+  std::string kernel_name;
+  int threads = 1;
+  std::unique_ptr<model::Ops> ops;
+  MemoryPlan plan;
+  std::unique_ptr<runtime::StreamCounters> counters;
+  std::unique_ptr<model::PackedLocations> packed;  ///< model.packed_trunk, when set
+  // Either resident (the plan holds everything) ...
+  std::unique_ptr<model::ResidentWeights> weights;
+  std::unique_ptr<ResidentSource> source;
+  // ... or streamed (runtime/streamed_trunk, cache/expert_cache).
+  std::unique_ptr<runtime::StreamedTrunk> trunk;
+  std::unique_ptr<cache::ExpertCache> expert_cache;
+  std::unique_ptr<cache::StreamedExperts> streamed_experts;
+
+  [[nodiscard]] model::WeightSource& weight_source();
+  [[nodiscard]] model::ExpertSource& expert_source();
+};
+
+}  // namespace k3

@@ -1,0 +1,78 @@
+#include <k3/error.hpp>
+#include <k3/model.hpp>
+
+#include "engine/model_impl.hpp"
+#include "engine/session_impl.hpp"
+
+namespace k3 {
+
+namespace {
+
+/// Adapts the public listener to the model-internal observer interface.
+class ListenerBridge final : public model::RoutingObserver {
+ public:
+  RoutingListener* listener = nullptr;
+  void on_group(std::size_t layer, std::size_t tokens) override {
+    if (listener != nullptr) listener->on_group(layer, tokens);
+  }
+  void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) override {
+    if (listener != nullptr) listener->on_route(position, layer, experts);
+  }
+};
+
+}  // namespace
+
+struct Session::Impl {
+  Model& model;
+  std::int64_t max_positions;
+  model::SequenceState state;
+  model::Scratch scratch;
+  ListenerBridge bridge;
+};
+
+Session::Session(Model& model, std::int64_t max_positions)
+    : impl_(std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {}, {}})) {
+  if (max_positions < 1) throw UsageError("a session needs room for at least one token");
+}
+
+Session::~Session() = default;
+
+void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
+  Impl& s = *impl_;
+  const ModelConfig& c = s.model.config();
+  if (tokens.empty()) throw UsageError("feed: no tokens");
+  for (std::uint32_t id : tokens)
+    if (id >= static_cast<std::uint64_t>(c.vocab_size))
+      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                       std::to_string(c.vocab_size) + " ids");
+  if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
+    throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
+                     " tokens exceed the context of " + std::to_string(s.max_positions) +
+                     " (raise memory.context)");
+  Model::Impl& m = s.model.impl();
+  logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(c.vocab_size));
+  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.scratch};
+  model::forward(ctx, s.state, tokens, all_positions, logits.data());
+}
+
+const std::vector<std::uint32_t>& Session::tokens() const noexcept { return impl_->state.tokens; }
+std::int64_t Session::position() const noexcept { return impl_->state.position; }
+std::int64_t Session::max_positions() const noexcept { return impl_->max_positions; }
+
+void Session::reset() { impl_->state = model::make_state(impl_->model.config(), impl_->max_positions); }
+
+void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->bridge.listener = listener; }
+
+void Session::save(const std::filesystem::path& file) const {
+  model::save_state(file, impl_->model.config(), impl_->state);
+}
+
+void Session::load(const std::filesystem::path& file) {
+  model::SequenceState st = model::load_state(file, impl_->model.config());
+  if (st.position > impl_->max_positions)
+    throw UsageError(file.string() + ": the saved conversation has " + std::to_string(st.position) +
+                     " tokens, more than the context of " + std::to_string(impl_->max_positions));
+  impl_->state = std::move(st);
+}
+
+}  // namespace k3

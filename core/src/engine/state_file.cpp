@@ -1,0 +1,148 @@
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <xxhash.h>
+
+#include <k3/error.hpp>
+
+#include "maths/forward.hpp"
+#include "engine/session_impl.hpp"
+#include "util/atomic_file.hpp"
+
+namespace k3::model {
+namespace {
+
+constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '\0'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kHeader = 40;
+
+class Writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const char*>(&v);
+    buf_.insert(buf_.end(), p, p + sizeof v);
+  }
+  template <class T>
+  void put_array(const std::vector<T>& v) {
+    const auto* p = reinterpret_cast<const char*>(v.data());
+    buf_.insert(buf_.end(), p, p + v.size() * sizeof(T));
+  }
+  std::vector<char>& bytes() { return buf_; }
+
+ private:
+  std::vector<char> buf_;
+};
+
+class Reader {
+ public:
+  Reader(const char* p, std::size_t n, std::string file) : p_(p), n_(n), file_(std::move(file)) {}
+  template <class T>
+  T get() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, p_ + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  template <class T>
+  void get_array(std::vector<T>& v, std::size_t n) {
+    need(n * sizeof(T));
+    v.resize(n);
+    std::memcpy(v.data(), p_ + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
+  }
+  [[nodiscard]] bool done() const { return at_ == n_; }
+
+ private:
+  void need(std::size_t k) const {
+    if (k > n_ - at_) throw UsageError(file_ + ": state payload ends early (corrupt or from another model)");
+  }
+  const char* p_;
+  std::size_t n_;
+  std::size_t at_ = 0;
+  std::string file_;
+};
+
+}  // namespace
+
+void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st) {
+  Writer w;
+  w.put(st.position);
+  w.put(static_cast<std::uint64_t>(st.tokens.size()));
+  w.put_array(st.tokens);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
+    if (c.is_mla(static_cast<std::int64_t>(i))) {
+      w.put(static_cast<std::uint64_t>(st.mla[i].latent.size()));
+      w.put_array(st.mla[i].latent);
+    } else {
+      w.put_array(st.kda[i].S);
+      w.put_array(st.kda[i].conv_q);
+      w.put_array(st.kda[i].conv_k);
+      w.put_array(st.kda[i].conv_v);
+    }
+  }
+  const std::vector<char>& payload = w.bytes();
+  std::vector<char> out(kHeader);
+  std::memcpy(out.data(), kMagic, 8);
+  const std::uint32_t version = kVersion, reserved = 0;
+  const std::uint64_t fp = c.fingerprint(), size = payload.size();
+  const std::uint64_t sum = XXH64(payload.data(), payload.size(), 0);
+  std::memcpy(out.data() + 8, &version, 4);
+  std::memcpy(out.data() + 12, &reserved, 4);
+  std::memcpy(out.data() + 16, &fp, 8);
+  std::memcpy(out.data() + 24, &size, 8);
+  std::memcpy(out.data() + 32, &sum, 8);
+  out.insert(out.end(), payload.begin(), payload.end());
+  write_file_atomically(file, out.data(), out.size());
+}
+
+SequenceState load_state(const std::filesystem::path& file, const ModelConfig& c) {
+  const std::string name = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UsageError(name + ": cannot open the state file");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, 8) != 0)
+    throw UsageError(name + ": not a k3host state file (bad magic)");
+  std::uint32_t version;
+  std::uint64_t fp, size, sum;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&fp, bytes.data() + 16, 8);
+  std::memcpy(&size, bytes.data() + 24, 8);
+  std::memcpy(&sum, bytes.data() + 32, 8);
+  if (version != kVersion)
+    throw UsageError(name + ": state format version " + std::to_string(version) + ", this k3host reads " +
+                     std::to_string(kVersion));
+  if (fp != c.fingerprint()) throw UsageError(name + ": the state was saved with a different model architecture");
+  if (size != bytes.size() - kHeader)
+    throw UsageError(name + ": payload is " + std::to_string(bytes.size() - kHeader) + " bytes, header says " +
+                     std::to_string(size) + " (truncated?)");
+  if (XXH64(bytes.data() + kHeader, size, 0) != sum) throw UsageError(name + ": payload checksum mismatch (corrupt)");
+
+  Reader r(bytes.data() + kHeader, size, name);
+  SequenceState st = make_state(c, 1);
+  st.position = r.get<std::int64_t>();
+  const auto n = r.get<std::uint64_t>();
+  if (static_cast<std::int64_t>(n) != st.position) throw UsageError(name + ": token count does not match position");
+  r.get_array(st.tokens, n);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
+    if (c.is_mla(static_cast<std::int64_t>(i))) {
+      const auto k = r.get<std::uint64_t>();
+      if (k != n * static_cast<std::uint64_t>(c.kv_lora_rank + c.qk_rope_head_dim))
+        throw UsageError(name + ": layer " + std::to_string(i) + " cache size does not match the position");
+      r.get_array(st.mla[i].latent, k);
+    } else {
+      r.get_array(st.kda[i].S, st.kda[i].S.size());
+      r.get_array(st.kda[i].conv_q, st.kda[i].conv_q.size());
+      r.get_array(st.kda[i].conv_k, st.kda[i].conv_k.size());
+      r.get_array(st.kda[i].conv_v, st.kda[i].conv_v.size());
+    }
+  }
+  if (!r.done()) throw UsageError(name + ": trailing bytes after the state payload");
+  return st;
+}
+
+}  // namespace k3::model

@@ -1,0 +1,87 @@
+// One function per block of K3-MODEL.md §3. Each takes a chunk of T tokens laid out
+// [T, width] row-major; tokens are independent except where the block carries state
+// (KDA recurrence, MLA cache), which is walked in token order. Math only: no I/O, no
+// cache or dispatch decisions (experts arrive through an ExpertSource).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <k3/model_config.hpp>
+
+#include "maths/ops.hpp"
+#include "maths/scratch.hpp"
+#include "maths/state.hpp"
+#include "maths/weights.hpp"
+
+namespace k3::model {
+
+/// AttnRes aggregation AR(rows; proj, norm) for ONE token: rows = [bank_0 … bank_{n-1}, P],
+/// each [E]. out [E].
+void attn_res(const Ops& ops, std::span<const float* const> rows, const std::vector<float>& norm_w,
+              const std::vector<float>& proj_w, double eps, std::size_t E, float* out, Scratch& s);
+
+/// KDA over T tokens (x already input-normed) → out [T, E]; updates `state`.
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& state, const float* x,
+         std::size_t T, float* out, Scratch& s);
+
+/// MLA over T tokens at positions [pos0, pos0+T) → out [T, E]; appends to `cache`.
+void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,
+         const float* x, std::size_t T, float* out, Scratch& s);
+
+/// Where routed experts come from. The resident source hands out pointers; a streaming
+/// source reads the misses in disk order and holds leases until release(). Call order per
+/// MoE layer: route() once with every request, then for each batch of at most max_batch()
+/// distinct ids: request() (starts the reads, returns at once), then for each id in order
+/// wait_one() and compute — the first experts are multiplied while later ones are still
+/// being read — and release().
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  /// Every (token, expert) request of the chunk for `layer`, token-major, top-k order.
+  virtual void route(std::size_t /*layer*/, std::span<const std::uint32_t> /*requests*/) {}
+  /// The most distinct experts one request() may name (the cache's leasable slots).
+  [[nodiscard]] virtual std::size_t max_batch() const { return static_cast<std::size_t>(-1); }
+  /// Starts making the experts `ids` of `layer` available (non-blocking).
+  virtual void request(std::size_t layer, std::span<const std::uint32_t> ids) = 0;
+  /// Blocks until ids[i] of request() is there and returns it. An expert that could not be
+  /// loaded has null matrices (w1.packed == nullptr): its contribution is zero and the run's
+  /// ids are unsound (the source records the failure).
+  virtual ExpertWeights wait_one(std::size_t layer, std::size_t i) = 0;
+  /// Ends the use of everything requested for `layer`.
+  virtual void release(std::size_t layer) = 0;
+};
+
+/// Observes every expert request (token position, layer, expert) in request order.
+class RoutingObserver {
+ public:
+  virtual ~RoutingObserver() = default;
+  /// A serving group starts: the next `tokens` on_route calls (one forward chunk at `layer`)
+  /// are served together by the expert source.
+  virtual void on_group(std::size_t /*layer*/, std::size_t /*tokens*/) {}
+  virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
+};
+
+/// Router + Stable LatentMoE + shared experts over T tokens → out [T, E].
+void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
+                ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
+                std::size_t T, float* out, Scratch& s);
+
+/// Dense SiTU MLP over T tokens → out [T, E].
+void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,
+               float* out, Scratch& s);
+
+/// Slots used by the blocks in Scratch (each block owns a range).
+namespace slot {
+enum : std::size_t {
+  attn_res_scores = 0,
+  attn_res_fold,
+  kda_q = 8, kda_k, kda_v, kda_fa, kda_z, kda_b, kda_g, kda_y, kda_alpha, kda_u, kda_bk,
+  mla_ql = 24, mla_q, mla_ckv, mla_gate, mla_y, mla_qlat, mla_scores, mla_cbar, mla_acc,
+  moe_logits = 40, moe_z, moe_contrib, moe_gather, moe_h1, moe_h3, moe_out, moe_r, moe_sh1, moe_sh2, moe_weights,
+  moe_ids, moe_choice, moe_rows,
+  dense_g = 60, dense_u,
+};
+}  // namespace slot
+
+}  // namespace k3::model

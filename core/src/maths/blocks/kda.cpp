@@ -1,0 +1,122 @@
+// Kimi Delta Attention (K3-MODEL.md §3 "KDA"), per token, channel c = h·D + d:
+//  1. q̃,k̃,ṽ = W_q x, W_k x, W_v x; causal depthwise conv of width K (tap K-1 = current
+//     token, zero history at sequence start), then SiLU.
+//  2. q, k: per head x / sqrt(Σx² + 1e-6); then q ·= D^-1/2. v untouched.
+//  3. g = lb · σ( exp(A_log[h]) · (W_fb(W_fa x)[c] + dt_bias[c]) ); α = exp(g).
+//  4. β_h = σ((W_b x)[h]).
+//  5. S ← diag(α) S;  u = v − Sᵀk;  S ← S + β·k uᵀ;  o = Sᵀ q.   (order is load-bearing)
+//  6. y_h = RMSNorm(o_h; o_norm) ⊙ σ((W_g x)_h)  (norm first, then gate); out = W_o y.
+// S is stored transposed (row j = column j of S) so that Sᵀk and Sᵀq are contiguous dots.
+#include <cmath>
+
+#include "maths/blocks/blocks.hpp"
+
+namespace k3::model {
+namespace {
+
+/// Causal depthwise conv for one token and all P channels, then SiLU; shifts the history.
+/// history [P][K-1] oldest first. Sum in tap order (oldest … current) in fp64.
+void short_conv_silu(const float* taps, float* history, std::size_t P, std::size_t K, float* x) {
+  for (std::size_t c = 0; c < P; ++c) {
+    const float* w = taps + c * K;
+    float* h = history + c * (K - 1);
+    double acc = 0;
+    for (std::size_t t = 0; t + 1 < K; ++t) acc += double{w[t]} * double{h[t]};
+    acc += double{w[K - 1]} * double{x[c]};
+    for (std::size_t t = 0; t + 2 < K; ++t) h[t] = h[t + 1];
+    if (K > 1) h[K - 2] = x[c];
+    const float y = static_cast<float>(acc);
+    x[c] = silu(y);
+  }
+}
+
+/// Per-head L2 normalisation x / sqrt(Σx² + 1e-6), times `scale`, rounded once.
+void l2norm_heads(const Ops& ops, float* x, std::size_t H, std::size_t D, double scale) {
+  for (std::size_t h = 0; h < H; ++h) {
+    float* v = x + h * D;
+    const double inv = scale / std::sqrt(ops.dot(v, v, D) + 1e-6);
+    for (std::size_t d = 0; d < D; ++d) v[d] = static_cast<float>(double{v[d]} * inv);
+  }
+}
+
+}  // namespace
+
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st, const float* x, std::size_t T,
+         float* out, Scratch& s) {
+  const auto H = static_cast<std::size_t>(c.kda_num_heads);
+  const auto D = static_cast<std::size_t>(c.kda_head_dim);
+  const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
+  const std::size_t P = H * D;
+
+  // Projections for the whole chunk (rows independent, batch == single bit for bit).
+  float* q = s.f(slot::kda_q, T * P);
+  float* k = s.f(slot::kda_k, T * P);
+  float* v = s.f(slot::kda_v, T * P);
+  float* fa = s.f(slot::kda_fa, T * D);
+  float* z = s.f(slot::kda_z, T * P);
+  float* braw = s.f(slot::kda_b, T * H);
+  float* graw = s.f(slot::kda_g, T * P);
+  ops.matmul(w.q_proj, x, T, q);
+  ops.matmul(w.k_proj, x, T, k);
+  ops.matmul(w.v_proj, x, T, v);
+  ops.matmul(w.f_a_proj, x, T, fa);
+  ops.matmul(w.f_b_proj, fa, T, z);
+  ops.matmul(w.b_proj, x, T, braw);
+  ops.matmul(w.g_proj, x, T, graw);
+
+  float* y = s.f(slot::kda_y, T * P);
+  double* alpha = s.d(slot::kda_alpha, P);
+  double* bk = s.d(slot::kda_bk, D);
+  float* u = s.f(slot::kda_u, D);
+  const double q_scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double lb = c.gate_lower_bound;
+
+  for (std::size_t t = 0; t < T; ++t) {  // the recurrence walks tokens in order
+    float* qt = q + t * P;
+    float* kt = k + t * P;
+    float* vt = v + t * P;
+    short_conv_silu(w.q_conv, st.conv_q.data(), P, K, qt);
+    short_conv_silu(w.k_conv, st.conv_k.data(), P, K, kt);
+    short_conv_silu(w.v_conv, st.conv_v.data(), P, K, vt);
+    l2norm_heads(ops, qt, H, D, q_scale);
+    l2norm_heads(ops, kt, H, D, 1.0);
+
+    for (std::size_t h = 0; h < H; ++h) {
+      const double a = std::exp(double{w.A_log[h]});
+      for (std::size_t d = 0; d < D; ++d) {
+        const std::size_t ch = h * D + d;
+        const double g = lb * sigmoid64(a * (double{z[t * P + ch]} + double{w.dt_bias[ch]}));
+        alpha[ch] = std::exp(g);
+      }
+    }
+
+    for (std::size_t h = 0; h < H; ++h) {
+      const double beta = sigmoid64(braw[t * H + h]);
+      float* S = st.S.data() + h * D * D;  // S[j*D + i] = S_math[i][j]
+      const float* kh = kt + h * D;
+      const float* qh = qt + h * D;
+      const float* vh = vt + h * D;
+      const double* al = alpha + h * D;
+      for (std::size_t j = 0; j < D; ++j) {  // S ← diag(α) S
+        float* row = S + j * D;
+        for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} * al[i]);
+      }
+      for (std::size_t j = 0; j < D; ++j)  // u = v − Sᵀk
+        u[j] = static_cast<float>(double{vh[j]} - ops.dot(S + j * D, kh, D));
+      for (std::size_t i = 0; i < D; ++i) bk[i] = beta * double{kh[i]};
+      for (std::size_t j = 0; j < D; ++j) {  // S ← S + β·k uᵀ
+        float* row = S + j * D;
+        const double uj = u[j];
+        for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} + bk[i] * uj);
+      }
+      float* yh = y + t * P + h * D;
+      for (std::size_t j = 0; j < D; ++j) yh[j] = static_cast<float>(ops.dot(S + j * D, qh, D));  // o = Sᵀq
+      ops.rmsnorm(yh, w.o_norm.data(), c.rms_norm_eps, D, yh);
+      for (std::size_t j = 0; j < D; ++j)
+        yh[j] = static_cast<float>(double{yh[j]} * sigmoid64(graw[t * P + h * D + j]));
+    }
+  }
+  ops.matmul(w.o_proj, y, T, out);
+}
+
+}  // namespace k3::model

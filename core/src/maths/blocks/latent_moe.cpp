@@ -1,0 +1,141 @@
+// Router + Stable LatentMoE (K3-MODEL.md §3 "Router + Stable LatentMoE"), per token x:
+//  1. s = σ(W_gate x) in fp32; top-k of s + bias (ties: lower expert id first);
+//     w_j = s[idx_j] (unbiased), renormalised w/(Σw + 1e-20), times routed_scaling_factor.
+//  2. z = W_down x; E_e(z) = W2_e · SiTU(W1_e z, W3_e z); r = Σ_j w_j E_{idx_j}(z).
+//  3. r = RMSNorm(r; routed_expert_norm); y = W_up r + Shared(x),
+//     Shared(x) = W_sd · SiTU(W_sg x, W_su x), unweighted.
+// Chunked: each expert chosen in the chunk is multiplied once for all the tokens that chose
+// it (a batched matmul equals the per-token result bit for bit); each token then sums its
+// experts in top-k order, so chunking never changes a bit. The routed-expert reads start
+// right after routing and overlap the shared expert (docs/streaming.md "Overlap").
+#include <algorithm>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "maths/blocks/blocks.hpp"
+
+namespace k3::model {
+namespace {
+
+/// Top-k of choice (descending; ties → lower id first) into idx[0..k).
+void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* idx) {
+  for (std::size_t j = 0; j < k; ++j) {
+    std::size_t best = n;
+    for (std::size_t e = 0; e < n; ++e) {
+      bool taken = false;
+      for (std::size_t i = 0; i < j; ++i) taken = taken || idx[i] == e;
+      if (taken) continue;
+      if (best == n || choice[e] > choice[best]) best = e;
+    }
+    idx[j] = static_cast<std::uint32_t>(best);
+  }
+}
+
+}  // namespace
+
+void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
+                ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
+                std::size_t T, float* out, Scratch& s) {
+  const auto E = static_cast<std::size_t>(c.hidden_size);
+  const auto NE = static_cast<std::size_t>(c.num_experts);
+  const auto K = static_cast<std::size_t>(c.num_experts_per_token);
+  const auto I = static_cast<std::size_t>(c.moe_intermediate_size);
+  const auto L = static_cast<std::size_t>(c.routed_expert_hidden_size);
+  const std::size_t SI = I * static_cast<std::size_t>(c.num_shared_experts);
+  const double b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
+
+  // 1. Route every token of the chunk.
+  float* logits = s.f(slot::moe_logits, T * NE);
+  ops.matmul(w.gate, x, T, logits);
+  std::uint32_t* ids = s.u(slot::moe_ids, T * K);
+  double* weights = s.d(slot::moe_weights, T * K);
+  double* choice = s.d(slot::moe_choice, NE);
+  if (observer != nullptr) observer->on_group(layer, T);
+  for (std::size_t t = 0; t < T; ++t) {
+    const float* lt = logits + t * NE;
+    for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{w.bias[e]};
+    std::uint32_t* it = ids + t * K;
+    top_k(choice, NE, K, it);
+    double* wt = weights + t * K;
+    double sum = 0;
+    for (std::size_t j = 0; j < K; ++j) {
+      wt[j] = sigmoid(lt[it[j]]);  // the unbiased score, fp32
+      sum += wt[j];
+    }
+    for (std::size_t j = 0; j < K; ++j) {
+      if (c.moe_renormalize) wt[j] = wt[j] / (sum + 1e-20);
+      wt[j] *= c.routed_scaling_factor;
+    }
+    if (observer != nullptr) observer->on_route(pos0 + static_cast<std::int64_t>(t), layer, {it, K});
+  }
+
+  // 2. Latent down-projection, then each chosen expert once for all its tokens.
+  float* z = s.f(slot::moe_z, T * L);
+  ops.matmul(w.down, x, T, z);
+  std::map<std::uint32_t, std::vector<std::size_t>> users;  // expert → (t·K + j) slots, ordered by expert id
+  for (std::size_t i = 0; i < T * K; ++i) users[ids[i]].push_back(i);
+  std::vector<std::uint32_t> unique;
+  unique.reserve(users.size());
+  for (const auto& [e, slots] : users) unique.push_back(e);
+  experts.route(layer, {ids, T * K});
+
+  // Reads start now; the shared expert (which needs no routed weights) is computed while
+  // they are in flight. Batches of at most max_batch() distinct experts keep every expert
+  // of a batch leased at once; the order of experts never changes a bit (each writes its
+  // own contribution rows).
+  const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), unique.size()));
+  std::span<const std::uint32_t> all_ids(unique);
+  if (!unique.empty()) experts.request(layer, all_ids.first(std::min(per_batch, unique.size())));
+
+  // Shared experts on the original x, unweighted (added at the end).
+  float* sg = s.f(slot::moe_sh1, T * SI);
+  float* su = s.f(slot::moe_sh2, T * SI);
+  ops.matmul(w.shared_gate, x, T, sg);
+  ops.matmul(w.shared_up, x, T, su);
+  for (std::size_t i = 0; i < T * SI; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
+  float* sh = s.f(slot::moe_rows, T * E);
+  ops.matmul(w.shared_down, sg, T, sh);
+
+  float* contrib = s.f(slot::moe_contrib, T * K * L);  // [t·K + j][L]
+  float* zg = s.f(slot::moe_gather, T * K * L);
+  float* h1 = s.f(slot::moe_h1, T * K * I);
+  float* h3 = s.f(slot::moe_h3, T * K * I);
+  float* eo = s.f(slot::moe_out, T * K * L);
+  for (std::size_t first = 0; first < unique.size(); first += per_batch) {
+    const std::size_t count = std::min(per_batch, unique.size() - first);
+    if (first != 0) experts.request(layer, all_ids.subspan(first, count));
+    for (std::size_t u = 0; u < count; ++u) {
+      const ExpertWeights ew = experts.wait_one(layer, u);  // later experts are still being read
+      const auto& slots = users[unique[first + u]];
+      const std::size_t n = slots.size();
+      if (ew.w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
+        for (std::size_t r = 0; r < n; ++r) std::fill_n(contrib + slots[r] * L, L, 0.0f);
+        continue;
+      }
+      for (std::size_t r = 0; r < n; ++r) std::copy_n(z + (slots[r] / K) * L, L, zg + r * L);
+      ops.matmul(ew.w1, zg, n, h1);
+      ops.matmul(ew.w3, zg, n, h3);
+      for (std::size_t i = 0; i < n * I; ++i) h1[i] = situ(h1[i], h3[i], b1, b2);
+      ops.matmul(ew.w2, h1, n, eo);
+      for (std::size_t r = 0; r < n; ++r) std::copy_n(eo + r * L, L, contrib + slots[r] * L);
+    }
+    experts.release(layer);
+  }
+
+  // 3. Per token: weighted sum in top-k order (fp64, rounded once), latent norm, up-projection.
+  float* r = s.f(slot::moe_r, T * L);
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t l = 0; l < L; ++l) {
+      double acc = 0;
+      for (std::size_t j = 0; j < K; ++j) acc += weights[t * K + j] * double{contrib[(t * K + j) * L + l]};
+      r[t * L + l] = static_cast<float>(acc);
+    }
+    if (c.latent_moe_use_norm) ops.rmsnorm(r + t * L, w.latent_norm.data(), c.rms_norm_eps, L, r + t * L);
+  }
+  ops.matmul(w.up, r, T, out);
+
+  for (std::size_t i = 0; i < T * E; ++i) out[i] = static_cast<float>(double{out[i]} + double{sh[i]});
+}
+
+}  // namespace k3::model

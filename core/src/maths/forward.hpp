@@ -1,0 +1,50 @@
+// The decoder stack (K3-MODEL.md §3 "Decoder layer i" and "End"), over a chunk of tokens.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <k3/model_config.hpp>
+
+#include "maths/blocks/blocks.hpp"
+
+namespace k3::model {
+
+/// Where the non-expert weights come from: resident, or streamed layer by layer. A layer is
+/// acquired before use and released after; the small global tensors are always available.
+/// The embedding table and lm_head are reached only through embed() and head(), so a
+/// streaming source can read rows on demand.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  [[nodiscard]] virtual const GlobalWeights& global() = 0;
+  virtual const LayerWeights& acquire_layer(std::size_t layer) = 0;
+  virtual void release_layer(std::size_t layer) = 0;
+  /// P[t, :] = the embedding row of tokens[t], bf16 widened to fp32 (ids already checked).
+  /// Default: from global().embed_tokens.
+  virtual void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P);
+  /// logits [n, V] = lm_head · x [n, E]. Default: one matmul over global().lm_head. A
+  /// streaming source may multiply row chunks: output rows are independent, so the bits
+  /// are the same.
+  virtual void head(const Ops& ops, const float* x, std::size_t n, float* logits);
+};
+
+struct ForwardContext {
+  const ModelConfig& config;
+  const Ops& ops;
+  WeightSource& weights;
+  ExpertSource& experts;
+  RoutingObserver* observer = nullptr;
+  Scratch& scratch;
+};
+
+/// Runs `tokens` at positions state.position … through every layer, updating the carried
+/// state (KDA, MLA cache, position, token history). Writes logits [tokens.size(), V] when
+/// all_positions, else [1, V] for the last token.
+void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uint32_t> tokens, bool all_positions,
+             float* logits);
+
+/// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
+SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);
+
+}  // namespace k3::model

@@ -1,0 +1,146 @@
+// The routed-expert cache (docs/streaming.md "Expert cache"): a fixed arena of slots, one
+// expert (its six MXFP4 tensors) per slot; the cache policy plugin chooses victims; a leased
+// slot is never evicted. Each request() is one batch of reads for the misses, in disk-offset
+// order, through the storage plugin, on a reader thread, so the caller computes meanwhile
+// (the shared expert) and then waits on the lease.
+//
+// Policy events follow sdk/k3/cache_policy.hpp: route() calls on_access for every
+// (token, expert) request of a chunk-layer (a serving group) in request order; each
+// request() then serves one batch through serve_batch() (cache/serve_batch.hpp, the code
+// the simulator runs too): the batch's resident experts are leased first, then each miss
+// gets on_insert (free slot) or choose_victim + on_remove + on_insert. A failed read gets
+// on_remove.
+//
+// A policy that wants the future (belady) gets the trace of an earlier run (cache.future)
+// with set_future(); route() then checks that this run requests exactly what the trace
+// recorded, in the same serving groups, and throws UsageError naming the trace and the
+// first request that differs.
+//
+// Failures: a read that fails is retried (attempts in total); then the expert is recorded
+// in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
+// matrices (zero contribution). The run goes on; the job exits 4.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <k3/cache_policy.hpp>
+#include <k3/checkpoint.hpp>
+#include <k3/model_config.hpp>
+#include <k3/storage.hpp>
+
+#include "streaming/cache_future.hpp"
+#include "maths/blocks/blocks.hpp"
+#include "streaming/tensor_reader.hpp"
+#include "streaming/stream_counters.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::cache {
+
+class ExpertCache {
+ public:
+  /// `slots` slots of `slot_bytes` each (from the plan). `future` is the request stream
+  /// for a policy that wants it (null otherwise). UsageError when an expert tensor does not
+  /// match the config, or the policy wants the future and none is given.
+  ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+              std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
+              std::uint64_t slots, std::uint64_t slot_bytes, int attempts, runtime::StreamCounters& counters);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  /// Holds the slots of one request() (leased: never evicted) until destroyed. Move-only.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept : cache_(std::exchange(o.cache_, nullptr)), slots_(std::move(o.slots_)) {}
+    Lease& operator=(Lease&& o) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+    /// Blocks until the i-th requested id is read and returns it (null matrices when it
+    /// failed to load). The reader publishes experts in disk order as they land.
+    model::ExpertWeights wait_one(std::size_t i);
+    void reset() noexcept;
+
+   private:
+    friend class ExpertCache;
+    ExpertCache* cache_ = nullptr;
+    std::vector<std::uint32_t> slots_;
+  };
+
+  [[nodiscard]] std::size_t slots() const noexcept { return slot_count_; }
+  /// on_access for every request of the chunk (token-major, top-k order); counts requests.
+  /// With a future: UsageError when the requests or their grouping differ from the trace.
+  void route(std::size_t layer, std::span<const std::uint32_t> requests);
+  /// Leases the experts `ids` (distinct, at most slots()) of `layer`: hits at once, misses
+  /// read as one batch by the reader thread. Returns immediately.
+  Lease request(std::size_t layer, std::span<const std::uint32_t> ids);
+
+ private:
+  enum class State : std::uint8_t { empty, loading, ready, failed };
+  struct Slot {
+    std::uint64_t key = 0;
+    State state = State::empty;
+    std::uint32_t leases = 0;
+  };
+  struct Job {
+    std::uint32_t slot;
+    std::uint32_t layer, expert;
+  };
+  class Arena;
+
+  void reader_loop();
+  void read_batch(std::vector<Job>& jobs);
+  void release(std::span<const std::uint32_t> slots) noexcept;
+  void follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const;
+  [[nodiscard]] std::byte* slot_data(std::uint32_t s) { return arena_.data() + std::size_t{s} * slot_bytes_; }
+  [[nodiscard]] const TensorInfo& tensor(std::uint32_t layer, std::uint32_t expert, int k) const;
+
+  const ModelConfig& c_;
+  const CheckpointIndex& index_;
+  std::shared_ptr<sdk::CachePolicy> policy_;
+  std::shared_ptr<const CacheFuture> future_;  // the span set_future() got points into it
+  runtime::StreamCounters& counters_;
+  std::size_t slot_count_;
+  std::size_t slot_bytes_;
+  int attempts_;
+  std::uint64_t offsets_[6] = {};      // tensor offsets inside a slot (w1, w2, w3 × packed, scale)
+  std::vector<const TensorInfo*> tensors_;  // [moe layer][expert][6]
+  AlignedBuffer arena_;
+  std::vector<Slot> slot_;
+  std::vector<std::uint32_t> free_;
+  std::unordered_map<std::uint64_t, std::uint32_t> where_;  // key → slot (loading or ready)
+  std::unordered_map<std::uint64_t, std::uint64_t> routed_;  // key → requests in this chunk
+  std::uint64_t seq_ = 0;
+
+  model::TensorReader files_;  // shard handles, used by the reader thread only
+  std::deque<std::vector<Job>> queue_;
+  bool stop_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread reader_;
+};
+
+/// The model's ExpertSource over an ExpertCache: one lease per request(), dropped at release().
+class StreamedExperts final : public model::ExpertSource {
+ public:
+  explicit StreamedExperts(ExpertCache& cache) : cache_(cache) {}
+  void route(std::size_t layer, std::span<const std::uint32_t> requests) override { cache_.route(layer, requests); }
+  [[nodiscard]] std::size_t max_batch() const override { return cache_.slots(); }
+  void request(std::size_t layer, std::span<const std::uint32_t> ids) override { lease_ = cache_.request(layer, ids); }
+  model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
+  void release(std::size_t) override { lease_.reset(); }
+
+ private:
+  ExpertCache& cache_;
+  ExpertCache::Lease lease_;
+};
+
+}  // namespace k3::cache

@@ -1,0 +1,86 @@
+// Row chunks (docs/streaming.md "Split dense layers"): multiplies a bf16 matrix that stays
+// on storage. Its rows are read in chunks into two buffers; a reader thread fills the next
+// chunk while the compute thread multiplies the current one. Every output row is its own
+// dot product (the kernels' fixed partition is per row), so the bits equal one matmul over
+// the resident matrix. Serves lm_head in ultra and the FFN of split dense layers.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/storage.hpp>
+
+#include "maths/ops.hpp"
+#include "maths/weights.hpp"
+#include "streaming/stream_counters.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::runtime {
+
+/// Where a tensor's bytes are: a file the streamer opened, and the offset in it.
+struct TensorLocation {
+  const TensorInfo* info = nullptr;  ///< name, dtype, shape (from the checkpoint index)
+  std::uint32_t file = 0;            ///< index into the streamer's files
+  std::uint64_t offset = 0;          ///< of row 0 in that file
+};
+
+class RowChunkStreamer {
+ public:
+  /// `files` are opened by the caller (shards or trunk.bin) and outlive the streamer; only
+  /// the reader thread reads them. `chunk_bytes` per buffer (at least one row).
+  RowChunkStreamer(std::vector<sdk::StorageFile*> files, std::uint64_t chunk_bytes, StreamCounters& counters);
+  ~RowChunkStreamer();
+  RowChunkStreamer(const RowChunkStreamer&) = delete;
+  RowChunkStreamer& operator=(const RowChunkStreamer&) = delete;
+
+  /// out[t·rows + r] = (W x_t)[r] for the [rows, cols] bf16 tensor at `where`, x [n, cols].
+  /// `table`: count the bytes read as table bytes (lm_head) instead of trunk bytes.
+  /// RuntimeError naming the tensor and rows when a read fails after retries.
+  void matmul(const model::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out, bool table);
+
+ private:
+  struct Job {
+    const TensorLocation* where = nullptr;
+    std::uint64_t first = 0, count = 0;
+    int buffer = 0;
+  };
+  void reader_loop();
+  void submit(const Job& job);
+  void wait(int buffer);
+
+  std::vector<sdk::StorageFile*> files_;
+  std::uint64_t chunk_bytes_;
+  StreamCounters& counters_;
+  AlignedBuffer buffers_[2];
+  std::vector<float> out_;
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool have_job_ = false;
+  bool busy_ = false;  ///< the reader is filling a buffer
+  Job job_;
+  bool ready_[2] = {false, false};
+  std::exception_ptr error_[2];
+  bool table_ = false;
+  bool stop_ = false;
+  std::thread reader_;
+};
+
+/// One matrix of a split dense layer, as the forward pass sees it.
+class StreamedFfnMatrix final : public model::StreamedMatrix {
+ public:
+  StreamedFfnMatrix(RowChunkStreamer& streamer, TensorLocation where) : streamer_(streamer), where_(where) {}
+  void matmul(const model::Ops& ops, const float* x, std::size_t n, float* out) override {
+    streamer_.matmul(ops, where_, x, n, out, false);
+  }
+
+ private:
+  RowChunkStreamer& streamer_;
+  TensorLocation where_;
+};
+
+}  // namespace k3::runtime

@@ -1,0 +1,258 @@
+#include "streaming/streamed_trunk.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <k3/error.hpp>
+#include <k3/geometry.hpp>
+
+namespace k3::runtime {
+
+StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                             const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed)
+    : c_(c),
+      counters_(counters),
+      pinned_(plan.pinned),
+      head_chunk_rows_(plan.lm_head_chunk_rows),
+      main_reader_(index, storage, packed),
+      chunk_files_(index, storage, packed),
+      ring_reader_(index, storage, packed),
+      ring_loader_(c, ring_reader_) {
+  const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
+  pinned_.resize(layers, false);
+  const auto E = static_cast<std::uint64_t>(c.hidden_size), V = static_cast<std::uint64_t>(c.vocab_size);
+  embed_info_ = &index.require(std::string(tensor_names::kModel) + "embed_tokens.weight", DType::bf16, {V, E});
+  head_info_ = &index.require(tensor_names::kLmHead, DType::bf16, {V, E});
+  embed_src_ = main_reader_.locate(*embed_info_);
+
+  {
+    ScopedTimer t(counters_.read_ns);
+    global_ = model::load_global(c, main_reader_, false, keep_);
+    if (head_chunk_rows_ == 0) {  // lm_head resident
+      main_reader_.clear();
+      const std::size_t h = main_reader_.want(tensor_names::kLmHead.data(), DType::bf16, {V, E});
+      keep_.push_back(main_reader_.read_all());
+      global_.lm_head = {reinterpret_cast<const std::uint16_t*>(main_reader_.data(keep_.back(), h)), V, E};
+      main_reader_.clear();
+    }
+    counters_.table_bytes += main_reader_.bytes_read();
+  }
+
+  // Split layers (plan.split_dense_ffn): streamed dense layers whose FFN is multiplied while
+  // it is read in row chunks, so their ring slot holds only the attention part.
+  split_.assign(layers, false);
+  bool any_split = false;
+  for (std::size_t li = 0; li < layers; ++li) {
+    split_[li] = plan.split_dense_ffn && !pinned_[li] && c.is_dense(static_cast<std::int64_t>(li));
+    any_split = any_split || split_[li];
+  }
+  if (any_split || head_chunk_rows_ != 0) {
+    std::vector<sdk::StorageFile*> files;
+    auto locate = [&](const TensorInfo& t) {
+      const model::TensorSource src = chunk_files_.locate(t);
+      auto i = static_cast<std::size_t>(std::find(files.begin(), files.end(), src.file) - files.begin());
+      if (i == files.size()) files.push_back(src.file);
+      return TensorLocation{&t, static_cast<std::uint32_t>(i), src.offset};
+    };
+    head_where_ = locate(*head_info_);
+    ffn_.resize(layers);
+    std::vector<std::array<TensorLocation, 3>> where(layers);
+    const auto DI = static_cast<std::uint64_t>(c.intermediate_size);
+    for (std::size_t li = 0; li < layers; ++li) {
+      if (!split_[li]) continue;
+      const std::string p = std::string(tensor_names::kModel) + "layers." + std::to_string(li) + ".mlp.";
+      where[li] = {locate(index.require(p + "gate_proj.weight", DType::bf16, {DI, E})),
+                   locate(index.require(p + "up_proj.weight", DType::bf16, {DI, E})),
+                   locate(index.require(p + "down_proj.weight", DType::bf16, {E, DI}))};
+    }
+    row_chunks_ = std::make_unique<RowChunkStreamer>(std::move(files), plan.row_chunk_bytes, counters_);
+    for (std::size_t li = 0; li < layers; ++li)
+      for (std::size_t k = 0; split_[li] && k < 3; ++k)
+        ffn_[li][k] = std::make_unique<StreamedFfnMatrix>(*row_chunks_, where[li][k]);
+  }
+
+  // Pinned layers now; every streamed layer is checked (dtype, shape) and sized for a slot.
+  model::LayerLoader pin_loader(c, main_reader_);
+  pinned_layers_.resize(layers);
+  std::uint64_t slot_bytes = 0;
+  const std::uint64_t before = main_reader_.bytes_read();
+  for (std::size_t li = 0; li < layers; ++li) {
+    if (pinned_[li]) {
+      ScopedTimer t(counters_.read_ns);
+      keep_.emplace_back(pin_loader.queue(li, false));
+      pin_loader.read_and_bind(keep_.back().data(), pinned_layers_[li]);
+    } else {
+      slot_bytes = std::max(slot_bytes, ring_loader_.queue(li, false, split_[li]));
+      ++n_streamed_;
+    }
+  }
+  counters_.trunk_bytes += main_reader_.bytes_read() - before;
+  if (n_streamed_ == 0) return;
+  slots_.resize(std::max<std::size_t>(1, std::min(plan.ring_slots, n_streamed_)));
+  for (auto& s : slots_) s.buf = AlignedBuffer(slot_bytes);
+  reader_ = std::thread([this] { reader_loop(); });
+}
+
+StreamedTrunk::~StreamedTrunk() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+void StreamedTrunk::reader_loop() {
+  std::unique_lock<std::mutex> lk(m_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const int s = queue_.front();
+    queue_.pop_front();
+    Slot& slot = slots_[static_cast<std::size_t>(s)];
+    const auto layer = static_cast<std::size_t>(slot.layer);
+    lk.unlock();
+    // The slot is `loading`: nobody else touches its buffer or bindings until published.
+    std::exception_ptr error;
+    const std::uint64_t before = ring_reader_.bytes_read();
+    try {
+      ScopedTimer t(counters_.read_ns);
+      ring_loader_.queue(layer, false, split_[layer]);
+      ring_loader_.read_and_bind(slot.buf.data(), slot.w);
+      if (split_[layer]) {
+        slot.w.dense_w.gate_stream = ffn_[layer][0].get();
+        slot.w.dense_w.up_stream = ffn_[layer][1].get();
+        slot.w.dense_w.down_stream = ffn_[layer][2].get();
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    counters_.trunk_bytes += ring_reader_.bytes_read() - before;
+    lk.lock();
+    slot.error = error;
+    slot.state = SlotState::ready;
+    cv_.notify_all();
+  }
+}
+
+std::vector<std::size_t> StreamedTrunk::upcoming(std::size_t layer) const {
+  std::vector<std::size_t> out;
+  const std::size_t n = pinned_.size();
+  for (std::size_t k = 1; k <= n && out.size() < slots_.size(); ++k) {
+    const std::size_t li = (layer + k) % n;
+    if (!pinned_[li] && li != layer) out.push_back(li);
+  }
+  return out;
+}
+
+int StreamedTrunk::slot_of(std::size_t layer) const {
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].state != SlotState::empty && slots_[s].layer == static_cast<std::int64_t>(layer))
+      return static_cast<int>(s);
+  return -1;
+}
+
+int StreamedTrunk::claimable(std::size_t layer) const {
+  const auto next = upcoming(layer);
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].state == SlotState::empty) return static_cast<int>(s);
+  for (std::size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.state != SlotState::ready || slot.held) continue;
+    const auto li = static_cast<std::size_t>(slot.layer);
+    if (li != layer && std::find(next.begin(), next.end(), li) == next.end()) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+void StreamedTrunk::start_read(int s, std::size_t layer) {
+  Slot& slot = slots_[static_cast<std::size_t>(s)];
+  slot.layer = static_cast<std::int64_t>(layer);
+  slot.state = SlotState::loading;
+  slot.error = nullptr;
+  queue_.push_back(s);
+  cv_.notify_all();
+}
+
+void StreamedTrunk::read_ahead(std::size_t layer) {
+  for (std::size_t li : upcoming(layer)) {
+    if (slot_of(li) >= 0) continue;
+    const int s = claimable(layer);
+    if (s < 0) return;
+    start_read(s, li);
+  }
+}
+
+const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
+  if (pinned_[layer]) return pinned_layers_[layer];
+  std::unique_lock<std::mutex> lk(m_);
+  ScopedTimer wait(counters_.io_wait_ns);
+  int s = slot_of(layer);
+  while (s < 0) {  // not read ahead (first pass, or an unusual walk): read it now
+    int free = claimable(layer);
+    for (std::size_t k = 0; free < 0 && k < slots_.size(); ++k)  // the walk jumped: any idle slot
+      if (slots_[k].state == SlotState::ready && !slots_[k].held) free = static_cast<int>(k);
+    if (free >= 0) {
+      start_read(free, layer);
+      s = free;
+    } else {
+      cv_.wait(lk);  // every slot is being filled: wait for one
+      s = slot_of(layer);
+    }
+  }
+  Slot& slot = slots_[static_cast<std::size_t>(s)];
+  cv_.wait(lk, [&] { return slot.state == SlotState::ready; });
+  if (slot.error) {
+    slot.state = SlotState::empty;
+    slot.layer = -1;
+    std::rethrow_exception(std::exchange(slot.error, nullptr));
+  }
+  slot.held = true;
+  held_ = s;
+  read_ahead(layer);
+  return slot.w;
+}
+
+void StreamedTrunk::release_layer(std::size_t layer) {
+  if (pinned_[layer]) return;
+  std::lock_guard<std::mutex> lk(m_);
+  if (held_ >= 0) slots_[static_cast<std::size_t>(held_)].held = false;
+  held_ = -1;
+  read_ahead(layer);
+}
+
+void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
+  // One read per token row, issued as one batch in offset order.
+  rows_.resize(tokens.size() * E * 2);
+  std::vector<sdk::ReadRequest> batch(tokens.size());
+  std::vector<std::size_t> order(tokens.size());
+  for (std::size_t t = 0; t < tokens.size(); ++t) order[t] = t;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tokens[a] < tokens[b]; });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t t = order[i];
+    batch[i] = {embed_src_.offset + std::uint64_t{tokens[t]} * E * 2, E * 2, rows_.data() + t * E * 2,
+                sdk::StatusCode::ok};
+  }
+  sdk::Status st;
+  {
+    ScopedTimer io(counters_.io_wait_ns);
+    ScopedTimer rd(counters_.read_ns);
+    st = model::read_with_retry(*embed_src_.file, batch);
+  }
+  if (!st.ok())
+    throw RuntimeError(embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
+  counters_.table_bytes += tokens.size() * E * 2;
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    const auto* row = reinterpret_cast<const std::uint16_t*>(rows_.data() + t * E * 2);
+    for (std::size_t d = 0; d < E; ++d) P[t * E + d] = model::bf16_to_f32(row[d]);
+  }
+}
+
+void StreamedTrunk::head(const model::Ops& ops, const float* x, std::size_t n, float* logits) {
+  if (head_chunk_rows_ == 0)
+    ops.matmul(global_.lm_head, x, n, logits);
+  else
+    row_chunks_->matmul(ops, head_where_, x, n, logits, true);
+}
+
+}  // namespace k3::runtime

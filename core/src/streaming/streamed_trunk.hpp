@@ -1,0 +1,112 @@
+// The streamed trunk (docs/streaming.md "Trunk ring"): the layers the plan pins stay
+// resident; the others cycle through a ring of fixed slots that a reader thread fills
+// ahead of the compute. The layer walk repeats every token (0, 1, …, N-1, 0, …), so the
+// read-ahead is simply "the next unpinned layers after the one being computed".
+//
+// Reads go through the storage plugin per tensor, in offset order, from the safetensors
+// shards, or as one aligned run per layer from a packed trunk (model.packed_trunk); the
+// layer loader is the same as the resident one, so binding is identical. A split dense
+// layer (plan.split_dense_ffn) holds only its attention part in a slot; its FFN matrices
+// are multiplied while read in row chunks (runtime/row_chunks.hpp).
+//
+// The embedding table is never resident here: each token's row is read on demand. lm_head
+// is resident, or read in row chunks when the plan says so (memory.stream_embedding).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <array>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <k3/checkpoint.hpp>
+#include <k3/plan.hpp>
+#include <k3/storage.hpp>
+
+#include "maths/forward.hpp"
+#include "streaming/tensor_reader.hpp"
+#include "streaming/layer_loader.hpp"
+#include "streaming/row_chunks.hpp"
+#include "streaming/stream_counters.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace k3::runtime {
+
+class StreamedTrunk final : public model::WeightSource {
+ public:
+  /// Reads the global norms, lm_head (unless streamed) and the pinned layers now; starts
+  /// the reader thread. UsageError for a tensor that does not match the config.
+  /// `packed` (optional): read the trunk and tables from a packed trunk's trunk.bin, one
+  /// request per layer.
+  StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed = nullptr);
+  ~StreamedTrunk() override;
+  StreamedTrunk(const StreamedTrunk&) = delete;
+  StreamedTrunk& operator=(const StreamedTrunk&) = delete;
+
+  const model::GlobalWeights& global() override { return global_; }
+  /// Pinned: at once. Streamed: blocks until its slot is filled (reading it now if the
+  /// read-ahead did not), then queues the read-ahead of the following layers.
+  const model::LayerWeights& acquire_layer(std::size_t layer) override;
+  /// The slot may be refilled from now on.
+  void release_layer(std::size_t layer) override;
+  void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) override;
+  void head(const model::Ops& ops, const float* x, std::size_t n, float* logits) override;
+
+ private:
+  enum class SlotState { empty, loading, ready };
+  struct Slot {
+    AlignedBuffer buf;
+    std::int64_t layer = -1;
+    SlotState state = SlotState::empty;
+    bool held = false;
+    model::LayerWeights w;
+    std::exception_ptr error;
+  };
+
+  void reader_loop();
+  /// The next `ring` streamed layers after `layer`, in walk order (cyclic).
+  [[nodiscard]] std::vector<std::size_t> upcoming(std::size_t layer) const;
+  [[nodiscard]] int slot_of(std::size_t layer) const;
+  /// A slot that may be refilled without disturbing the walk from `layer`, or -1.
+  [[nodiscard]] int claimable(std::size_t layer) const;
+  void start_read(int slot, std::size_t layer);
+  void read_ahead(std::size_t layer);
+
+  const ModelConfig& c_;
+  StreamCounters& counters_;
+  std::vector<bool> pinned_;
+  std::vector<bool> split_;  ///< streamed dense layer whose FFN is read in row chunks
+  std::size_t n_streamed_ = 0;
+  std::uint64_t head_chunk_rows_ = 0;
+
+  model::TensorReader main_reader_;  // construction, embedding rows, lm_head chunks
+  std::vector<AlignedBuffer> keep_;
+  model::GlobalWeights global_;
+  std::vector<model::LayerWeights> pinned_layers_;
+  const TensorInfo* embed_info_ = nullptr;
+  model::TensorSource embed_src_;
+  const TensorInfo* head_info_ = nullptr;
+  std::vector<std::byte> rows_;
+
+  // Row chunks: lm_head in ultra and the FFNs of split layers.
+  model::TensorReader chunk_files_;  // opens the files the streamer reads (its thread only reads)
+  std::unique_ptr<RowChunkStreamer> row_chunks_;
+  TensorLocation head_where_;
+  std::vector<std::array<std::unique_ptr<StreamedFfnMatrix>, 3>> ffn_;
+
+  model::TensorReader ring_reader_;  // the reader thread only
+  model::LayerLoader ring_loader_;
+  std::vector<Slot> slots_;
+  int held_ = -1;
+  std::deque<int> queue_;
+  bool stop_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread reader_;
+};
+
+}  // namespace k3::runtime

@@ -1,0 +1,179 @@
+#include "streaming/tensor_reader.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <k3/error.hpp>
+
+namespace k3::model {
+namespace {
+
+std::string shape_str(const std::vector<std::uint64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts) {
+  sdk::Status st = file.read(batch);
+  for (int attempt = 1; attempt < attempts && !st.ok(); ++attempt) {
+    std::vector<std::size_t> failed;
+    std::vector<sdk::ReadRequest> again;
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].result != sdk::StatusCode::ok) {
+        failed.push_back(i);
+        again.push_back({batch[i].offset, batch[i].length, batch[i].dest, sdk::StatusCode::ok});
+      }
+    if (again.empty()) break;  // a failure without a failed request: nothing to retry
+    st = file.read(again);
+    for (std::size_t k = 0; k < failed.size(); ++k) batch[failed[k]].result = again[k].result;
+  }
+  return st;
+}
+
+PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
+  PackedLocations out;
+  out.bin = trunk.bin_path();
+  out.bin_bytes = trunk.bin_bytes();
+  for (const auto* runs : {&trunk.layers(), &trunk.globals()})
+    for (const PackedRun& run : *runs)
+      for (const PackedTensor& t : run.tensors) out.offset.emplace(t.name, run.file_offset + t.offset);
+  return out;
+}
+
+TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage, const PackedLocations* packed)
+    : index_(index), storage_(storage), packed_(packed), files_(index.files().size() + 1) {}
+
+TensorReader::~TensorReader() = default;
+
+std::pair<std::uint32_t, std::uint64_t> TensorReader::source_of(const TensorInfo& info) const {
+  if (packed_ != nullptr)
+    if (const auto it = packed_->offset.find(info.name); it != packed_->offset.end())
+      return {static_cast<std::uint32_t>(index_.files().size()), it->second};
+  return {info.file, info.offset};
+}
+
+void TensorReader::add(const TensorInfo& info) {
+  const auto [file, offset] = source_of(info);
+  wanted_.push_back({&info, 0, file, offset});
+}
+
+std::size_t TensorReader::want(const std::string& name, DType dtype, const std::vector<std::uint64_t>& shape) {
+  add(index_.require(name, dtype, shape));
+  return wanted_.size() - 1;
+}
+
+std::size_t TensorReader::want_any(const std::string& name, DType dtype,
+                                   const std::vector<std::vector<std::uint64_t>>& shapes) {
+  const TensorInfo* info = index_.find(name);
+  if (info != nullptr && info->dtype == dtype)
+    for (const auto& s : shapes)
+      if (info->shape == s) {
+        add(*info);
+        return wanted_.size() - 1;
+      }
+  // Let require() produce the precise message (missing / dtype / shape) for the first form.
+  std::string alternatives;
+  for (const auto& s : shapes) alternatives += (alternatives.empty() ? "" : " or ") + shape_str(s);
+  if (info == nullptr || info->dtype != dtype) (void)index_.require(name, dtype, shapes.front());
+  throw UsageError(index_.files()[info->file].path.string() + ": tensor '" + name + "': shape " +
+                   shape_str(info->shape) + ", expected " + alternatives);
+}
+
+std::string TensorReader::file_name(std::uint32_t i) const {
+  return i < index_.files().size() ? index_.files()[i].path.string() : packed_->bin.string();
+}
+
+sdk::StorageFile& TensorReader::file(std::uint32_t i) {
+  const bool bin = i == index_.files().size();
+  if (bin && packed_ == nullptr) throw RuntimeError("tensor reader: no packed trunk to read from");
+  if (!files_[i]) {
+    const std::string path = file_name(i);
+    const sdk::Status st = storage_.open(path, files_[i]);
+    if (!st.ok()) throw RuntimeError(path + ": cannot open through the storage plugin: " + st.detail);
+    const std::uint64_t expected = bin ? packed_->bin_bytes : index_.files()[i].size;
+    if (files_[i]->size() != expected)
+      throw RuntimeError(path + ": storage reports " + std::to_string(files_[i]->size()) + " bytes, " +
+                         (bin ? "trunk.json says " : "index saw ") + std::to_string(expected));
+  }
+  return *files_[i];
+}
+
+TensorSource TensorReader::locate(const TensorInfo& t) {
+  const auto [f, offset] = source_of(t);
+  return {&file(f), offset, file_name(f)};
+}
+
+std::uint64_t TensorReader::layout() {
+  // Queue order; with a packed trunk, in file order, so that a packed run (64-byte aligned
+  // tensors, like here) lands byte for byte and is read as one request.
+  std::vector<std::size_t> order(wanted_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (packed_ != nullptr)
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::pair(wanted_[a].src_file, wanted_[a].src_offset) < std::pair(wanted_[b].src_file, wanted_[b].src_offset);
+    });
+  std::uint64_t total = 0;
+  for (std::size_t i : order) {
+    Wanted& w = wanted_[i];
+    total = (total + 63) / 64 * 64;
+    w.buffer_offset = total;
+    total += w.info->nbytes;
+  }
+  return total;
+}
+
+AlignedBuffer TensorReader::read_all() {
+  AlignedBuffer buf(layout());
+  read_into(buf.data());
+  return buf;
+}
+
+void TensorReader::read_into(std::byte* base) {
+  // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
+  // in memory (alignment padding of a packed run) are merged into one request.
+  constexpr std::uint64_t kMaxGap = 4096;
+  std::map<std::uint32_t, std::vector<std::size_t>> by_file;
+  for (std::size_t i = 0; i < wanted_.size(); ++i) by_file[wanted_[i].src_file].push_back(i);
+  for (auto& [fi, handles] : by_file) {
+    std::sort(handles.begin(), handles.end(),
+              [&](std::size_t a, std::size_t b) { return wanted_[a].src_offset < wanted_[b].src_offset; });
+    std::vector<sdk::ReadRequest> batch;
+    std::vector<std::size_t> first_of;  // per request, the first handle it covers
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      const Wanted& w = wanted_[handles[k]];
+      if (!batch.empty()) {
+        sdk::ReadRequest& last = batch.back();
+        const std::uint64_t src_end = last.offset + last.length;
+        const std::byte* dst_end = last.dest + last.length;
+        const std::byte* dst = base + w.buffer_offset;
+        if (w.src_offset >= src_end && dst >= dst_end && w.src_offset - src_end <= kMaxGap &&
+            static_cast<std::uint64_t>(dst - dst_end) == w.src_offset - src_end) {
+          last.length = w.src_offset + w.info->nbytes - last.offset;
+          continue;
+        }
+      }
+      batch.push_back({w.src_offset, w.info->nbytes, base + w.buffer_offset, sdk::StatusCode::ok});
+      first_of.push_back(k);
+    }
+    const sdk::Status st = read_with_retry(file(fi), batch);
+    if (!st.ok()) {
+      std::string tensor;
+      for (std::size_t j = 0; j < batch.size(); ++j)
+        if (batch[j].result != sdk::StatusCode::ok) {
+          tensor = wanted_[handles[first_of[j]]].info->name;
+          break;
+        }
+      throw RuntimeError(file_name(fi) + ": reading tensor '" + tensor + "' failed: " + st.detail);
+    }
+    for (std::size_t h : handles) bytes_read_ += wanted_[h].info->nbytes;
+  }
+}
+
+const std::byte* TensorReader::data(const AlignedBuffer& buf, std::size_t handle) const {
+  return buf.data() + wanted_[handle].buffer_offset;
+}
+
+}  // namespace k3::model
