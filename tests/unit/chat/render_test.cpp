@@ -190,3 +190,29 @@ TEST_CASE("render: unmatched tool results keep their order and are named by posi
   opt.tools = "[]";  // declares nothing
   CHECK(k3::chat::render(msgs, opt) == got);
 }
+
+TEST_CASE("render: a tool prompt's text equals a published K3 prompt (thinking off, tool choice required)") {
+  // The text a public tokenizer-parity harness freezes as the official encoder's output.
+  RenderOptions opt;
+  opt.thinking = false;
+  opt.tool_choice = ToolChoice::required;
+  opt.tools = R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "Get current weather for a location", "parameters": {"type": "object",
+    "properties": {"location": {"type": "string", "description": "City name"}}, "required": ["location"]}}}])";
+  const std::vector<Message> msgs{{Role::user, "What's the weather in San Francisco?"}};
+  std::string text;
+  for (const auto& s : k3::chat::render(msgs, opt)) text += s.text;
+  CHECK(text ==
+        "<|open|>message role=\"system\" type=\"tool-declare\"<|sep|># Tools\n"
+        "Here are the available tools, described in JSONSchema.\n\n```json\n"
+        "[{\"function\":{\"description\":\"Get current weather for a location\","
+        "\"name\":\"get_weather\",\"parameters\":{\"properties\":{\"location\":"
+        "{\"description\":\"City name\",\"type\":\"string\"}},\"required\":[\"location\"],"
+        "\"type\":\"object\"}},\"type\":\"function\"}]\n```<|close|>message<|sep|>"
+        "<|end_of_msg|><|open|>message role=\"user\"<|sep|>What's the weather in "
+        "San Francisco?<|close|>message<|sep|><|end_of_msg|><|open|>message "
+        "role=\"system\" type=\"tool-choice\"<|sep|>The system is invoked with "
+        "`tool_choice=required`.\nYou MUST call tools in the next message.<|close|>"
+        "message<|sep|><|end_of_msg|><|open|>message role=\"assistant\"<|sep|>"
+        "<|open|>response<|sep|>");
+}
