@@ -41,7 +41,7 @@ struct StepIo {
 };
 
 struct JobReport {
-  std::filesystem::path model;
+  std::string model;  ///< model.path: a folder or a URL, as the storage plugin reads it
   std::string kernels, storage, mode;
   int threads = 0;
   std::string prompt_text;

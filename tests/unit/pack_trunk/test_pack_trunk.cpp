@@ -13,6 +13,7 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
+#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -33,7 +34,7 @@ std::vector<char> file_bytes(const fs::path& path, std::uint64_t offset, std::ui
 }
 
 std::uint64_t tiny_fingerprint() {
-  return k3::read_model_config(k3::test::test_model("tiny") / "config.json").fingerprint();
+  return k3::test::read_config(k3::test::test_model("tiny")).fingerprint();
 }
 
 /// A packed tiny trunk, made once per process.
@@ -57,8 +58,8 @@ void copy_trunk(const fs::path& from, const fs::path& to) {
 
 TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkpoint's bytes", "[pack_trunk]") {
   const fs::path& model = k3::test::test_model("tiny");
-  const k3::ModelConfig config = k3::read_model_config(model / "config.json");
-  const k3::CheckpointIndex index = k3::CheckpointIndex::open(model);
+  const k3::ModelConfig config = k3::test::read_config(model);
+  const k3::CheckpointIndex index = k3::test::open_index(model);
   const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_tiny(), config.fingerprint());
 
   REQUIRE(trunk.layers().size() == static_cast<std::size_t>(config.num_hidden_layers));
@@ -77,7 +78,7 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
       CHECK(src->dtype == t.dtype);
       CHECK(src->shape == t.shape);
       REQUIRE(src->nbytes == t.nbytes);
-      CHECK(file_bytes(index.files()[src->file].path, src->offset, src->nbytes) ==
+      CHECK(file_bytes(index.files()[src->file].uri, src->offset, src->nbytes) ==
             file_bytes(trunk.bin_path(), run.file_offset + t.offset, t.nbytes));
     }
   };
