@@ -5,7 +5,7 @@
 #             json, each shard, tiktoken.model, tokenizer_config.json) must have been opened
 #             through it, and the output equals a plain posix run's. Then the same with
 #             listing off (as over http): the index names the shards; without the index,
-#             exit 2 naming it.
+#             exit 2 naming it. A packed trunk at a counted:// URL is read through it too.
 #   missing:  a model.path that does not exist (a typo, a counted:// URL, the demo folder
 #             named by another pipeline file) is exit 2 naming it with a hint, and nothing
 #             is generated there.
@@ -83,6 +83,27 @@ if(CMAKE_SCRIPT_MODE_FILE)
           message(FATAL_ERROR "list: ${listing}: ${f} was never opened through the storage plugin; opened:\n${shown}")
         endif()
       endforeach()
+    endforeach()
+
+    # A packed trunk at a counted:// URL: trunk.json and trunk.bin come through the plugin too.
+    k3_run(code out err pack-trunk "${WORK}/model" "${WORK}/packed")
+    if(NOT code EQUAL 0)
+      message(FATAL_ERROR "pack-trunk failed\n${last_shown}")
+    endif()
+    set(log "${WORK}/opens-packed.log")
+    k3_run(code out err ${common} --set "model.path=counted://${WORK}/model" --set storage.plugin=counted
+           --set "model.packed_trunk=counted://${WORK}/packed" --set "storage.params={log: '${log}'}"
+           --out "${WORK}/packed.json")
+    if(NOT code EQUAL 0 OR NOT out STREQUAL plain_out)
+      message(FATAL_ERROR "the counted:// run with a packed trunk failed or printed other text than the posix run\n"
+                          "--- posix:\n${plain_out}\n${last_shown}")
+    endif()
+    file(STRINGS "${log}" opened)
+    foreach(f trunk.json trunk.bin)
+      list(FIND opened "counted://${WORK}/packed/${f}" at)
+      if(at EQUAL -1)
+        message(FATAL_ERROR "${f} of the packed trunk was never opened through the storage plugin")
+      endif()
     endforeach()
 
     # Listing off and no index json: the shards cannot be found, exit 2 naming the index.

@@ -42,7 +42,7 @@ Model::Model(const std::string& uri, PluginHost& host, const ModelSettings& sett
   // refused when it was packed from another model.
   if (!settings.packed_trunk.empty())
     m.packed = std::make_unique<model::PackedLocations>(
-        model::PackedLocations::of(PackedTrunk::open(settings.packed_trunk, m.config.fingerprint())));
+        model::PackedLocations::of(PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.config.fingerprint())));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
     m.source = std::make_unique<ResidentSource>(*m.weights);

@@ -35,7 +35,7 @@ sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> 
 
 PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
   PackedLocations out;
-  out.bin = trunk.bin_path();
+  out.bin = trunk.bin_uri();
   out.bin_bytes = trunk.bin_bytes();
   for (const auto* runs : {&trunk.layers(), &trunk.globals()})
     for (const PackedRun& run : *runs)

@@ -95,7 +95,7 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
   const fs::path packed_dir = pack("demo");
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_dir, c.fingerprint());
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), c.fingerprint());
   const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));
