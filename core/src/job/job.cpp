@@ -172,8 +172,11 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   check_plugins(p, host);
   rep.model = p.get_path("model.path").string();
   // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
-  const auto probe = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
-  if (!exists_in_storage(*probe, io::join_uri(rep.model, "config.json"))) {
+  const bool present = [&] {
+    const auto probe = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
+    return exists_in_storage(*probe, io::join_uri(rep.model, "config.json"));
+  }();
+  if (!present) {
     // Only the demo location may be filled with a synthetic model: anywhere else a missing
     // checkpoint is a typo or an unreachable URL, and a fake model must never run instead.
     const bool demo = is_demo_location(p);
