@@ -38,9 +38,11 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
             ModelConfig config;
             std::string what;
             if (args->from_checkpoint) {
-              const auto dir = p.get_path("model.path");
-              config = read_model_config(dir / "config.json");
-              what = dir.string();
+              const std::string uri = p.get_path("model.path").string();
+              PluginHost host(p.plugin_path());
+              const auto storage = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
+              config = read_model_config(*storage, uri);
+              what = uri;
             } else {
               const ModelGeometry g = load_geometry(p.get_string("model.geometry"));
               config = g.config;

@@ -10,7 +10,8 @@
 // line) on its own: one output line per input line, in both directions.
 // Without --config the default pipeline (configs/default.yaml) is used. When the tokenizer
 // params name no rank file, the checkpoint's own files are used: <model.path>/tiktoken.model
-// and, if it exists, <model.path>/tokenizer_config.json.
+// and, if it exists, <model.path>/tokenizer_config.json, read through the pipeline's storage
+// plugin (model.path may be a URL).
 // Bad input (invalid UTF-8, an id outside the vocabulary, a word that is not an id) is a
 // usage error (exit 2) naming the line and byte offset.
 #include <charconv>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
@@ -88,13 +90,17 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
       if (k == key) return true;
     return false;
   };
-  if (!has("model")) {
-    const std::filesystem::path model_dir = pipeline.get_path("model.path");
-    params.emplace_back("model", (model_dir / "tiktoken.model").string());
-    if (!has("config") && std::filesystem::is_regular_file(model_dir / "tokenizer_config.json"))
-      params.emplace_back("config", (model_dir / "tokenizer_config.json").string());
-  }
   PluginHost host(pipeline.plugin_path());
+  const auto storage = host.create_storage(pipeline.get_string("storage.plugin"), pipeline.get_params("storage.params"));
+  host.set_file_storage(storage);
+  if (!has("model")) {
+    const std::string model_uri = pipeline.get_path("model.path").string();
+    params.emplace_back("model", checkpoint_file_uri(model_uri, "tiktoken.model"));
+    const std::string config = checkpoint_file_uri(model_uri, "tokenizer_config.json");
+    std::unique_ptr<sdk::StorageFile> file;
+    if (!has("config") && storage->open(config, file).ok()) params.emplace_back("config", config);
+  }
+  // The tokenizer reads its files at creation only, so the storage may end with this function.
   return host.create_tokenizer(pipeline.get_string("tokenizer.plugin"), params);
 }
 

@@ -9,10 +9,11 @@
 //
 // Bump K3_PLUGIN_ABI on any change under sdk/ that alters a layout, a vtable or documented
 // behaviour, and update sdk/abi.lock (tools/sdk-abi-lock.sh); a test checks the two agree.
+// History: 1 the first SDK; 2 StorageBackend::list and HostServices::read_file.
 #pragma once
 #include <cstdint>
 
-#define K3_PLUGIN_ABI 1u
+#define K3_PLUGIN_ABI 2u
 
 #if defined(__clang__)
 #define K3_TOOLCHAIN_COMPILER "clang"

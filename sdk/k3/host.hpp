@@ -3,8 +3,8 @@
 // Plugin parameters arrive as a flat key -> string list (never a YAML node). A plugin reads
 // them through ParamReader and reports the keys it did not recognise, so the host can fail
 // with the pipeline file's line and column. Host services (logging, opening another
-// storage backend for decorators) come through HostServices; a plugin never reaches for
-// host globals. \since ABI 1
+// storage backend for decorators, reading a small file through the pipeline's storage)
+// come through HostServices; a plugin never reaches for host globals. \since ABI 1
 #pragma once
 #include <charconv>
 #include <cstdint>
@@ -38,6 +38,12 @@ class __attribute__((visibility("default"))) HostServices {
   /// The created backend is owned by the caller and must be destroyed before the caller is.
   virtual Status create_storage(std::string_view plugin, std::span<const Param> params,
                                 std::unique_ptr<StorageBackend>& out) noexcept = 0;
+  /// Replaces `out` with the whole file `uri`, read through the pipeline's storage backend
+  /// (so a URI from the pipeline, e.g. a tokenizer's rank file next to the checkpoint, is
+  /// reached the way the checkpoint is). A file larger than `max_bytes` is refused
+  /// (invalid_argument, naming the URI, its size and the cap) before anything is read.
+  /// Missing file: not_found; no backend to read through: unsupported. \since ABI 2
+  virtual Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept = 0;
 };
 
 /// Everything a factory receives. The spans and the host outlive the call only;

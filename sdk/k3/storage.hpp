@@ -2,6 +2,9 @@
 //
 // A backend (one object per pipeline) opens files by URI: a path for local backends, a URL
 // for http. Each open file is a StorageFile that reads batches of (offset, length, dest).
+// Every byte of a checkpoint (config.json, the index json, shard headers and data, the
+// tokenizer files) is read through the pipeline's backend: the host builds a file's URI by
+// appending "/<name>" to model.path as a string, so a backend may serve URIs of any scheme.
 //
 // Contract
 // - Any request is valid: alignment() is a preference (e.g. 4096 for O_DIRECT); a backend
@@ -12,13 +15,15 @@
 //   file, or a truncated file, is StatusCode::short_read with offset and byte counts in the
 //   detail; a device error is io_error. Destinations are owned by the host.
 // - Thread-safety: a StorageFile may be read from several host threads at once.
-//   open() is called from one thread at a time.
+//   open() and list() are called from one thread at a time.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <k3/status.hpp>
 
@@ -47,6 +52,11 @@ class __attribute__((visibility("default"))) StorageBackend {
   virtual ~StorageBackend() = default;
   /// Opens `uri` for reading. Missing file: not_found; permission or device: io_error.
   virtual Status open(std::string_view uri, std::unique_ptr<StorageFile>& out) noexcept = 0;
+  /// Replaces `names` with the names (not paths) of the regular files directly inside the
+  /// folder `uri`, in any order. Missing folder: not_found. A backend that cannot list (a
+  /// plain http server) returns unsupported: the host then requires
+  /// model.safetensors.index.json, which names the shards. Decorators forward. \since ABI 2
+  virtual Status list(std::string_view uri, std::vector<std::string>& names) noexcept = 0;
 };
 
 }  // namespace k3::sdk

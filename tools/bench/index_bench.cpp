@@ -1,5 +1,5 @@
-// Index benchmark (issue 4 item 1): times CheckpointIndex::open over a header set with the
-// full K3 tensor count. Generate the headers once (sparse files, no tensor data):
+// Index benchmark: times CheckpointIndex::open (through the posix storage plugin, as a run
+// reads it) over a header set with the full K3 tensor count. Generate the headers once (sparse files, no tensor data):
 //   k3host make-model --geometry k3 --headers-only --out DIR
 // then:
 //   k3bench-index DIR [REPEATS=5]
@@ -13,6 +13,7 @@
 
 #include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
+#include <k3/plugin_host.hpp>
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
@@ -25,11 +26,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    k3::PluginHost host;
+    const auto storage = host.create_storage("posix", {});
     std::vector<double> seconds;
     std::size_t tensors = 0, shards = 0;
     for (int i = 0; i < repeats; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      const k3::CheckpointIndex index = k3::CheckpointIndex::open(argv[1]);
+      const k3::CheckpointIndex index = k3::CheckpointIndex::open(*storage, argv[1]);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tensors = index.tensors().size();
       shards = index.files().size();

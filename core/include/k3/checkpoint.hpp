@@ -1,13 +1,15 @@
 // The checkpoint index: every tensor of every .safetensors shard, validated before any
 // pointer is formed (dtype known, shape × element size == byte span, span inside the file,
 // no overlaps, no duplicate names). Untrusted input: a header that lies is refused with a
-// UsageError naming the file and the tensor.
+// UsageError naming the file and the tensor. Every byte is read through the pipeline's
+// storage plugin, so the checkpoint may be a local folder or a URL.
 #pragma once
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <k3/storage.hpp>
 
 namespace k3 {
 
@@ -24,17 +26,26 @@ struct TensorInfo {
   std::uint64_t nbytes = 0;
 };
 
+/// The URI of the file `name` of the checkpoint at `checkpoint_uri` (a folder or a URL, with
+/// or without a trailing '/'): joined as strings, exactly one '/' between them.
+std::string checkpoint_file_uri(std::string_view checkpoint_uri, std::string_view name);
+
 struct ShardFile {
-  std::filesystem::path path;
+  std::string uri;   ///< the checkpoint's URI joined with `name`: what the storage plugin opens
+  std::string name;  ///< the file name, e.g. "model-00001-of-00004.safetensors"
   std::uint64_t size = 0;
 };
 
 class CheckpointIndex {
  public:
-  /// Reads every *.safetensors in `dir` (the index json, when present, must agree).
-  static CheckpointIndex open(const std::filesystem::path& dir);
+  /// Reads the shard headers of the checkpoint at `uri` (a folder or a URL) through
+  /// `storage`: every *.safetensors the plugin lists there or, when it cannot list (http),
+  /// every shard model.safetensors.index.json names (the index is then required). When
+  /// present, the index must agree with the shards.
+  static CheckpointIndex open(sdk::StorageBackend& storage, const std::string& uri);
 
-  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+  /// The checkpoint's URI, as given to open().
+  [[nodiscard]] const std::string& uri() const noexcept { return uri_; }
   [[nodiscard]] const std::vector<ShardFile>& files() const noexcept { return files_; }
   [[nodiscard]] const std::vector<TensorInfo>& tensors() const noexcept { return tensors_; }
   /// nullptr when absent.
@@ -44,7 +55,7 @@ class CheckpointIndex {
   const TensorInfo& require(std::string_view name, DType dtype, const std::vector<std::uint64_t>& shape) const;
 
  private:
-  std::filesystem::path dir_;
+  std::string uri_;
   std::vector<ShardFile> files_;
   std::vector<TensorInfo> tensors_;
   /// Name lookup: open addressing over tensors_, no copy of the names (the full K3 has

@@ -1,6 +1,7 @@
-// The main job of a pipeline: make sure the model exists (generating the default synthetic
-// checkpoint when allowed), load it through the pipeline's plugins, tokenise the prompt,
-// generate, and write the JSON report. The CLI prints; this library code does not.
+// The main job of a pipeline: make sure the model exists (generating the synthetic demo
+// checkpoint at the demo location of configs/default.yaml only; any other missing
+// model.path is a UsageError naming it), load it through the pipeline's plugins, tokenise
+// the prompt, generate, and write the JSON report. The CLI prints; this library code does not.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -41,7 +42,7 @@ struct StepIo {
 };
 
 struct JobReport {
-  std::filesystem::path model;
+  std::string model;  ///< model.path: a folder or a URL, as the storage plugin reads it
   std::string kernels, storage, mode;
   int threads = 0;
   std::string prompt_text;

@@ -1,7 +1,7 @@
 // The model and a conversation over it: the public face of the forward pass.
 //
 //   k3::PluginHost host;
-//   k3::Model model(dir, host, settings);          // index, bind, read weights via storage
+//   k3::Model model(uri, host, settings);          // index, bind, read weights via storage
 //   k3::Session session(model, 4096);
 //   session.feed(prompt_ids, /*all_positions=*/false, logits);   // prefill
 //   session.feed({next_id}, false, logits);                       // one decode step
@@ -69,15 +69,19 @@ class RoutingListener {
 
 class Model {
  public:
-  /// Loads `dir` (config.json, shards, index) through the plugins named in `settings`.
+  /// Loads the checkpoint at `uri` (a folder or a URL: config.json, index json, shards)
+  /// through the plugins named in `settings`; every byte comes through the storage plugin.
   /// UsageError (exit 2) for a bad checkpoint or plugin name, before any compute.
-  Model(const std::filesystem::path& dir, PluginHost& host, const ModelSettings& settings);
+  Model(const std::string& uri, PluginHost& host, const ModelSettings& settings);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   [[nodiscard]] const ModelConfig& config() const noexcept;
-  [[nodiscard]] const std::filesystem::path& dir() const noexcept;
+  [[nodiscard]] const std::string& uri() const noexcept;
+  /// The storage backend the checkpoint is read through (for files next to it, e.g. the
+  /// tokenizer's: PluginHost::set_file_storage).
+  [[nodiscard]] const std::shared_ptr<sdk::StorageBackend>& storage() const noexcept;
   [[nodiscard]] std::string kernel_set() const;   ///< the name of the set in use
   [[nodiscard]] int threads() const noexcept;
   [[nodiscard]] std::uint64_t weight_bytes_read() const noexcept;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <k3/storage.hpp>
+
 namespace k3 {
 
 struct ModelConfig {
@@ -52,7 +54,12 @@ struct ModelConfig {
   [[nodiscard]] std::uint64_t fingerprint() const;
 };
 
-/// Reads and validates <dir>/config.json (nested text_config / linear_attn_config, or flat).
-ModelConfig read_model_config(const std::filesystem::path& config_json);
+/// Reads and validates config.json (nested text_config / linear_attn_config, or flat) of the
+/// checkpoint at `checkpoint_uri` (a folder or a URL) through `storage`. Missing: UsageError
+/// naming the file's URI.
+ModelConfig read_model_config(sdk::StorageBackend& storage, const std::string& checkpoint_uri);
+
+/// Validates the text of a config.json; `origin` names it in error messages.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
 
 }  // namespace k3

@@ -81,14 +81,15 @@ struct PackedRun {
 
 class PackedTrunk {
  public:
-  /// Opens and validates `dir`/trunk.json against `dir`/trunk.bin: schema, alignment, runs
-  /// inside trunk.bin and not overlapping, tensors inside their runs with dtype × shape ==
-  /// nbytes, every layer 0..n-1 once, and the config fingerprint equal to
-  /// `expected_fingerprint`. UsageError naming the file and the problem otherwise.
-  static PackedTrunk open(const std::filesystem::path& dir, std::uint64_t expected_fingerprint);
+  /// Opens and validates `uri`/trunk.json against `uri`/trunk.bin, both read through
+  /// `storage` (`uri` is a folder or a URL): schema, alignment, runs inside trunk.bin and
+  /// not overlapping, tensors inside their runs with dtype × shape == nbytes, every layer
+  /// 0..n-1 once, and the config fingerprint equal to `expected_fingerprint`. UsageError
+  /// naming the file and the problem otherwise.
+  static PackedTrunk open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_fingerprint);
 
-  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
-  [[nodiscard]] std::filesystem::path bin_path() const { return dir_ / "trunk.bin"; }
+  [[nodiscard]] const std::string& uri() const noexcept { return uri_; }
+  [[nodiscard]] std::string bin_uri() const;
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
   [[nodiscard]] std::uint64_t bin_bytes() const noexcept { return bin_bytes_; }
   [[nodiscard]] const std::vector<PackedRun>& layers() const noexcept { return layers_; }
@@ -101,7 +102,7 @@ class PackedTrunk {
   void verify_hashes(sdk::StorageBackend& storage) const;
 
  private:
-  std::filesystem::path dir_;
+  std::string uri_;
   std::uint64_t fingerprint_ = 0;
   std::uint64_t bin_bytes_ = 0;
   std::vector<PackedRun> layers_;

@@ -78,8 +78,14 @@ class PluginHost {
   std::shared_ptr<sdk::Tokenizer> create_tokenizer(const std::string& name, const PluginParams& params,
                                                    std::vector<std::string>* unknown = nullptr);
 
-  /// The services handed to plugins (logging, nested storage creation).
+  /// The services handed to plugins (logging, nested storage creation, file reads).
   [[nodiscard]] sdk::HostServices& services() noexcept;
+
+  /// The storage backend HostServices::read_file reads through: the pipeline's, so that a
+  /// plugin reaches files next to the checkpoint (the tokenizer's) the way the checkpoint
+  /// is reached. Held weakly: the caller keeps it alive. Until set, read_file is
+  /// unsupported.
+  void set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage);
 
  private:
   struct Impl;

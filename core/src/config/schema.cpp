@@ -28,7 +28,8 @@ std::vector<KeySpec> build_schema() {
        "the built-in plugins need no path"},
 
       {"model.path", T::path, "models/demo", {}, {},
-       "Checkpoint folder (`config.json`, `*.safetensors`, `tiktoken.model`, `tokenizer_config.json`)",
+       "Checkpoint folder or URL (`config.json`, `*.safetensors`, `tiktoken.model`, `tokenizer_config.json`), every "
+       "file read through the storage plugin",
        "the demo model is generated there on first use, so a fresh clone runs without a download; "
        "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder"},
       {"model.geometry", T::name, "demo", {}, {},
@@ -39,8 +40,9 @@ std::vector<KeySpec> build_schema() {
        "4096-aligned read per layer (O_DIRECT friendly), instead of per tensor from the shards",
        "a checkpoint works unpacked; packing is an optional speed-up"},
       {"model.generate_if_missing", T::boolean, "true", {}, {},
-       "Write the synthetic model.geometry checkpoint to model.path when that folder has no config.json",
-       "the main command must work on a fresh machine; set false to make a missing checkpoint an error"},
+       "Write the synthetic model.geometry checkpoint to model.path when it has no config.json and is the demo "
+       "location configs/default.yaml names; any other missing model.path is an error (exit 2)",
+       "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
       {"storage.plugin", T::name, "posix", {}, {},
        "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, throttle, faulty)",

@@ -6,6 +6,7 @@
 
 #include "config/scalar_text.hpp"
 #include "config/yaml_reader.hpp"
+#include "io/uri.hpp"
 
 namespace k3::config {
 
@@ -43,7 +44,8 @@ const ConfigNode& require_scalar(const ConfigNode& node, std::string_view key, s
 }
 
 std::string resolve_path(const std::string& text, const Origin& origin) {
-  if (text.empty()) return text;
+  // A URL ("https://host/Kimi-K3/") is for the storage plugin, not a relative path.
+  if (text.empty() || io::has_uri_scheme(text)) return text;
   const fs::path p(text);
   return (p.is_absolute() ? p : origin.dir / p).lexically_normal().string();
 }

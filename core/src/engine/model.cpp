@@ -6,18 +6,18 @@
 
 namespace k3 {
 
-Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSettings& settings)
+Model::Model(const std::string& uri, PluginHost& host, const ModelSettings& settings)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.dir = dir;
-  if (!std::filesystem::is_directory(dir))
-    throw UsageError(dir.string() + ": no checkpoint directory there (make one with k3host make-model)");
-  m.config = read_model_config(dir / "config.json");
+  m.uri = uri;
+  // Every byte of the checkpoint, config.json first, comes through the storage plugin, so
+  // the same code reads a local folder or a URL.
+  m.storage = host.create_storage(settings.storage, settings.storage_params);
+  m.config = read_model_config(*m.storage, uri);
   // The plan comes first: a model that does not fit is refused before anything is allocated.
   m.plan = plan_memory(m.config, settings.memory);
   require_fit(m.plan);
-  m.index.emplace(CheckpointIndex::open(dir));
-  m.storage = host.create_storage(settings.storage, settings.storage_params);
+  m.index.emplace(CheckpointIndex::open(*m.storage, uri));
   m.kernel_name = settings.kernels == "auto" ? host.best_kernels().name : settings.kernels;
   m.kernels = host.create_kernels(m.kernel_name, settings.kernel_params);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
@@ -42,7 +42,7 @@ Model::Model(const std::filesystem::path& dir, PluginHost& host, const ModelSett
   // refused when it was packed from another model.
   if (!settings.packed_trunk.empty())
     m.packed = std::make_unique<model::PackedLocations>(
-        model::PackedLocations::of(PackedTrunk::open(settings.packed_trunk, m.config.fingerprint())));
+        model::PackedLocations::of(PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.config.fingerprint())));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
     m.source = std::make_unique<ResidentSource>(*m.weights);
@@ -70,7 +70,8 @@ model::ExpertSource& Model::Impl::expert_source() {
 }
 
 const ModelConfig& Model::config() const noexcept { return impl_->config; }
-const std::filesystem::path& Model::dir() const noexcept { return impl_->dir; }
+const std::string& Model::uri() const noexcept { return impl_->uri; }
+const std::shared_ptr<sdk::StorageBackend>& Model::storage() const noexcept { return impl_->storage; }
 std::string Model::kernel_set() const { return impl_->kernel_name; }
 int Model::threads() const noexcept { return impl_->threads; }
 const MemoryPlan& Model::plan() const noexcept { return impl_->plan; }

@@ -34,7 +34,7 @@ class ResidentSource final : public model::WeightSource, public model::ExpertSou
 };
 
 struct Model::Impl {
-  std::filesystem::path dir;
+  std::string uri;
   ModelConfig config;
   std::optional<CheckpointIndex> index;
   std::shared_ptr<sdk::StorageBackend> storage;

@@ -1,18 +1,16 @@
-// CheckpointIndex: every *.safetensors shard of a directory (sorted by file name, so shard
+// CheckpointIndex: every *.safetensors shard of a checkpoint (sorted by file name, so shard
 // numbers are stable), validated by read_safetensors_header, plus the cross-shard checks:
-// no tensor name twice, and model.safetensors.index.json (when present) agrees.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+// no tensor name twice, and model.safetensors.index.json (when present) agrees. Everything
+// is read through the storage plugin; the shard list comes from its list() or, when it
+// cannot list (http), from the index json.
+#include <omp.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <optional>
 #include <exception>
 #include <iterator>
-#include <fstream>
-#include <sstream>
+#include <mutex>
+#include <optional>
+#include <set>
 
 #include <simdjson.h>
 #include <xxhash.h>
@@ -20,8 +18,9 @@
 #include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
 
-#include "io/mapped_json.hpp"
 #include "io/safetensors.hpp"
+#include "io/small_file.hpp"
+#include "io/uri.hpp"
 
 namespace k3 {
 
@@ -59,7 +58,8 @@ std::size_t element_size(DType t) noexcept {
 
 namespace {
 
-namespace fs = std::filesystem;
+constexpr std::string_view kIndexJson = "model.safetensors.index.json";
+constexpr std::string_view kShardSuffix = ".safetensors";
 
 std::uint64_t name_hash(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 
@@ -71,29 +71,15 @@ std::string shape_string(const std::vector<std::uint64_t>& s) {
 
 // model.safetensors.index.json: every name in weight_map must be in the shard it names.
 // (On-demand parsing and no per-entry allocation: the full K3's index lists ~497,000 names.)
-void check_index_json(const fs::path& path, const CheckpointIndex& index) {
-  const std::string file = path.string();
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UsageError(file + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  const int rc = ::fstat(fd, &st);
-  std::optional<detail::MappedJson> mapped;
-  try {
-    if (rc == 0) mapped.emplace(fd, 0, static_cast<std::uint64_t>(st.st_size), file);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);  // the mapping stays valid
-  if (rc != 0) throw UsageError(file + ": cannot stat: " + std::strerror(errno));
-  std::vector<std::string> shard_names;
-  for (const auto& f : index.files()) shard_names.push_back(f.path.filename().string());
+void check_index_json(const std::string& file, const simdjson::padded_string& json, const CheckpointIndex& index) {
+  std::vector<std::string_view> shard_names;
+  for (const auto& f : index.files()) shard_names.push_back(f.name);
   auto bad_json = [&](simdjson::error_code e) {
     return UsageError(file + ": not valid JSON (" + simdjson::error_message(e) + ")");
   };
   simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
-  if (auto e = parser.iterate(mapped->view()).get(doc); e) throw bad_json(e);
+  if (auto e = parser.iterate(json).get(doc); e) throw bad_json(e);
   simdjson::ondemand::object root;
   if (auto e = doc.get_object().get(root); e) throw bad_json(e);
   bool have_map = false;
@@ -130,38 +116,102 @@ void check_index_json(const fs::path& path, const CheckpointIndex& index) {
       const std::string name(en.name), shard(en.shard);
       if (!t) throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but no shard holds it");
       throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but found in '" +
-                       shard_names[t->file] + "'");
+                       std::string(shard_names[t->file]) + "'");
     }
   }
   if (!have_map) throw UsageError(file + ": weight_map: missing");
 }
 
+// The distinct shard names of the index's weight_map, sorted: the shard list of a
+// checkpoint whose storage plugin cannot list the folder. A name is joined to the
+// checkpoint URI, so it must be a plain file name.
+std::vector<std::string> shards_named_by(const std::string& file, const simdjson::padded_string& json) {
+  auto bad_json = [&](simdjson::error_code e) {
+    return UsageError(file + ": not valid JSON (" + simdjson::error_message(e) + ")");
+  };
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  if (auto e = parser.iterate(json).get(doc); e) throw bad_json(e);
+  simdjson::ondemand::object root;
+  if (auto e = doc.get_object().get(root); e) throw bad_json(e);
+  std::set<std::string, std::less<>> names;
+  bool have_map = false;
+  for (auto field : root) {
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key); e) throw bad_json(e);
+    if (key != "weight_map") continue;
+    have_map = true;
+    simdjson::ondemand::object weight_map;
+    if (field.value().get_object().get(weight_map)) throw UsageError(file + ": weight_map: must be an object");
+    for (auto entry : weight_map) {
+      std::string_view name, shard;
+      if (auto e = entry.unescaped_key().get(name); e) throw bad_json(e);
+      if (entry.value().get_string().get(shard))
+        throw UsageError(file + ": tensor '" + std::string(name) + "': shard name must be a string");
+      if (names.find(shard) != names.end()) continue;
+      if (shard.empty() || shard.find('/') != std::string_view::npos || shard == "." || shard == ".." ||
+          !shard.ends_with(kShardSuffix))
+        throw UsageError(file + ": tensor '" + std::string(name) + "': shard '" + std::string(shard) +
+                         "' is not a .safetensors file name of this folder");
+      names.emplace(shard);
+    }
+  }
+  if (!have_map) throw UsageError(file + ": weight_map: missing");
+  return {names.begin(), names.end()};
+}
+
 }  // namespace
 
-CheckpointIndex CheckpointIndex::open(const fs::path& dir) {
+CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::string& uri) {
   CheckpointIndex idx;
-  idx.dir_ = dir;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError(dir.string() + ": not a checkpoint directory");
-  std::vector<fs::path> shards;
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".safetensors" && entry.is_regular_file()) shards.push_back(entry.path());
-  if (ec) throw UsageError(dir.string() + ": cannot list (" + ec.message() + ")");
-  if (shards.empty()) throw UsageError(dir.string() + ": no .safetensors shards");
-  std::sort(shards.begin(), shards.end());
+  idx.uri_ = uri;
+  const std::string index_uri = io::join_uri(uri, kIndexJson);
+  std::optional<simdjson::padded_string> index_json;
+  if (const auto file = io::open_file(storage, index_uri, "the checkpoint index", true))
+    index_json = io::read_whole(*file, index_uri, io::kMaxIndexJson);
+
+  std::vector<std::string> names;
+  const sdk::Status listed = storage.list(uri, names);
+  if (listed.code == sdk::StatusCode::unsupported) {
+    if (!index_json)
+      throw UsageError(index_uri + ": required, because the storage plugin cannot list " + uri +
+                       " and the index names the shards (" + listed.detail + ")");
+    names = shards_named_by(index_uri, *index_json);
+  } else if (listed.code == sdk::StatusCode::not_found) {
+    throw UsageError(uri + ": no checkpoint folder there (" + listed.detail + ")");
+  } else if (!listed.ok()) {
+    throw RuntimeError(uri + ": cannot list the checkpoint folder through the storage plugin: " + listed.detail);
+  } else {
+    std::erase_if(names, [](const std::string& n) { return !n.ends_with(kShardSuffix); });
+  }
+  if (names.empty()) throw UsageError(uri + ": no .safetensors shards");
+  std::sort(names.begin(), names.end());
 
   // Shards are parsed in parallel; the error reported is the one of the first bad shard, so
-  // the message does not depend on the thread count.
-  const auto n = static_cast<std::int64_t>(shards.size());
-  std::vector<std::vector<TensorInfo>> parts(shards.size());
-  std::vector<std::exception_ptr> errors(shards.size());
-  idx.files_.resize(shards.size());
+  // the message does not depend on the thread count. The plugin's open() is called from one
+  // thread at a time (the storage contract); its reads run in parallel. Each thread reuses
+  // one header buffer.
+  const auto n = static_cast<std::int64_t>(names.size());
+  std::vector<std::vector<TensorInfo>> parts(names.size());
+  std::vector<std::exception_ptr> errors(names.size());
+  std::vector<std::vector<char>> buffers(static_cast<std::size_t>(omp_get_max_threads()));
+  std::mutex open_mutex;
+  idx.files_.resize(names.size());
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t i = 0; i < n; ++i) {
     const auto u = static_cast<std::size_t>(i);
     try {
-      idx.files_[u].path = shards[u];
-      detail::read_safetensors_header(shards[u], static_cast<std::uint32_t>(i), idx.files_[u].size, parts[u]);
+      ShardFile& shard = idx.files_[u];
+      shard.name = names[u];
+      shard.uri = io::join_uri(uri, shard.name);
+      std::unique_ptr<sdk::StorageFile> file;
+      {
+        const std::lock_guard<std::mutex> lock(open_mutex);
+        file = io::open_file(storage, shard.uri, "a shard");
+      }
+      shard.size = file->size();
+      auto& buffer = buffers[static_cast<std::size_t>(omp_get_thread_num()) % buffers.size()];
+      detail::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
     } catch (...) {
       errors[u] = std::current_exception();
     }
@@ -171,7 +221,7 @@ CheckpointIndex CheckpointIndex::open(const fs::path& dir) {
     if (errors[i]) std::rethrow_exception(errors[i]);
     total += parts[i].size();
   }
-  if (total >= (std::size_t{1} << 31)) throw UsageError(dir.string() + ": too many tensors");
+  if (total >= (std::size_t{1} << 31)) throw UsageError(uri + ": too many tensors");
   idx.tensors_.reserve(total);
   for (auto& p : parts) {
     std::move(p.begin(), p.end(), std::back_inserter(idx.tensors_));
@@ -193,13 +243,12 @@ CheckpointIndex CheckpointIndex::open(const fs::path& dir) {
       if ((slot ^ h) >> 32 != 0) continue;
       const TensorInfo& other = idx.tensors_[(slot & 0xffffffffu) - 1];
       if (other.name == t.name)
-        throw UsageError(idx.files_[t.file].path.string() + ": tensor '" + t.name + "': duplicate name (also in " +
-                         idx.files_[other.file].path.string() + ")");
+        throw UsageError(idx.files_[t.file].uri + ": tensor '" + t.name + "': duplicate name (also in " +
+                         idx.files_[other.file].uri + ")");
     }
   }
 
-  const auto index_json = dir / "model.safetensors.index.json";
-  if (fs::exists(index_json)) check_index_json(index_json, idx);
+  if (index_json) check_index_json(index_uri, *index_json, idx);
   return idx;
 }
 
@@ -219,8 +268,8 @@ const TensorInfo* CheckpointIndex::find(std::string_view name) const {
 const TensorInfo& CheckpointIndex::require(std::string_view name, DType dtype,
                                            const std::vector<std::uint64_t>& shape) const {
   const TensorInfo* t = find(name);
-  if (!t) throw UsageError(dir_.string() + ": tensor '" + std::string(name) + "': missing from the checkpoint");
-  const std::string file = files_[t->file].path.string();
+  if (!t) throw UsageError(uri_ + ": tensor '" + std::string(name) + "': missing from the checkpoint");
+  const std::string& file = files_[t->file].uri;
   if (t->dtype != dtype)
     throw UsageError(file + ": tensor '" + t->name + "': dtype " + to_string(t->dtype) + ", expected " + to_string(dtype));
   if (t->shape != shape)

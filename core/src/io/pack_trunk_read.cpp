@@ -1,8 +1,6 @@
 // PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp).
 // Untrusted input: every offset and size is checked before anyone forms a pointer from it.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -11,18 +9,22 @@
 #include <k3/storage.hpp>
 
 #include "io/pack_trunk_format.hpp"
+#include "io/small_file.hpp"
+#include "io/uri.hpp"
 
 namespace k3 {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
+
+// trunk.json lists a few thousand tensors; far below this.
+constexpr std::uint64_t kMaxManifest = std::uint64_t{256} << 20;
 
 class Reader {
  public:
-  explicit Reader(fs::path manifest) : manifest_(std::move(manifest)) {}
+  explicit Reader(std::string manifest) : manifest_(std::move(manifest)) {}
 
-  [[noreturn]] void fail(const std::string& what) const { throw UsageError(manifest_.string() + ": " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw UsageError(manifest_ + ": " + what); }
 
   const json& member(const json& obj, const char* key, const std::string& where) const {
     if (!obj.is_object()) fail(where + ": expected an object");
@@ -85,7 +87,7 @@ class Reader {
   }
 
  private:
-  fs::path manifest_;
+  std::string manifest_;
 };
 
 }  // namespace
@@ -102,20 +104,24 @@ const PackedRun* PackedTrunk::global(std::string_view tensor) const {
   return nullptr;
 }
 
-PackedTrunk PackedTrunk::open(const fs::path& dir, std::uint64_t expected_fingerprint) {
-  const fs::path manifest = dir / "trunk.json";
-  if (!fs::is_directory(dir)) throw UsageError(dir.string() + ": no such packed trunk directory");
-  if (!fs::exists(manifest))
-    throw UsageError(dir.string() + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
-                                    "run k3host pack-trunk again");
+std::string PackedTrunk::bin_uri() const { return io::join_uri(uri_, "trunk.bin"); }
+
+PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_fingerprint) {
+  const std::string manifest = io::join_uri(uri, "trunk.json");
+  const auto manifest_file = io::open_file(storage, manifest, "trunk.json", true);
+  if (!manifest_file) {
+    std::vector<std::string> names;
+    if (storage.list(uri, names).code == sdk::StatusCode::not_found)
+      throw UsageError(uri + ": no such packed trunk folder");
+    throw UsageError(uri + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
+                           "run k3host pack-trunk again");
+  }
   const Reader rd(manifest);
   json j;
   {
-    std::ifstream f(manifest, std::ios::binary);
-    std::stringstream text;
-    text << f.rdbuf();
+    const simdjson::padded_string text = io::read_whole(*manifest_file, manifest, kMaxManifest);
     try {
-      j = json::parse(text.str());
+      j = json::parse(std::string_view(text.data(), text.size()));
     } catch (const json::exception& e) {
       rd.fail(std::string("not valid JSON (a damaged or partial trunk; run k3host pack-trunk again): ") + e.what());
     }
@@ -126,18 +132,16 @@ PackedTrunk PackedTrunk::open(const fs::path& dir, std::uint64_t expected_finger
   if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
 
   PackedTrunk t;
-  t.dir_ = dir;
+  t.uri_ = uri;
   t.fingerprint_ = rd.hex(j, "config_fingerprint", "top level");
   if (t.fingerprint_ != expected_fingerprint)
     rd.fail("packed for a model with config fingerprint " + trunk_format::hex64(t.fingerprint_) +
             ", but this model's is " + trunk_format::hex64(expected_fingerprint) + "; repack it with k3host pack-trunk");
   t.bin_bytes_ = rd.u64(j, "trunk_bin_bytes", "top level");
-  std::error_code ec;
-  const auto actual = fs::file_size(t.bin_path(), ec);
-  if (ec) throw UsageError(t.bin_path().string() + ": missing (" + ec.message() + ")");
+  const std::string bin = t.bin_uri();
+  const std::uint64_t actual = io::open_file(storage, bin, "trunk.bin")->size();
   if (actual != t.bin_bytes_)
-    throw UsageError(t.bin_path().string() + ": " + std::to_string(actual) + " bytes, trunk.json says " +
-                     std::to_string(t.bin_bytes_));
+    throw UsageError(bin + ": " + std::to_string(actual) + " bytes, trunk.json says " + std::to_string(t.bin_bytes_));
 
   const json& layers = rd.member(j, "layers", "top level");
   if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
@@ -170,12 +174,12 @@ PackedTrunk PackedTrunk::open(const fs::path& dir, std::uint64_t expected_finger
 
 void PackedTrunk::verify_hashes(sdk::StorageBackend& storage) const {
   std::unique_ptr<sdk::StorageFile> file;
-  if (const sdk::Status st = storage.open(bin_path().string(), file); !st.ok()) throw RuntimeError(st.detail);
+  if (const sdk::Status st = storage.open(bin_uri(), file); !st.ok()) throw RuntimeError(st.detail);
   for (const auto* runs : {&layers_, &globals_})
     for (const auto& r : *runs) {
-      const std::uint64_t h = trunk_format::hash_range(*file, bin_path().string(), r.file_offset, r.nbytes);
+      const std::uint64_t h = trunk_format::hash_range(*file, bin_uri(), r.file_offset, r.nbytes);
       if (h != r.xxh64)
-        throw RuntimeError(bin_path().string() + ": run '" + r.name + "' at offset " + std::to_string(r.file_offset) +
+        throw RuntimeError(bin_uri() + ": run '" + r.name + "' at offset " + std::to_string(r.file_offset) +
                            " has xxh64 " + trunk_format::hex64(h) + ", trunk.json says " + trunk_format::hex64(r.xxh64));
     }
 }

@@ -68,7 +68,7 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
     if (layer == -1) {
       globals.push_back(&t);
     } else if (static_cast<std::size_t>(layer) >= n_layers) {
-      throw UsageError(index.dir().string() + ": tensor " + t.name + " names layer " + std::to_string(layer) +
+      throw UsageError(index.uri() + ": tensor " + t.name + " names layer " + std::to_string(layer) +
                        " but config.json has " + std::to_string(n_layers) + " layers");
     } else {
       layers[static_cast<std::size_t>(layer)].push_back(&t);
@@ -100,7 +100,7 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   };
   for (std::size_t i = 0; i < n_layers; ++i) {
     if (layers[i].empty())
-      throw UsageError(index.dir().string() + ": layer " + std::to_string(i) + " has no non-expert tensors");
+      throw UsageError(index.uri() + ": layer " + std::to_string(i) + " has no non-expert tensors");
     add_run(static_cast<std::int64_t>(i), "layer " + std::to_string(i), std::move(layers[i]));
   }
   for (const TensorInfo* t : globals) add_run(-1, t->name, {t});
@@ -165,8 +165,10 @@ void write_text_synced(const fs::path& path, const std::string& text) {
 PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   if (!fs::is_directory(options.model))
     throw UsageError(options.model.string() + ": no such checkpoint directory");
-  const ModelConfig config = read_model_config(options.model / "config.json");
-  const CheckpointIndex index = CheckpointIndex::open(options.model);
+  PluginHost host;
+  auto storage = host.create_storage(options.storage, {});
+  const ModelConfig config = read_model_config(*storage, options.model.string());
+  const CheckpointIndex index = CheckpointIndex::open(*storage, options.model.string());
   const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
   if (fs::exists(out) && !options.force)
     throw UsageError(out.string() + ": already exists (use --force to replace it)");
@@ -187,13 +189,11 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   fs::create_directories(temp.path);
   const fs::path bin = temp.path / "trunk.bin";
 
-  PluginHost host;
-  auto storage = host.create_storage(options.storage, {});
   std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards;
   auto shard = [&](std::uint32_t file) -> sdk::StorageFile& {
     auto& slot = shards[file];
     if (!slot) {
-      const std::string path = index.files()[file].path.string();
+      const std::string& path = index.files()[file].uri;
       const sdk::Status st = storage->open(path, slot);
       if (!st.ok()) throw RuntimeError(st.detail);
     }

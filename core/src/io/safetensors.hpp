@@ -13,6 +13,7 @@
 
 #include <k3/checkpoint.hpp>
 #include <k3/geometry.hpp>
+#include <k3/storage.hpp>
 
 namespace k3::detail {
 
@@ -22,13 +23,14 @@ inline constexpr std::uint64_t kMaxSafetensorsHeader = std::uint64_t{1} << 30;
 /// "BF16" → DType; nullopt for a dtype we cannot hold.
 std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept;
 
-/// Reads and validates one shard's header. Tensors get `file = file_index` and absolute
-/// offsets. Checks: header length inside the file, valid JSON object, known dtype, shape ×
+/// Reads and validates one shard's header through the storage plugin (`file` is the shard
+/// at `uri`, two reads: the length, then the JSON into `buffer`, which is grown as needed
+/// and may be reused across calls). Tensors get `file = file_index` and absolute offsets. Checks: header length inside the file, valid JSON object, known dtype, shape ×
 /// element size == span, span inside the file, no two spans overlapping. UsageError
 /// "<file>: tensor '<name>': <what>" (or "<file>: <what>" for the container).
 /// Appends the shard's tensors to `out`.
-void read_safetensors_header(const std::filesystem::path& file, std::uint32_t file_index, std::uint64_t& file_size,
-                             std::vector<TensorInfo>& out);
+void read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
+                             std::vector<char>& buffer, std::vector<TensorInfo>& out);
 
 /// The bytes before a shard's data: length prefix + JSON, padded with spaces so the data
 /// starts 8-byte aligned (as the safetensors library does). Offsets follow the given order,

@@ -1,52 +1,19 @@
 // Reading and validating one safetensors header (simdjson on-demand: the full K3 has ~78 MB
 // of headers, so no DOM is built). Every number from the file is checked before use.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include <simdjson.h>
 
 #include <k3/error.hpp>
 
-#include "io/mapped_json.hpp"
 #include "io/safetensors.hpp"
+#include "io/small_file.hpp"
 
 namespace k3::detail {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-class Fd {
- public:
-  explicit Fd(const std::filesystem::path& p) : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Reads exactly n bytes at off; false on a short read.
-bool pread_all(int fd, void* buf, std::size_t n, std::uint64_t off) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-    off += static_cast<std::uint64_t>(r);
-  }
-  return true;
-}
 
 struct Context {
   std::string file;
@@ -89,18 +56,15 @@ std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-void read_safetensors_header(const std::filesystem::path& path, std::uint32_t file_index, std::uint64_t& file_size,
-                             std::vector<TensorInfo>& out) {
-  const Context cx{path.string()};
-  Fd fd(path);
-  if (fd.get() < 0) cx.fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) cx.fail(std::string("cannot stat: ") + std::strerror(errno));
-  file_size = static_cast<std::uint64_t>(st.st_size);
+void read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
+                             std::vector<char>& buffer, std::vector<TensorInfo>& out) {
+  const Context cx{uri};
+  const std::uint64_t file_size = file.size();
 
   unsigned char len_bytes[8];
-  if (file_size < 8 || !pread_all(fd.get(), len_bytes, 8, 0))
+  if (file_size < 8)
     cx.fail("too short for a safetensors file (" + std::to_string(file_size) + " bytes; the 8-byte header length is missing)");
+  io::read_exact(file, 0, 8, len_bytes, uri);
   std::uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | len_bytes[i];
   if (hlen < 2 || hlen > kMaxSafetensorsHeader)
@@ -108,13 +72,19 @@ void read_safetensors_header(const std::filesystem::path& path, std::uint32_t fi
   if (hlen > file_size - 8)
     cx.fail("header length " + std::to_string(hlen) + " runs past the end of the file (" + std::to_string(file_size) + " bytes)");
 
-  const MappedJson header(fd.get(), 8, hlen, cx.file);
+  // The caller's buffer is reused from shard to shard (fresh pages cost more than the parse
+  // on virtual machines); simdjson reads up to SIMDJSON_PADDING bytes past the JSON.
+  const std::size_t need = static_cast<std::size_t>(hlen) + simdjson::SIMDJSON_PADDING;
+  if (buffer.size() < need) buffer.resize(need);
+  io::read_exact(file, 8, hlen, buffer.data(), uri);
+  std::memset(buffer.data() + hlen, 0, simdjson::SIMDJSON_PADDING);
+  const simdjson::padded_string_view header(buffer.data(), static_cast<std::size_t>(hlen), buffer.size());
   const std::uint64_t base = 8 + hlen;
   const std::uint64_t data_size = file_size - base;
 
   od::parser parser;
   od::document doc;
-  if (auto e = parser.iterate(header.view()).get(doc); e) cx.json({}, e);
+  if (auto e = parser.iterate(header).get(doc); e) cx.json({}, e);
   od::object top;
   if (auto e = doc.get_object().get(top); e) cx.fail("header is not a JSON object");
 

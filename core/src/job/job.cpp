@@ -12,6 +12,8 @@
 #include <k3/geometry.hpp>
 #include <k3/trace.hpp>
 
+#include "io/small_file.hpp"
+#include "io/uri.hpp"
 #include "streaming/cache_future.hpp"
 #include "util/atomic_file.hpp"
 
@@ -87,17 +89,25 @@ void check_plugins(const Pipeline& p, PluginHost& host) {
   }
 }
 
-/// The tokenizer section, defaulting its files to the checkpoint's own.
-std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::filesystem::path& dir) {
+/// True when `uri` (a file's URI) opens through `storage`; false when it is not there.
+bool exists_in_storage(sdk::StorageBackend& storage, const std::string& uri) {
+  return io::open_file(storage, uri, "a checkpoint file", true) != nullptr;
+}
+
+/// The tokenizer section, defaulting its files to the checkpoint's own, which the plugin
+/// reads through `storage` (the pipeline's storage plugin, HostServices::read_file).
+std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::string& model_uri,
+                                               const std::shared_ptr<sdk::StorageBackend>& storage) {
   PluginParams params = p.get_params("tokenizer.params");
   auto has = [&](const char* k) {
     for (const auto& kv : params)
       if (kv.first == k) return true;
     return false;
   };
-  if (!has("model")) params.emplace_back("model", (dir / "tiktoken.model").string());
-  if (!has("config") && std::filesystem::exists(dir / "tokenizer_config.json"))
-    params.emplace_back("config", (dir / "tokenizer_config.json").string());
+  if (!has("model")) params.emplace_back("model", io::join_uri(model_uri, "tiktoken.model"));
+  const std::string config = io::join_uri(model_uri, "tokenizer_config.json");
+  if (!has("config") && exists_in_storage(*storage, config)) params.emplace_back("config", config);
+  host.set_file_storage(storage);
   const std::string name = p.get_string("tokenizer.plugin");
   at_key(p, "tokenizer.plugin", [&] { (void)host.find(PluginKind::tokenizer, name); });
   std::vector<std::string> unknown;
@@ -112,6 +122,32 @@ std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
   const sdk::Status st = tok.decode(ids, out);
   if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
   return out;
+}
+
+/// The configs/default.yaml of this source tree, and any configs/default.yaml the pipeline
+/// extends (an installed copy).
+std::vector<std::filesystem::path> default_pipelines(const Pipeline& p) {
+  std::vector<std::filesystem::path> out{std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml"};
+  for (const auto& f : p.files()) {
+    const std::filesystem::path file(f);
+    if (file.filename() == "default.yaml" && file.parent_path().filename() == "configs") out.push_back(file);
+  }
+  return out;
+}
+
+/// True when model.path is the demo location that configs/default.yaml names (whichever
+/// file set it): the one folder a synthetic model may be generated in on first use.
+bool is_demo_location(const Pipeline& p) {
+  if (io::has_uri_scheme(p.get_string("model.path"))) return false;
+  std::error_code ec;
+  const auto model = std::filesystem::weakly_canonical(p.get_path("model.path"), ec);
+  if (ec) return false;
+  for (const auto& file : default_pipelines(p)) {
+    if (!std::filesystem::is_regular_file(file, ec)) continue;
+    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file, {}).get_path("model.path"), ec);
+    if (!ec && demo == model) return true;
+  }
+  return false;
 }
 
 /// Records the routing of a live run into a trace file, with its serving groups.
@@ -134,13 +170,24 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   // Plugin names and parameters first: a typo is reported before minutes of model generation.
   PluginHost host(p.plugin_path());
   check_plugins(p, host);
-  rep.model = p.get_path("model.path");
-  if (!std::filesystem::exists(rep.model / "config.json")) {
-    if (!p.get_bool("model.generate_if_missing"))
-      throw UsageError(rep.model.string() + ": no checkpoint there (" + p.where("model.path") +
-                       "); generate one with k3host make-model or set model.generate_if_missing: true");
+  rep.model = p.get_path("model.path").string();
+  // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
+  const bool present = [&] {
+    const auto probe = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
+    return exists_in_storage(*probe, io::join_uri(rep.model, "config.json"));
+  }();
+  if (!present) {
+    // Only the demo location may be filled with a synthetic model: anywhere else a missing
+    // checkpoint is a typo or an unreachable URL, and a fake model must never run instead.
+    const bool demo = is_demo_location(p);
+    if (!demo || !p.get_bool("model.generate_if_missing"))
+      throw UsageError(rep.model + ": no checkpoint there (no config.json; model.path from " + p.where("model.path") +
+                       "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " +
+                       rep.model + "`" +
+                       (demo ? " or set model.generate_if_missing: true"
+                             : "; only the demo location of configs/default.yaml is generated on first use"));
     const std::string geometry = p.get_string("model.geometry");
-    status("generating the synthetic '" + geometry + "' checkpoint in " + rep.model.string() + " (first run only)");
+    status("generating the synthetic '" + geometry + "' checkpoint in " + rep.model + " (first run only)");
     MakeModelOptions opts;
     opts.out = rep.model;
     opts.progress = [&](std::uint64_t done, std::uint64_t total) {
@@ -161,9 +208,9 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.cache_params = p.get_params("cache.params");
   ms.cache_future = p.get_path("cache.future");
   ms.packed_trunk = p.get_path("model.packed_trunk");
-  status("loading " + rep.model.string());
+  status("loading " + rep.model);
   Model model(rep.model, host, ms);
-  auto tokenizer = make_tokenizer(p, host, rep.model);
+  auto tokenizer = make_tokenizer(p, host, rep.model, model.storage());
   rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.plan = model.plan();
   rep.plan_text = rep.plan.table();
@@ -270,7 +317,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 
 std::string report_json(const JobReport& r) {
   nlohmann::json j;
-  j["model"] = r.model.string();
+  j["model"] = r.model;
   j["kernels"] = r.kernels;
   j["storage"] = r.storage;
   j["threads"] = r.threads;

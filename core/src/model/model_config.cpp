@@ -10,14 +10,14 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <xxhash.h>
 
 #include <k3/error.hpp>
 #include <k3/model_config.hpp>
 
+#include "io/small_file.hpp"
+#include "io/uri.hpp"
 #include "model/model_config_tree.hpp"
 
 namespace k3 {
@@ -289,14 +289,15 @@ ModelConfig model_config_from_tree(const ConfigTree& tree, const std::string& fi
 
 }  // namespace detail
 
-ModelConfig read_model_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) throw UsageError(config_json.string() + ": cannot open the model config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError(config_json.string() + ": read error");
-  auto tree = detail::config_tree_from_json(text.str(), config_json.string());
-  return detail::model_config_from_tree(tree, config_json.string());
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin) {
+  auto tree = detail::config_tree_from_json(json_text, origin);
+  return detail::model_config_from_tree(tree, origin);
+}
+
+ModelConfig read_model_config(sdk::StorageBackend& storage, const std::string& checkpoint_uri) {
+  const std::string uri = io::join_uri(checkpoint_uri, "config.json");
+  const simdjson::padded_string text = io::read_small_file(storage, uri, io::kMaxConfigJson, "the model config");
+  return parse_model_config(std::string(text.data(), text.size()), uri);
 }
 
 }  // namespace k3

@@ -66,6 +66,9 @@ const std::vector<fs::path>& PluginHost::search_path() const noexcept { return i
 const std::vector<PluginInfo>& PluginHost::plugins() const noexcept { return impl_->registry->plugins(); }
 const std::vector<PluginProblem>& PluginHost::problems() const noexcept { return impl_->registry->problems(); }
 sdk::HostServices& PluginHost::services() noexcept { return *impl_->registry; }
+void PluginHost::set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage) {
+  impl_->registry->set_file_storage(storage);
+}
 
 const PluginInfo& PluginHost::find(PluginKind kind, const std::string& name) const {
   return impl_->registry->find(kind, name);

@@ -11,6 +11,8 @@
 #include <k3/log.hpp>
 #include <k3/plugin.hpp>
 
+#include "io/small_file.hpp"
+
 namespace k3::detail {
 
 namespace fs = std::filesystem;
@@ -63,6 +65,9 @@ class NestedStorage final : public sdk::StorageBackend {
   explicit NestedStorage(std::shared_ptr<sdk::StorageBackend> inner) : inner_(std::move(inner)) {}
   sdk::Status open(std::string_view uri, std::unique_ptr<sdk::StorageFile>& out) noexcept override {
     return inner_->open(uri, out);
+  }
+  sdk::Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    return inner_->list(uri, names);
   }
 
  private:
@@ -286,6 +291,25 @@ void PluginServices::log(sdk::LogLevel level, std::string_view component, std::s
   } catch (...) {
     // Logging must never take a plugin down.
   }
+}
+
+void Registry::set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage) {
+  const std::lock_guard<std::mutex> lock(file_storage_mutex_);
+  file_storage_ = storage;
+}
+
+sdk::Status Registry::read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept {
+  std::shared_ptr<sdk::StorageBackend> storage;
+  {
+    const std::lock_guard<std::mutex> lock(file_storage_mutex_);
+    storage = file_storage_.lock();
+  }
+  if (!storage)
+    return sdk::Status::error(sdk::StatusCode::unsupported,
+                              std::string(uri) + ": the host has no storage backend to read plugin files through");
+  // One file at a time through the backend: its open() is not required to be thread-safe.
+  const std::lock_guard<std::mutex> lock(file_read_mutex_);
+  return io::try_read_small_file(*storage, uri, max_bytes, out);
 }
 
 sdk::Status Registry::create_storage(std::string_view plugin, std::span<const sdk::Param> params,

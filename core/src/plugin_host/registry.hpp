@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ class PluginServices final : public sdk::HostServices {
                              std::unique_ptr<sdk::StorageBackend>& out) noexcept override {
     return registry_->create_storage(plugin, params, out);
   }
+  sdk::Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept override {
+    return registry_->read_file(uri, max_bytes, out);
+  }
 
  private:
   std::shared_ptr<sdk::HostServices> registry_;
@@ -66,6 +70,10 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   void log(sdk::LogLevel level, std::string_view component, std::string_view message) noexcept override;
   sdk::Status create_storage(std::string_view plugin, std::span<const sdk::Param> params,
                              std::unique_ptr<sdk::StorageBackend>& out) noexcept override;
+  sdk::Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept override;
+
+  /// See PluginHost::set_file_storage.
+  void set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage);
 
  private:
   void scan_dir(const std::filesystem::path& dir);
@@ -80,6 +88,11 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   // kind/name -> every file that declared it (more than one = duplicate)
   std::map<std::pair<PluginKind, std::string>, std::vector<std::filesystem::path>> declared_;
   std::vector<std::filesystem::path> seen_;  // canonical paths already scanned
+  // The backend read_file() reads through. Weak: the backend holds the registry (its
+  // HostServices), so a strong reference here would be a cycle.
+  std::weak_ptr<sdk::StorageBackend> file_storage_;
+  std::mutex file_storage_mutex_;
+  std::mutex file_read_mutex_;
 };
 
 }  // namespace k3::detail

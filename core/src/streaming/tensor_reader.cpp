@@ -35,7 +35,7 @@ sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> 
 
 PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
   PackedLocations out;
-  out.bin = trunk.bin_path();
+  out.bin = trunk.bin_uri();
   out.bin_bytes = trunk.bin_bytes();
   for (const auto* runs : {&trunk.layers(), &trunk.globals()})
     for (const PackedRun& run : *runs)
@@ -78,12 +78,12 @@ std::size_t TensorReader::want_any(const std::string& name, DType dtype,
   std::string alternatives;
   for (const auto& s : shapes) alternatives += (alternatives.empty() ? "" : " or ") + shape_str(s);
   if (info == nullptr || info->dtype != dtype) (void)index_.require(name, dtype, shapes.front());
-  throw UsageError(index_.files()[info->file].path.string() + ": tensor '" + name + "': shape " +
+  throw UsageError(index_.files()[info->file].uri + ": tensor '" + name + "': shape " +
                    shape_str(info->shape) + ", expected " + alternatives);
 }
 
 std::string TensorReader::file_name(std::uint32_t i) const {
-  return i < index_.files().size() ? index_.files()[i].path.string() : packed_->bin.string();
+  return i < index_.files().size() ? index_.files()[i].uri : packed_->bin.string();
 }
 
 sdk::StorageFile& TensorReader::file(std::uint32_t i) {

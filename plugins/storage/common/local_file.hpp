@@ -1,16 +1,20 @@
-// Shared by the local storage backends (direct, uring, mmap): a move-only descriptor,
-// opening a path with the same checks and messages as the posix backend, errno text, and
-// the messages every backend uses for short reads.
+// Shared by the local storage backends (posix, direct, uring, mmap): a move-only descriptor,
+// opening a path with the same checks and messages as the posix backend, listing a folder,
+// errno text, and the messages every backend uses for short reads.
 #pragma once
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <k3/status.hpp>
 
@@ -90,6 +94,31 @@ inline sdk::Status open_local(const std::string& path, int extra_flags, UniqueFd
                               path + (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file or block device"));
   }
   fd = std::move(f);
+  return sdk::Status::success();
+}
+
+/// The regular files (symbolic links followed) directly inside the folder `path`.
+inline sdk::Status list_local(const std::string& path, std::vector<std::string>& names) {
+  names.clear();
+  if (path.empty()) return sdk::Status::error(sdk::StatusCode::invalid_argument, "storage: empty path");
+  const std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
+  if (!dir) {
+    const int err = errno;
+    if (err == ENOENT) return sdk::Status::error(sdk::StatusCode::not_found, path + ": no such folder");
+    if (err == ENOTDIR) return sdk::Status::error(sdk::StatusCode::not_found, path + ": not a folder");
+    return sdk::Status::error(sdk::StatusCode::io_error, path + ": cannot list the folder: " + errno_text(err));
+  }
+  const int dfd = ::dirfd(dir.get());
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir.get());
+    if (e == nullptr) break;
+    const std::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(dfd, e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode)) names.emplace_back(name);
+  }
+  if (errno != 0) return sdk::Status::error(sdk::StatusCode::io_error, path + ": cannot list the folder: " + errno_text(errno));
   return sdk::Status::success();
 }
 

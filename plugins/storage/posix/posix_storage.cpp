@@ -16,6 +16,7 @@
 #include <k3/plugin.hpp>
 
 #include "common/batch_outcome.hpp"
+#include "common/local_file.hpp"
 
 #include "read_loop.hpp"
 
@@ -75,6 +76,14 @@ class PosixFile final : public k3::sdk::StorageFile {
 class PosixBackend final : public k3::sdk::StorageBackend {
  public:
   explicit PosixBackend(k3::sdk::HostServices* host) : host_(host) {}
+
+  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    try {
+      return k3::storage::local::list_local(std::string(uri), names);
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+    }
+  }
 
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
     try {

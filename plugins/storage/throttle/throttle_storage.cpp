@@ -75,6 +75,10 @@ class ThrottleBackend final : public k3::sdk::StorageBackend {
   ThrottleBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Device> device)
       : inner_(std::move(inner)), device_(std::move(device)) {}
 
+  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    return inner_->list(uri, names);  // listing costs no modelled bandwidth and injects no fault
+  }
+
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
     std::unique_ptr<k3::sdk::StorageFile> file;
     Status st = inner_->open(uri, file);

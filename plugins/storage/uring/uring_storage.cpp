@@ -277,6 +277,14 @@ class UringBackend final : public k3::sdk::StorageBackend {
   UringBackend(k3::sdk::HostServices* host, bool direct, std::shared_ptr<RingPool> rings)
       : host_(host), direct_(direct), rings_(std::move(rings)) {}
 
+  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    try {
+      return k3::storage::local::list_local(std::string(uri), names);
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+    }
+  }
+
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
     try {
       const std::string path(uri);

@@ -19,6 +19,19 @@ using sdk::StatusCode;
 constexpr std::uint32_t kKimiReserved = 256;
 constexpr std::size_t kKimiMaxChunkChars = 400000;
 constexpr std::size_t kKimiMaxRunChars = 25000;
+// The largest rank file or tokenizer config read (Kimi's tiktoken.model is ~3 MB, o200k's ~4 MB).
+constexpr std::uint64_t kMaxFileBytes = std::uint64_t{256} << 20;
+
+// The whole file `uri`, read through the host (the pipeline's storage plugin, so a rank
+// file next to the checkpoint is reached the way the checkpoint is: a path or a URL).
+std::string read_through_host(sdk::HostServices* host, const std::string& uri, const char* what) {
+  if (host == nullptr) fail(StatusCode::internal, uri + ": the host gave no services to read the " + what);
+  std::string data;
+  const Status st = host->read_file(uri, kMaxFileBytes, data);
+  if (st.code == StatusCode::not_found) fail(StatusCode::not_found, uri + ": " + what + " not found (" + st.detail + ")");
+  if (!st.ok()) fail(st.code, uri + ": cannot read the " + what + ": " + st.detail);
+  return data;
+}
 
 Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
               std::vector<std::string>& unknown_params) {
@@ -34,11 +47,13 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
   const auto max_run = params.get_int<std::size_t>("max_run_chars", kimi ? kKimiMaxRunChars : 0u, status);
   unknown_params = params.unused();
   if (!status.ok()) return status;
-  if (model.empty()) return Status::error(StatusCode::invalid_argument, "model: the path of the rank file is required");
+  if (model.empty()) return Status::error(StatusCode::invalid_argument, "model: the path or URI of the rank file is required");
 
   try {
-    TiktokenConfig cfg{RankTable::load(model), pattern_source(pattern), {}, {max_chunk, max_run}};
-    if (!config.empty()) cfg.specials.add_from_config(config);
+    TiktokenConfig cfg{RankTable::parse(read_through_host(args.host, model, "rank file"), model),
+                       pattern_source(pattern), {}, {max_chunk, max_run}};
+    if (!config.empty())
+      cfg.specials.add_from_config(read_through_host(args.host, config, "tokenizer config"), config);
     if (!specials.empty()) cfg.specials.add_inline(specials);
     if (reserved > kMaxRank - cfg.ranks.end())
       return Status::error(StatusCode::invalid_argument, "num_reserved_special_tokens: too large");

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include <xxhash.h>
@@ -19,16 +17,6 @@ using sdk::StatusCode;
 namespace {
 
 std::uint64_t hash_bytes(std::string_view b) noexcept { return XXH3_64bits(b.data(), b.size()); }
-
-std::string read_file(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) fail(StatusCode::not_found, file.string() + ": rank file not found");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(StatusCode::io_error, file.string() + ": cannot open rank file");
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(StatusCode::io_error, file.string() + ": read error");
-  return data;
-}
 
 // Splits a line on runs of spaces/tabs, as Python's str.split() does for these files.
 std::vector<std::string_view> fields_of(std::string_view line) {
@@ -45,9 +33,7 @@ std::vector<std::string_view> fields_of(std::string_view line) {
 
 }  // namespace
 
-RankTable RankTable::load(const std::filesystem::path& file) {
-  const std::string data = read_file(file);
-  const std::string name = file.string();
+RankTable RankTable::parse(const std::string& data, const std::string& name) {
   RankTable table;
   std::vector<Entry> entries;
   std::string token;

@@ -24,8 +24,9 @@ inline constexpr Rank kMaxRank = (1u << 24) - 1;
 
 class RankTable {
  public:
-  /// Parses a rank file. Throws TokenizerError (not_found, io_error, invalid_argument).
-  static RankTable load(const std::filesystem::path& file);
+  /// Parses the text of a rank file; `name` (its URI) prefixes error messages ("name:line").
+  /// Throws TokenizerError (invalid_argument).
+  static RankTable parse(const std::string& data, const std::string& name);
   /// The rank of exactly these bytes, or kNoRank.
   [[nodiscard]] Rank rank_of(std::string_view bytes) const noexcept;
   /// The bytes of a rank; empty when no token has this rank (a gap in the file).

@@ -34,13 +34,10 @@ void SpecialTokens::add(std::string text, std::uint32_t id, const std::string& o
   by_text_.emplace(std::move(text), id);
 }
 
-void SpecialTokens::add_from_config(const std::filesystem::path& file) {
-  const std::string name = file.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) fail(StatusCode::not_found, name + ": tokenizer config not found");
+void SpecialTokens::add_from_config(const std::string& json, const std::string& name) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
-  if (const auto err = parser.load(name).get(root))
+  if (const auto err = parser.parse(json).get(root))
     fail(StatusCode::invalid_argument, name + ": not valid JSON: " + simdjson::error_message(err));
   simdjson::dom::object decoder;
   if (root["added_tokens_decoder"].get_object().get(decoder))

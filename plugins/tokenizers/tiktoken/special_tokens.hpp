@@ -23,8 +23,9 @@ class SpecialTokens {
  public:
   /// Adds one token; `origin` names where it came from, for errors.
   void add(std::string text, std::uint32_t id, const std::string& origin);
-  /// Every entry of added_tokens_decoder in a tokenizer_config.json.
-  void add_from_config(const std::filesystem::path& file);
+  /// Every entry of added_tokens_decoder in the text of a tokenizer_config.json (`name`,
+  /// its URI, prefixes error messages).
+  void add_from_config(const std::string& json, const std::string& name);
   /// "text=id,text=id" (the text ends at the last '=' of its item).
   void add_inline(std::string_view list);
   /// Names every id in [first, first + count) that has no token yet <|reserved_token_{id}|>.

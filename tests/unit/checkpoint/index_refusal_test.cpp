@@ -7,6 +7,7 @@
 #include <k3/model_config.hpp>
 
 #include "checkpoint_test_util.hpp"
+#include "local_storage.hpp"
 
 namespace fs = std::filesystem;
 using namespace k3;
@@ -24,7 +25,7 @@ fs::path tiny_copy(const std::string& tag) {
 // The refusal message of opening `dir` (fails the test when it opens).
 std::string refusal(const fs::path& dir) {
   try {
-    (void)CheckpointIndex::open(dir);
+    (void)k3::test::open_index(dir);
   } catch (const UsageError& e) {
     CHECK(e.code() == ExitCode::usage);
     return e.what();
@@ -35,7 +36,7 @@ std::string refusal(const fs::path& dir) {
 
 std::string config_refusal(const fs::path& config) {
   try {
-    (void)read_model_config(config);
+    (void)k3::test::read_config(config.parent_path());
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -54,8 +55,8 @@ std::string first_tensor_after_metadata(const std::string& json) {
 }  // namespace
 
 TEST_CASE("the untouched tiny checkpoint opens", "[index]") {
-  const auto index = CheckpointIndex::open(test_model("tiny"));
-  CHECK(index.tensors().size() == spec_inventory(read_model_config(test_model("tiny") / "config.json")).size());
+  const auto index = k3::test::open_index(test_model("tiny"));
+  CHECK(index.tensors().size() == spec_inventory(k3::test::read_config(test_model("tiny"))).size());
 }
 
 TEST_CASE("a truncated shard is refused naming the shard and the tensor past EOF", "[index][bad_input]") {
@@ -171,11 +172,11 @@ TEST_CASE("a tensor listed in model.safetensors.index.json but absent is refused
 }
 
 TEST_CASE("require() names file and tensor for a wrong dtype, shape or a missing tensor", "[index][bad_input]") {
-  const auto index = CheckpointIndex::open(test_model("tiny"));
+  const auto index = k3::test::open_index(test_model("tiny"));
   const std::string name = "language_model.model.layers.0.self_attn.A_log";
   const TensorInfo* t = index.find(name);
   REQUIRE(t != nullptr);
-  const std::string file = index.files()[t->file].path.string();
+  const std::string file = index.files()[t->file].uri;
   CHECK_THROWS_WITH(index.require(name, DType::bf16, {16}), Catch::Contains(file) && Catch::Contains(name) &&
                                                                  Catch::Contains("dtype F32, expected BF16"));
   CHECK_THROWS_WITH(index.require(name, DType::f32, {2}), Catch::Contains(file) && Catch::Contains(name) &&
@@ -242,7 +243,7 @@ TEST_CASE("config.json inconsistencies are refused naming the key", "[config][ba
 }
 
 TEST_CASE("a flat config (keys at the root, kda_ aliases) is read like the nested one", "[config]") {
-  const auto nested = read_model_config(test_model("tiny") / "config.json");
+  const auto nested = k3::test::read_config(test_model("tiny"));
   const fs::path dir = fresh_dir("flat");
   const std::string flat = R"({
     "hidden_size": 64, "num_hidden_layers": 6, "vocab_size": 768, "rms_norm_eps": 1e-05,
@@ -255,7 +256,7 @@ TEST_CASE("a flat config (keys at the root, kda_ aliases) is read like the neste
     "attn_res_block_size": 2, "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0,
     "bos_token_id": 512, "eos_token_id": 514})";
   write_file(dir / "config.json", flat);
-  CHECK(read_model_config(dir / "config.json").fingerprint() == nested.fingerprint());
+  CHECK(k3::test::read_config(dir).fingerprint() == nested.fingerprint());
   write_file(dir / "config.json", replace_once(flat, "\"kda_num_heads\": 2, ", ""));
   CHECK_THAT(config_refusal(dir / "config.json"), Catch::Contains("linear_attn_config.num_heads"));
 }

@@ -16,6 +16,7 @@
 #include <k3/model_config.hpp>
 
 #include "checkpoint_test_util.hpp"
+#include "local_storage.hpp"
 
 namespace fs = std::filesystem;
 using namespace k3;
@@ -66,9 +67,9 @@ TEST_CASE("make-model writes every tensor of the spec with its dtype and shape",
   for (const std::string geometry : {"tiny", "tiny2"}) {
     INFO("geometry " << geometry);
     const fs::path dir = write_model(geometry, "layout-" + geometry);
-    const ModelConfig c = read_model_config(dir / "config.json");
+    const ModelConfig c = k3::test::read_config(dir);
     const auto expected = k3::test::spec_inventory(c);
-    const auto index = CheckpointIndex::open(dir);
+    const auto index = k3::test::open_index(dir);
     REQUIRE(index.tensors().size() == expected.size());
     REQUIRE(index.files().size() > 1);  // the tiny geometries are sharded on purpose
     for (const auto& [name, want] : expected) {
@@ -84,7 +85,7 @@ TEST_CASE("make-model writes every tensor of the spec with its dtype and shape",
     for (std::size_t i = 0; i < n; ++i) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
-      CHECK(index.files()[i].path.filename() == buf);
+      CHECK(index.files()[i].name == buf);
     }
     // index.json: metadata.total_size is the sum of the tensor bytes.
     std::uint64_t total = 0;
@@ -97,7 +98,7 @@ TEST_CASE("make-model writes every tensor of the spec with its dtype and shape",
 TEST_CASE("config.json round trip: the written config reads back as the geometry", "[make_model]") {
   const auto g = load_geometry(geometry_file("tiny").string());
   const fs::path dir = write_model("tiny", "roundtrip");
-  const ModelConfig c = read_model_config(dir / "config.json");
+  const ModelConfig c = k3::test::read_config(dir);
   CHECK(c.fingerprint() == g.config.fingerprint());
   // The values the tiny.yaml file states, checked by hand (not through the reader).
   CHECK(c.hidden_size == 64);
@@ -177,12 +178,12 @@ TEST_CASE("the demo tokenizer is all learned merges (the sample does not saturat
 
 TEST_CASE("weights: norms near 1, projections ~1/sqrt(fan_in), MXFP4 groups with zero groups", "[make_model]") {
   const fs::path dir = write_model("tiny", "weights");
-  const auto c = read_model_config(dir / "config.json");
-  const auto index = CheckpointIndex::open(dir);
+  const auto c = k3::test::read_config(dir);
+  const auto index = k3::test::open_index(dir);
   auto bytes_of = [&](const std::string& name) {
     const TensorInfo* t = index.find(name);
     REQUIRE(t != nullptr);
-    const std::string all = read_file(index.files()[t->file].path);
+    const std::string all = read_file(index.files()[t->file].uri);
     return all.substr(t->offset, t->nbytes);
   };
   auto bf16_values = [&](const std::string& name) {

@@ -13,6 +13,7 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
+#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -33,7 +34,7 @@ std::vector<char> file_bytes(const fs::path& path, std::uint64_t offset, std::ui
 }
 
 std::uint64_t tiny_fingerprint() {
-  return k3::read_model_config(k3::test::test_model("tiny") / "config.json").fingerprint();
+  return k3::test::read_config(k3::test::test_model("tiny")).fingerprint();
 }
 
 /// A packed tiny trunk, made once per process.
@@ -57,9 +58,9 @@ void copy_trunk(const fs::path& from, const fs::path& to) {
 
 TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkpoint's bytes", "[pack_trunk]") {
   const fs::path& model = k3::test::test_model("tiny");
-  const k3::ModelConfig config = k3::read_model_config(model / "config.json");
-  const k3::CheckpointIndex index = k3::CheckpointIndex::open(model);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_tiny(), config.fingerprint());
+  const k3::ModelConfig config = k3::test::read_config(model);
+  const k3::CheckpointIndex index = k3::test::open_index(model);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), config.fingerprint());
 
   REQUIRE(trunk.layers().size() == static_cast<std::size_t>(config.num_hidden_layers));
   CHECK_FALSE(fs::exists(packed_tiny().string() + ".tmp." + std::to_string(::getpid())));
@@ -77,8 +78,8 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
       CHECK(src->dtype == t.dtype);
       CHECK(src->shape == t.shape);
       REQUIRE(src->nbytes == t.nbytes);
-      CHECK(file_bytes(index.files()[src->file].path, src->offset, src->nbytes) ==
-            file_bytes(trunk.bin_path(), run.file_offset + t.offset, t.nbytes));
+      CHECK(file_bytes(index.files()[src->file].uri, src->offset, src->nbytes) ==
+            file_bytes(trunk.bin_uri(), run.file_offset + t.offset, t.nbytes));
     }
   };
   for (std::size_t i = 0; i < trunk.layers().size(); ++i) {
@@ -110,7 +111,7 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
 TEST_CASE("pack-trunk: a damaged trunk.bin fails hash verification naming the run", "[pack_trunk]") {
   const fs::path copy = k3::test::scratch_dir() / "trunk-flipped";
   copy_trunk(packed_tiny(), copy);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(copy, tiny_fingerprint());
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), tiny_fingerprint());
   const auto& run = trunk.layers()[1];
   {
     std::fstream f(copy / "trunk.bin", std::ios::binary | std::ios::in | std::ios::out);
@@ -132,15 +133,15 @@ TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is re
 
   copy_trunk(packed_tiny(), copy);
   fs::remove(copy / "trunk.json");
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("no trunk.json") && Catch::Contains("interrupted"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("no trunk.json") && Catch::Contains("interrupted"));
 
   copy_trunk(packed_tiny(), copy);
   fs::resize_file(copy / "trunk.json", fs::file_size(copy / "trunk.json") / 2);  // cut mid-write
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("trunk.json") && Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("trunk.json") && Catch::Contains("not valid JSON"));
 
   copy_trunk(packed_tiny(), copy);
   fs::resize_file(copy / "trunk.bin", fs::file_size(copy / "trunk.bin") - 4096);
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("trunk.bin") && Catch::Contains("bytes"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("trunk.bin") && Catch::Contains("bytes"));
 
   // A run pointing outside trunk.bin.
   copy_trunk(packed_tiny(), copy);
@@ -152,11 +153,11 @@ TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is re
     text.replace(at, 13, "\"file_off\": 409600000000");
     std::ofstream(copy / "trunk.json", std::ios::trunc) << text;
   }
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(copy, fp), Catch::Contains("outside trunk.bin"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("outside trunk.bin"));
 }
 
 TEST_CASE("pack-trunk: a fingerprint mismatch is refused", "[pack_trunk]") {
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(packed_tiny(), tiny_fingerprint() ^ 1),
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), tiny_fingerprint() ^ 1),
                     Catch::Contains("fingerprint") && Catch::Contains("repack"));
 }
 
@@ -180,7 +181,7 @@ TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced w
   CHECK_FALSE(fs::exists(out / "keep.txt"));
   CHECK(fs::exists(out / "trunk.json"));
   CHECK(fs::file_size(out / "trunk.bin") == r.bin_bytes);
-  CHECK_NOTHROW(k3::PackedTrunk::open(out, tiny_fingerprint()));
+  CHECK_NOTHROW(k3::PackedTrunk::open(k3::test::local_storage(), out.string(), tiny_fingerprint()));
   for (const auto& entry : fs::directory_iterator(out.parent_path()))
     CHECK(entry.path().filename().string().find("trunk-exists.") == std::string::npos);  // no .tmp/.old left
 }

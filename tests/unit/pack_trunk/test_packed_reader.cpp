@@ -19,6 +19,7 @@
 
 #include "streaming/tensor_reader.hpp"
 #include "streaming/layer_loader.hpp"
+#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -36,6 +37,9 @@ class CountingStorage final : public k3::sdk::StorageBackend {
     const k3::sdk::Status st = inner_->open(uri, f);
     if (st.ok()) out = std::make_unique<File>(std::move(f), fs::path(uri).filename().string(), *this);
     return st;
+  }
+  k3::sdk::Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    return inner_->list(uri, names);
   }
   std::map<std::string, std::size_t> requests;  ///< file name → requests read
 
@@ -89,9 +93,9 @@ std::vector<float> prompt_logits(const fs::path& dir, k3::PluginHost& host, cons
 TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' bytes", "[pack_trunk]") {
   const fs::path model_dir = k3::test::test_model("demo");
   const fs::path packed_dir = pack("demo");
-  const k3::ModelConfig c = k3::read_model_config(model_dir / "config.json");
-  const k3::CheckpointIndex index = k3::CheckpointIndex::open(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(packed_dir, c.fingerprint());
+  const k3::ModelConfig c = k3::test::read_config(model_dir);
+  const k3::CheckpointIndex index = k3::test::open_index(model_dir);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), c.fingerprint());
   const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "conformance_support.hpp"
@@ -180,4 +181,33 @@ TEST_CASE("the host finds every storage backend built in this tree", "[conforman
     INFO(expected);
     CHECK(std::find(names.begin(), names.end(), expected) != names.end());
   }
+}
+
+TEST_CASE("every backend: list() names the regular files of a folder, and a missing folder is not_found",
+          "[conformance]") {
+  TempDir dir;
+  for (const char* name : {"a.safetensors", "config.json", "b"}) std::ofstream(dir.path() / name) << name;
+  std::filesystem::create_directory(dir.path() / "sub");
+  std::filesystem::create_symlink(dir.path() / "b", dir.path() / "link-to-b");
+  const std::vector<std::string> expected{"a.safetensors", "b", "config.json", "link-to-b"};
+  int listed = 0;
+  for (const auto& config : all_backend_configs()) {
+    INFO("backend " << config.label);
+    auto backend = try_create(config);
+    if (!backend) continue;
+    std::vector<std::string> names{"stale"};
+    for (const std::string& uri : {dir.path().string(), dir.path().string() + "/"}) {
+      const k3::sdk::Status st = backend->list(uri, names);
+      INFO(uri << ": " << st.detail);
+      REQUIRE(st.ok());
+      std::sort(names.begin(), names.end());
+      CHECK(names == expected);  // no "sub", no ".", no "stale"
+    }
+    const auto missing = (dir.path() / "no-such-folder").string();
+    const k3::sdk::Status st = backend->list(missing, names);
+    CHECK(st.code == StatusCode::not_found);
+    CHECK_THAT(st.detail, Catch::Contains("no-such-folder"));
+    ++listed;
+  }
+  CHECK(listed >= 6);  // posix, direct, uring or its refusal, mmap, throttle, faulty
 }

@@ -19,6 +19,7 @@
 #include <k3/plan.hpp>
 #include <k3/plugin_host.hpp>
 
+#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace {
@@ -211,7 +212,7 @@ TEST_CASE("tiny: an unrecoverable expert read finishes the run and names the lay
   k3::make_model(k3::load_geometry(geo.string()), mo);
   // Fail one routed expert's w2.weight_packed for good: layer 1, every expert (the router's
   // choice is not known in advance, so poison all of layer 1's experts' first byte of w2).
-  const auto index = k3::CheckpointIndex::open(dir);
+  const auto index = k3::test::open_index(dir);
   const auto c = k3::load_geometry("tiny").config;
   std::string offsets;
   // faulty's offsets apply to every shard: use only offsets that no non-expert tensor of

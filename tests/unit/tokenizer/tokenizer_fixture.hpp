@@ -63,9 +63,16 @@ inline std::filesystem::path rank_file(const std::string& name, const std::vecto
   return write_file(name, text);
 }
 
-/// The plugin host, created once per process: it keeps the library loaded.
+/// The plugin host, created once per process: it keeps the library loaded. The tokenizer
+/// reads its files through HostServices::read_file, here a posix backend (as k3host's
+/// default pipeline).
 inline PluginHost& host() {
   static PluginHost h;
+  static const std::shared_ptr<sdk::StorageBackend> files = [] {
+    auto s = h.create_storage("posix", {});
+    h.set_file_storage(s);
+    return s;
+  }();
   return h;
 }
 
