@@ -70,7 +70,7 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
             o.force = args->force;
             o.headers_only = args->headers_only;
             if (!args->dtypes.empty()) o.dtypes = parse_dtype_mix(args->dtypes, "--dtypes");
-            const auto census = geometry_census(g.config);
+            const auto census = geometry_census(g.config, o.dtypes.value_or(g.writer.dtypes));
             ProgressLine line;
             if (census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO))
               o.progress = [&line](std::uint64_t done, std::uint64_t total) { line(done, total); };

@@ -110,7 +110,7 @@ void for_each_tensor_group(const ModelConfig& c, const std::function<void(Tensor
 /// Every group at once (convenient for small models and tests).
 std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
-/// Totals over the layout (release dtypes). A routed-expert parameter is one MXFP4 element (0.53125 B).
+/// Totals over the layout in the dtypes of `mix`. A routed-expert parameter is one MXFP4 element (0.53125 B).
 struct GeometryCensus {
   std::uint64_t tensors = 0;
   std::uint64_t params = 0;          ///< logical parameters, experts included
@@ -119,7 +119,7 @@ struct GeometryCensus {
   std::uint64_t expert_bytes = 0;    ///< every routed expert (w1, w2, w3 packed + scale)
   std::uint64_t bytes_per_expert = 0;
 };
-GeometryCensus geometry_census(const ModelConfig& c);
+GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
 /// Tensor names of the released checkpoint (K3-MODEL.md §2).
 namespace tensor_names {

@@ -107,7 +107,7 @@ std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c, DTypeMix mix) {
   return groups;
 }
 
-GeometryCensus geometry_census(const ModelConfig& c) {
+GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix) {
   GeometryCensus s;
   for_each_tensor_group(c, [&](TensorGroup&& g) {
     for (const auto& t : g.tensors) {
@@ -123,7 +123,7 @@ GeometryCensus geometry_census(const ModelConfig& c) {
       if (g.kind == TensorGroup::Kind::routed_expert) s.expert_bytes += b;
     }
     if (g.kind == TensorGroup::Kind::routed_expert) s.bytes_per_expert = g.nbytes();
-  });
+  }, mix);
   return s;
 }
 

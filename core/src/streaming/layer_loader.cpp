@@ -2,6 +2,10 @@
 
 #include <array>
 #include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include <k3/error.hpp>
 
 #include "model/tensor_table.hpp"
 #include "streaming/tensor_reader.hpp"
@@ -34,6 +38,11 @@ template <class Target, class Walk, class Keep>
 std::vector<Binding<Target>> queue_table(TensorReader& reader, Walk&& walk, Keep&& keep) {
   std::vector<Binding<Target>> out;
   walk([&](const table::Entry& e, auto field) {
+    // The table's form and the field's view type are written on the same line; keep them
+    // in step (the plan sizes by the form).
+    using View = std::remove_reference_t<decltype(field(std::declval<Target&>()))>;
+    if ((e.form == table::Form::matrix) != std::is_same_v<View, Matrix>)
+      throw RuntimeError("tensor table: '" + e.name + "' binds a view that is not its form");
     const TensorInfo& info = table::require(reader.index(), e);
     if (!keep(e)) return;
     out.push_back({reader.want(info), [](Target& target, const TensorReader& r, const std::byte* base, std::size_t h) {

@@ -260,7 +260,8 @@ fs::path checked_target(const MakeModelOptions& o) {
 MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = geometry.config;
-  const auto census = geometry_census(c);
+  const DTypeMix mix = options.dtypes.value_or(geometry.writer.dtypes);
+  const auto census = geometry_census(c, mix);
   if (geometry.writer.headers_only_required && !options.headers_only)
     throw UsageError("geometry '" + geometry.name + "': writing it would take " + human_bytes(census.bytes) + " (" +
                      std::to_string(census.tensors) +
@@ -282,7 +283,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
 
   MakeModelResult res;
   res.seed = options.seed.value_or(geometry.writer.seed);
-  res.dtypes = options.dtypes.value_or(geometry.writer.dtypes);
+  res.dtypes = mix;
   const ShardPlan plan = plan_shards(c, geometry.writer.shard_size_bytes, res.dtypes);
   std::vector<std::string> shard_names;
   for (std::size_t i = 0; i < plan.groups.size(); ++i) shard_names.push_back(shard_name(i, plan.groups.size()));
