@@ -21,6 +21,7 @@ struct MakeModelArgs {
   std::uint64_t seed = 0;
   bool force = false;
   bool headers_only = false;
+  std::string dtypes;
 };
 
 // "\r123.4 / 450.0 MB (27%)  210 MB/s", at most five times a second.
@@ -54,6 +55,11 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
   sub->add_option("--out,-o", args->out, "Target directory (written atomically)")->required();
   auto* seed = sub->add_option("--seed", args->seed, "Weight seed (default: the geometry's writer.seed)");
   sub->add_flag("--force", args->force, "Replace an existing non-empty target directory");
+  sub->add_option("--dtypes", args->dtypes,
+                  "Dtype mix of the tensors that are not routed experts: release (F32 where the release stores "
+                  "F32), compact (BF16 wherever accepted) or f32 (F32 wherever accepted, matrices too); default: "
+                  "the geometry's writer.dtypes")
+      ->check(CLI::IsMember({"release", "compact", "f32"}));
   sub->add_flag("--headers-only", args->headers_only,
                 "Real headers over sparse files (no data, no disk use): the full k3 layout for index benchmarks");
   return {sub, [args, seed]() {
@@ -63,16 +69,17 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
             if (seed->count() > 0) o.seed = args->seed;
             o.force = args->force;
             o.headers_only = args->headers_only;
-            const auto census = geometry_census(g.config);
+            if (!args->dtypes.empty()) o.dtypes = parse_dtype_mix(args->dtypes, "--dtypes");
+            const auto census = geometry_census(g.config, o.dtypes.value_or(g.writer.dtypes));
             ProgressLine line;
             if (census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO))
               o.progress = [&line](std::uint64_t done, std::uint64_t total) { line(done, total); };
             const MakeModelResult r = make_model(g, o);
             std::printf("make-model: %s -> %s\n", g.name.c_str(), r.dir.c_str());
-            std::printf("  %llu tensors in %llu shards, %.1f MB of tensor data%s, seed %llu\n",
+            std::printf("  %llu tensors in %llu shards, %.1f MB of tensor data%s, seed %llu, %s dtypes\n",
                         static_cast<unsigned long long>(r.tensors), static_cast<unsigned long long>(r.shards),
                         static_cast<double>(r.tensor_bytes) / 1e6, o.headers_only ? " (sparse: headers only)" : "",
-                        static_cast<unsigned long long>(r.seed));
+                        static_cast<unsigned long long>(r.seed), to_string(r.dtypes));
             std::printf("  %.2f M parameters (%.2f M in %lld experts x %lld MoE layers), vocab %lld\n",
                         static_cast<double>(census.params) / 1e6, static_cast<double>(census.expert_params) / 1e6,
                         static_cast<long long>(g.config.num_experts),

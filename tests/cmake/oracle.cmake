@@ -110,6 +110,49 @@ function(k3_oracle_case geometry head tail generate)
     SKIP_RETURN_CODE 77)
 endfunction()
 
+# The same geometry written in another dtype mix (make-model --dtypes): the reference reads
+# it (F32 where it is F32) and must agree, and the engine's logits and ids must be
+# byte-identical to the geometry's own mix (the release mix), since the values are the same
+# numbers. Only the incremental run: the C++ matrix covers the other variants on tiny.
+function(k3_oracle_mix_case geometry mix head tail generate)
+  set(model ${PROJECT_BINARY_DIR}/models/${geometry}-${mix})
+  set(out ${PROJECT_BINARY_DIR}/oracle/${geometry}-${mix})
+  set(base ${PROJECT_BINARY_DIR}/oracle/${geometry})
+  set(pfx "oracle-${geometry}-${mix}")
+  set(ids "${head},${tail}")
+  add_test(NAME "${pfx}: make-model"
+           COMMAND $<TARGET_FILE:k3host> make-model --geometry ${geometry} --dtypes ${mix} --out ${model} --force)
+  add_test(NAME "${pfx}: output folder" COMMAND ${CMAKE_COMMAND} -E make_directory ${out})
+  set_tests_properties("${pfx}: make-model" "${pfx}: output folder" PROPERTIES
+    FIXTURES_SETUP k3_oracle_${geometry}_${mix}_model)
+  add_test(NAME "${pfx}: reference"
+           COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py reference ${model}
+                   --ids ${ids} --generate ${generate} --out ${out}/reference.json)
+  set_tests_properties("${pfx}: reference" PROPERTIES
+    FIXTURES_REQUIRED k3_oracle_${geometry}_${mix}_model FIXTURES_SETUP k3_oracle_${geometry}_${mix}_ref
+    SKIP_RETURN_CODE 77)
+  add_test(NAME "${pfx}: engine incremental"
+           COMMAND $<TARGET_FILE:k3host> --config ${K3_ORACLE_PIPELINE}
+                   --set model.path=${model} --set model.generate_if_missing=false
+                   --set job.max_new_tokens=${generate} --quiet --set job.mode=incremental --set threads=1
+                   --ids ${ids} --out ${out}/engine-incremental.json --dump-logits ${out}/engine-incremental.f32)
+  set_tests_properties("${pfx}: engine incremental" PROPERTIES
+    FIXTURES_REQUIRED k3_oracle_${geometry}_${mix}_model FIXTURES_SETUP k3_oracle_${geometry}_${mix}_engine)
+  add_test(NAME "${pfx}: compare"
+           COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py compare ${out}/reference.json
+                   --logits ${out}/engine-incremental.f32 --report ${out}/engine-incremental.json
+                   --tolerance ${K3_ORACLE_TOLERANCE} --out ${out}/compare.json)
+  set_tests_properties("${pfx}: compare" PROPERTIES
+    FIXTURES_REQUIRED "k3_oracle_${geometry}_${mix}_ref;k3_oracle_${geometry}_${mix}_engine"
+    SKIP_RETURN_CODE 77)
+  add_test(NAME "${pfx}: identical to the release mix"
+           COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py identical
+                   ${base}/engine-incremental.f32 ${out}/engine-incremental.f32
+                   --reports ${base}/engine-incremental.json ${out}/engine-incremental.json)
+  set_tests_properties("${pfx}: identical to the release mix" PROPERTIES
+    FIXTURES_REQUIRED "k3_oracle_${geometry}_engine;k3_oracle_${geometry}_${mix}_engine")
+endfunction()
+
 # 32 fixed prompt ids, all below 256 so every test geometry's vocabulary holds them.
 set(K3_ORACLE_IDS_HEAD "17,4,200,33,91,128,7,250,66,12,180,45,99,3,150,222")
 set(K3_ORACLE_IDS_TAIL "58,131,9,77,240,36,110,5,164,88,21,199,140,61,2,115")
@@ -119,4 +162,9 @@ foreach(geometry IN ITEMS tiny tiny2)
   if(EXISTS ${PROJECT_SOURCE_DIR}/configs/models/${geometry}.yaml)
     k3_oracle_case(${geometry} ${K3_ORACLE_IDS_HEAD} ${K3_ORACLE_IDS_TAIL} 16)
   endif()
+endforeach()
+# tiny's other dtype mixes (configs/models/tiny.yaml writes the release mix): compact (BF16
+# everywhere) and f32 (F32 everywhere, matrices included).
+foreach(mix IN ITEMS compact f32)
+  k3_oracle_mix_case(tiny ${mix} ${K3_ORACLE_IDS_HEAD} ${K3_ORACLE_IDS_TAIL} 16)
 endforeach()

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <k3/geometry.hpp>
@@ -22,20 +23,23 @@ inline std::filesystem::path scratch_dir() {
   return base;
 }
 
-/// configs/models/<geometry>.yaml written once per process; returns the checkpoint dir.
-inline const std::filesystem::path& test_model(const std::string& geometry) {
+/// configs/models/<geometry>.yaml written once per process (in the geometry's dtype mix,
+/// or `mix`); returns the checkpoint dir.
+inline const std::filesystem::path& test_model(const std::string& geometry, std::optional<DTypeMix> mix = {}) {
   static std::map<std::string, std::filesystem::path> made;
-  auto it = made.find(geometry);
+  const std::string key = geometry + (mix ? std::string("-") + to_string(*mix) : std::string());
+  auto it = made.find(key);
   if (it != made.end()) return it->second;
-  const std::filesystem::path dir = scratch_dir() / ("model-" + geometry);
+  const std::filesystem::path dir = scratch_dir() / ("model-" + key);
   if (!std::filesystem::exists(dir / "config.json")) {
     MakeModelOptions opts;
     opts.out = dir;
     opts.force = true;
+    opts.dtypes = mix;
     make_model(load_geometry((std::filesystem::path(K3_SOURCE_DIR) / "configs/models" / (geometry + ".yaml")).string()),
                opts);
   }
-  return made.emplace(geometry, dir).first->second;
+  return made.emplace(key, dir).first->second;
 }
 
 /// Removes this process's scratch directory at exit.

@@ -141,8 +141,10 @@ def to_float64(arr, dtype):
     return np.asarray(arr).astype(np.float64)
 
 
-def mxfp4_decode(packed, scale):
-    """K3-MODEL.md §4. packed U8 [R, C/2], scale U8 [R, C/32] -> float64 [R, C].
+def mxfp4_decode(packed, scale, cols=None):
+    """K3-MODEL.md §4. packed U8 [R, ceil(C/2)], scale U8 [R, ceil(C/32)] -> float64 [R, C].
+
+    `cols` (C) defaults to 2 * packed columns.
 
     code(r, i) = (packed[r][i/2] >> 4*(i mod 2)) & 0xF (low nibble = even column);
     value = E2M1[code] * 2^(scale[r][i/32] - 127); scale byte 255 contributes 0.
@@ -150,15 +152,16 @@ def mxfp4_decode(packed, scale):
     packed = np.asarray(packed, dtype=np.uint8)
     scale = np.asarray(scale, dtype=np.uint8)
     rows, half = packed.shape
-    cols = 2 * half
-    if scale.shape != (rows, cols // 32) or cols % 32 != 0:
-        raise CheckpointError(f"MXFP4 scale shape {list(scale.shape)} does not match packed "
-                              f"{list(packed.shape)} (need [rows, cols/32], cols multiple of 32)")
-    codes = np.empty((rows, cols), dtype=np.uint8)
+    if cols is None:
+        cols = 2 * half
+    if half != (cols + 1) // 2 or scale.shape != (rows, (cols + 31) // 32):
+        raise CheckpointError(f"MXFP4 packed {list(packed.shape)} / scale {list(scale.shape)} do not match "
+                              f"{cols} columns (need [rows, ceil(cols/2)] and [rows, ceil(cols/32)])")
+    codes = np.empty((rows, 2 * half), dtype=np.uint8)
     codes[:, 0::2] = packed & 0x0F
     codes[:, 1::2] = packed >> 4
-    values = E2M1[codes]
+    values = E2M1[codes[:, :cols]]
     exps = scale.astype(np.int32) - 127
     factor = np.ldexp(np.ones_like(exps, dtype=np.float64), exps)
     factor[scale == 255] = 0.0
-    return values * np.repeat(factor, 32, axis=1)
+    return values * np.repeat(factor, 32, axis=1)[:, :cols]

@@ -21,8 +21,7 @@ from k3_config import K3Config
 
 PREFIX = "language_model.model."
 HEAD = "language_model.lm_head.weight"
-FLOATS = ("BF16", "F32")
-F32 = ("F32",)
+FLOATS = ("BF16", "F32")   # every tensor that is not a routed expert (the release mixes both)
 U8 = ("U8",)
 
 
@@ -69,10 +68,10 @@ class K3Model:
                 for n in ("q_proj", "k_proj", "v_proj", "g_proj"):
                     inv.append((a + n + ".weight", (H * D, E), FLOATS))
                 for n in ("q_conv1d", "k_conv1d", "v_conv1d"):
-                    inv.append((a + n + ".weight", (H * D, 1, K), F32))
+                    inv.append((a + n + ".weight", (H * D, 1, K), FLOATS))
                 inv += [(a + "f_a_proj.weight", (D, E), FLOATS), (a + "f_b_proj.weight", (H * D, D), FLOATS),
                         (a + "b_proj.weight", (H, E), FLOATS), (a + "o_proj.weight", (E, H * D), FLOATS),
-                        (a + "A_log", None, F32), (a + "dt_bias", (H * D,), F32),
+                        (a + "A_log", None, FLOATS), (a + "dt_bias", (H * D,), FLOATS),
                         (a + "o_norm.weight", (D,), FLOATS)]
             if c.is_dense(i):
                 m = p + "mlp."
@@ -81,7 +80,7 @@ class K3Model:
             else:
                 m = p + "block_sparse_moe."
                 N, I, L, SI = c.n_experts, c.I, c.L, c.I * c.n_shared
-                inv += [(m + "gate.weight", (N, E), FLOATS), (m + "gate.e_score_correction_bias", (N,), F32),
+                inv += [(m + "gate.weight", (N, E), FLOATS), (m + "gate.e_score_correction_bias", (N,), FLOATS),
                         (m + "routed_expert_down_proj.weight", (L, E), FLOATS),
                         (m + "routed_expert_up_proj.weight", (E, L), FLOATS)]
                 if c.latent_norm:
@@ -93,7 +92,9 @@ class K3Model:
                 for e in range(N):
                     for w, (r, cols) in (("w1", (I, L)), ("w3", (I, L)), ("w2", (L, I))):
                         x = f"{m}experts.{e}.{w}."
-                        inv += [(x + "weight_packed", (r, cols // 2), U8), (x + "weight_scale", (r, cols // 32), U8)]
+                        # two codes a byte, one scale a 32-column group; an odd tail rounds up
+                        inv += [(x + "weight_packed", (r, (cols + 1) // 2), U8),
+                                (x + "weight_scale", (r, (cols + 31) // 32), U8)]
         return inv
 
     def _check_inventory(self):
@@ -127,8 +128,10 @@ class K3Model:
             self._experts.move_to_end(key)
             return got
         base = f"{PREFIX}layers.{i}.block_sparse_moe.experts.{e}."
+        c = self.cfg
+        cols = {"w1": c.L, "w3": c.L, "w2": c.I}
         mats = tuple(torch.from_numpy(mxfp4_decode(self.ck.raw(base + w + ".weight_packed"),
-                                                   self.ck.raw(base + w + ".weight_scale"))).to(self.dtype)
+                                                   self.ck.raw(base + w + ".weight_scale"), cols[w])).to(self.dtype)
                      for w in ("w1", "w3", "w2"))
         self._experts[key] = mats
         self._expert_bytes += sum(m.numel() * m.element_size() for m in mats)

@@ -61,6 +61,18 @@ class TestMxfp4(unittest.TestCase):
         want = [0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6] + [0] * 16
         np.testing.assert_array_equal(W[0], np.array(want))
 
+    def test_odd_width_rounds_up(self):
+        # 35 columns: 18 code bytes (the last high nibble unused), 2 scale groups (the last
+        # holds 3 columns).
+        packed = np.full((1, 18), 0x22, dtype=np.uint8)   # every code 2 (1.0)
+        packed[0, 17] = 0xF3                               # col34 code 3 (1.5); the 0xF nibble is padding
+        W = mxfp4_decode(packed, np.array([[127, 128]], dtype=np.uint8), cols=35)
+        self.assertEqual(W.shape, (1, 35))
+        np.testing.assert_array_equal(W[0, :32], np.ones(32))
+        np.testing.assert_array_equal(W[0, 32:], np.array([2.0, 2.0, 3.0]))
+        with self.assertRaises(CheckpointError):
+            mxfp4_decode(packed, np.array([[127]], dtype=np.uint8), cols=35)
+
 
 class TestBlocks(unittest.TestCase):
     def test_attn_res_two_rows_by_hand(self):

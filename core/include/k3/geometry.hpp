@@ -19,12 +19,24 @@
 
 namespace k3 {
 
+/// Which dtypes make-model writes the tensors that are not routed experts in: `release` as
+/// the released checkpoint stores them (F32 for the KDA convolution kernels, A_log, dt_bias,
+/// o_norm and the router's e_score_correction_bias, BF16 elsewhere), `compact` BF16 wherever
+/// BF16 is accepted, `f32` F32 wherever F32 is accepted (matrices too: twice the bytes; it
+/// exercises the F32 matrix path). The values are the same numbers in every mix
+/// (bf16-representable), so a model gives the same output bits in each.
+enum class DTypeMix : std::uint8_t { release, compact, f32 };
+/// "release" / "compact" / "f32"; parse_dtype_mix throws UsageError naming `what` otherwise.
+const char* to_string(DTypeMix m) noexcept;
+DTypeMix parse_dtype_mix(std::string_view text, const std::string& what);
+
 /// The `writer:` section of a geometry file.
 struct WriterSettings {
   std::uint64_t seed = 0;              ///< weights, deterministic on every host
   std::uint64_t shard_size_bytes = 0;  ///< target shard size; a tensor group never straddles shards
   std::int64_t tokenizer_ranks = 0;    ///< BPE ranks in tiktoken.model; vocab_size = ranks + 256
   bool headers_only_required = false;  ///< true: too big to write (k3): only --headers-only
+  DTypeMix dtypes = DTypeMix::release; ///< writer.dtypes: release (default) or compact
 };
 
 struct ModelGeometry {
@@ -40,11 +52,41 @@ std::filesystem::path find_geometry(const std::string& name_or_file);
 /// Loads and validates a geometry; UsageError "<file>:<line>:<col>: <key>: <what>".
 ModelGeometry load_geometry(const std::string& name_or_file);
 
+/// Which dtypes a tensor may be stored in.
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr explicit DTypeSet(DType t) : bits_(1u << static_cast<unsigned>(t)) {}
+  [[nodiscard]] constexpr bool has(DType t) const { return (bits_ >> static_cast<unsigned>(t)) & 1u; }
+  [[nodiscard]] constexpr DTypeSet operator|(DTypeSet o) const {
+    DTypeSet r;
+    r.bits_ = bits_ | o.bits_;
+    return r;
+  }
+  /// "BF16 or F32".
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  std::uint32_t bits_ = 0;
+};
+
+/// The part of the model a tensor belongs to.
+enum class TensorPart : std::uint8_t {
+  embedding,  ///< embed_tokens
+  trunk,      ///< a layer's tensors other than routed experts and the dense FFN
+  dense_ffn,  ///< a dense layer's FFN (a split layer streams it in row chunks)
+  expert,     ///< a routed expert's MXFP4 bytes
+  head,       ///< final norm, output AttnRes, lm_head
+};
+
 /// One tensor as it appears in a shard header.
 struct TensorSpec {
   std::string name;
   DType dtype{};
   std::vector<std::uint64_t> shape;
+  DTypeSet dtypes;          ///< the dtypes the loader accepts for it
+  TensorPart part{};
+  bool vector = false;      ///< held as an fp32 vector (a BF16 one is widened on binding)
   [[nodiscard]] std::uint64_t nbytes() const;
 };
 
@@ -62,11 +104,13 @@ struct TensorGroup {
 
 /// Calls `fn` for every group in write order: embedding, then per layer its trunk and its
 /// routed experts 0..N-1, then the output head. Streams (the full K3 has 82,526 groups).
-void for_each_tensor_group(const ModelConfig& c, const std::function<void(TensorGroup&&)>& fn);
+/// `mix`: the dtypes make-model writes (the layout's dtype of each tensor).
+void for_each_tensor_group(const ModelConfig& c, const std::function<void(TensorGroup&&)>& fn,
+                           DTypeMix mix = DTypeMix::release);
 /// Every group at once (convenient for small models and tests).
-std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c);
+std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
-/// Totals over the layout. A routed-expert parameter is one MXFP4 element (0.53125 B).
+/// Totals over the layout in the dtypes of `mix`. A routed-expert parameter is one MXFP4 element (0.53125 B).
 struct GeometryCensus {
   std::uint64_t tensors = 0;
   std::uint64_t params = 0;          ///< logical parameters, experts included
@@ -75,7 +119,7 @@ struct GeometryCensus {
   std::uint64_t expert_bytes = 0;    ///< every routed expert (w1, w2, w3 packed + scale)
   std::uint64_t bytes_per_expert = 0;
 };
-GeometryCensus geometry_census(const ModelConfig& c);
+GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
 /// Tensor names of the released checkpoint (K3-MODEL.md §2).
 namespace tensor_names {

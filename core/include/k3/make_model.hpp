@@ -20,6 +20,7 @@ namespace k3 {
 struct MakeModelOptions {
   std::filesystem::path out;           ///< target directory
   std::optional<std::uint64_t> seed;   ///< overrides the geometry's writer.seed
+  std::optional<DTypeMix> dtypes;      ///< overrides the geometry's writer.dtypes
   bool force = false;                  ///< replace an existing non-empty `out`
   /// Real headers, data left as holes (ftruncate): the full K3 layout (~497,000 tensors in
   /// ~96 shards) for index benchmarks without using the disk. The tensors read as zeros.
@@ -36,6 +37,7 @@ struct MakeModelResult {
   std::uint64_t tensor_bytes = 0;  ///< data bytes (index.json metadata.total_size)
   std::uint64_t file_bytes = 0;    ///< all shard files, headers included
   std::uint64_t seed = 0;
+  DTypeMix dtypes = DTypeMix::release;  ///< the mix written
   double seconds = 0;
 };
 

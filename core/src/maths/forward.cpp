@@ -9,10 +9,7 @@ namespace k3::model {
 
 void WeightSource::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
   const GlobalWeights& g = global();
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const std::uint16_t* row = g.embed_tokens.w + std::size_t{tokens[t]} * E;
-    for (std::size_t d = 0; d < E; ++d) P[t * E + d] = bf16_to_f32(row[d]);
-  }
+  for (std::size_t t = 0; t < tokens.size(); ++t) g.embed_tokens.row(tokens[t], P + t * E);
 }
 
 void WeightSource::head(const Ops& ops, const float* x, std::size_t n, float* logits) {
@@ -60,13 +57,13 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   ctx.weights.embed(tokens, E, P.data());
   std::vector<std::vector<float>> bank;  // block snapshots, each [T, E]
   std::vector<const float*> rows;
-  auto aggregate = [&](const std::vector<float>& prefix, const std::vector<float>& norm_w,
-                       const std::vector<float>& proj_w, std::vector<float>& out) {
+  auto aggregate = [&](const std::vector<float>& prefix, const F32Vector& norm_w,
+                       const F32Vector& proj_w, std::vector<float>& out) {
     for (std::size_t t = 0; t < T; ++t) {
       rows.clear();
       for (const auto& b : bank) rows.push_back(b.data() + t * E);
       rows.push_back(prefix.data() + t * E);
-      attn_res(ops, rows, norm_w, proj_w, eps, E, out.data() + t * E, s);
+      attn_res(ops, rows, norm_w.data(), proj_w.data(), eps, E, out.data() + t * E, s);
     }
   };
 

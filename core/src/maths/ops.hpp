@@ -18,15 +18,23 @@
 
 namespace k3::model {
 
-/// A bf16 matrix [rows, cols] (row-major, uint16 bits).
-struct Bf16Matrix {
-  const std::uint16_t* w = nullptr;
+/// A weight matrix [rows, cols] (row-major): bf16 (uint16 bits) or fp32 elements, as the
+/// checkpoint stores it. Products go to the kernel set's matmul of that dtype; both are exact
+/// products in the contract's tree, so identical values give identical bits.
+struct Matrix {
+  const void* w = nullptr;
   std::size_t rows = 0;
   std::size_t cols = 0;
+  bool f32 = false;  ///< fp32 elements, else bf16
+  [[nodiscard]] std::size_t element_bytes() const noexcept { return f32 ? 4 : 2; }
   /// Rows [first, first+count) as their own matrix.
-  [[nodiscard]] Bf16Matrix rows_slice(std::size_t first, std::size_t count) const {
-    return {w + first * cols, count, cols};
+  [[nodiscard]] Matrix rows_slice(std::size_t first, std::size_t count) const {
+    return {static_cast<const std::byte*>(w) + first * cols * element_bytes(), count, cols, f32};
   }
+  [[nodiscard]] const std::uint16_t* bf16() const noexcept { return static_cast<const std::uint16_t*>(w); }
+  [[nodiscard]] const float* fp32() const noexcept { return static_cast<const float*>(w); }
+  /// Row r widened to fp32 (exact) into out[0, cols).
+  void row(std::size_t r, float* out) const noexcept;
 };
 
 class Ops {
@@ -37,7 +45,7 @@ class Ops {
   [[nodiscard]] int threads() const noexcept { return threads_; }
 
   /// Y[b, :] = W · X[b, :] for b < batch. X [batch, cols], Y [batch, rows].
-  void matmul(const Bf16Matrix& w, const float* x, std::size_t batch, float* y) const;
+  void matmul(const Matrix& w, const float* x, std::size_t batch, float* y) const;
   void matmul(const sdk::Mxfp4Matrix& w, const float* x, std::size_t batch, float* y) const;
 
   /// The kernel's fp64 tree sum of a·b (unrounded).

@@ -92,7 +92,7 @@ const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = [] {
     std::set<std::string> k = {"description", "text_config", "text_config.linear_attn_config", "writer",
                                "writer.seed", "writer.shard_size", "writer.tokenizer_ranks",
-                               "writer.headers_only_required"};
+                               "writer.headers_only_required", "writer.dtypes"};
     for (const char* lm : {"hidden_size", "num_hidden_layers", "vocab_size", "rms_norm_eps", "num_attention_heads",
                            "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                            "mla_use_output_gate", "num_experts", "num_experts_per_token", "num_shared_experts",
@@ -191,6 +191,12 @@ ModelGeometry load_geometry(const std::string& name_or_file) {
     if (it->second.type != detail::ConfigValue::Type::boolean)
       throw UsageError(it->second.where + ": writer.headers_only_required: expected true or false");
     g.writer.headers_only_required = it->second.boolean;
+  }
+  if (tree.count("writer.dtypes")) {
+    const auto node = root["writer"]["dtypes"];
+    const std::string what = tree.at("writer.dtypes").where + ": writer.dtypes";
+    if (!node.IsScalar()) throw UsageError(what + ": expected release, compact or f32");
+    g.writer.dtypes = parse_dtype_mix(node.Scalar(), what);
   }
 
   // The tokenizer make-model writes decides three config numbers: refuse a geometry that

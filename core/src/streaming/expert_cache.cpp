@@ -7,6 +7,7 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
+#include "model/tensor_table.hpp"
 #include "streaming/serve_batch.hpp"
 
 namespace k3::cache {
@@ -77,23 +78,16 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
                      "--set trace.out=FILE in an earlier run of this pipeline");
   if (slot_count_ == 0) throw UsageError("the expert cache needs at least one slot");
 
-  // Every routed expert's six tensors, checked against the config once.
-  const auto I = static_cast<std::uint64_t>(c.moe_intermediate_size);
-  const auto L = static_cast<std::uint64_t>(c.routed_expert_hidden_size);
-  const std::uint64_t rows[3] = {I, L, I};  // w1 [I, L], w2 [L, I], w3 [I, L]
-  const std::uint64_t cols[3] = {L, I, L};
+  // Every routed expert's six tensors (the tensor table's order), checked once.
   const auto moe_layers = static_cast<std::size_t>(c.num_hidden_layers - c.first_k_dense_replace);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   tensors_.reserve(moe_layers * NE * 6);
   for (std::size_t m = 0; m < moe_layers; ++m) {
     const auto layer = static_cast<std::int64_t>(m) + c.first_k_dense_replace;
     for (std::size_t e = 0; e < NE; ++e)
-      for (int w = 0; w < 3; ++w) {
-        tensors_.push_back(&index.require(tensor_names::expert(layer, static_cast<std::int64_t>(e), w + 1, false),
-                                          DType::u8, {rows[w], (cols[w] + 1) / 2}));
-        tensors_.push_back(&index.require(tensor_names::expert(layer, static_cast<std::int64_t>(e), w + 1, true),
-                                          DType::u8, {rows[w], (cols[w] + 31) / 32}));
-      }
+      table::for_each_expert_tensor(c, layer, static_cast<std::int64_t>(e), [&](const table::Entry& t, const auto&) {
+        tensors_.push_back(&table::require(index, t));
+      });
   }
   std::uint64_t at = 0;
   for (int k = 0; k < 6; ++k) {

@@ -1,6 +1,7 @@
 // Binds weight views (maths/weights.hpp) to bytes read through the storage plugin: one
-// layer at a time for the streamed trunk, or everything for a resident model. Binding
-// checks each tensor's dtype and shape against the config before any pointer is formed.
+// layer at a time for the streamed trunk, or everything for a resident model. Every tensor
+// is found, checked (dtype, shape) and bound by the tensor table (model/tensor_table.hpp)
+// before any pointer is formed.
 #pragma once
 #include <cstdint>
 #include <memory>

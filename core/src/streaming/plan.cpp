@@ -1,7 +1,9 @@
 // The memory plan: sizes from the geometry, pinning largest-first, ring and expert slots.
 // Byte figures mirror what the streaming sources allocate (core/src/runtime/streamed_*.cpp):
 // a tensor group is read into one buffer with every tensor 64-byte aligned, and the small
-// bf16 vectors are widened to fp32 next to it.
+// BF16 vectors are widened to fp32 next to it. Sized from the release dtypes, except that a
+// vector is counted as BF16 plus its fp32 widening (the most any accepted dtype costs), so
+// the plan holds for the release and compact mixes alike.
 #include <k3/plan.hpp>
 
 #include <algorithm>
@@ -27,13 +29,18 @@ constexpr double kFitShare = 0.9;    // "fit" leaves a tenth of the available me
 U align_up(U v, U a) { return (v + a - 1) / a * a; }
 
 /// Bytes of one group as the sources hold it: the aligned tensor bytes plus the fp32 copies
-/// of bf16 vectors (norms, AttnRes projections), which are widened on binding.
+/// of BF16 vectors (norms, AttnRes vectors, biases), which are widened on binding. An F32
+/// vector is used in place (4 bytes an element); a BF16 one costs 2 + 4, the larger.
 U held_bytes(const TensorGroup& g) {
   U n = 0;
   for (const auto& t : g.tensors) {
-    n = align_up(n, kTensorAlign) + t.nbytes();
-    const bool vector = t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[0] == 1);
-    if (vector && t.dtype == DType::bf16) n += t.nbytes() * 2;
+    if (!t.vector) {
+      n = align_up(n, kTensorAlign) + t.nbytes();
+      continue;
+    }
+    const U elements = t.nbytes() / element_size(t.dtype);
+    n = align_up(n, kTensorAlign) + elements * element_size(DType::bf16);
+    if (t.dtypes.has(DType::bf16)) n += elements * element_size(DType::f32);
   }
   return n;
 }
@@ -49,12 +56,6 @@ std::string gb(U bytes) {
   else
     std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
   return buf;
-}
-
-/// Dense FFN tensors of a layer: the part a split dense layer reads in row chunks.
-bool is_dense_ffn(const std::string& name) {
-  return name.find(".mlp.gate_proj.") != std::string::npos || name.find(".mlp.up_proj.") != std::string::npos ||
-         name.find(".mlp.down_proj.") != std::string::npos;
 }
 
 /// Pins layers largest first (ties: lower index) into what the ring leaves of the budget,
@@ -186,7 +187,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
     if (g.kind == TensorGroup::Kind::layer_trunk) {
       const auto li = static_cast<std::size_t>(g.layer);
       p.layer_bytes[li] = held_bytes(g);
-      std::erase_if(g.tensors, [](const TensorSpec& t) { return is_dense_ffn(t.name); });
+      std::erase_if(g.tensors, [](const TensorSpec& t) { return t.part == TensorPart::dense_ffn; });
       p.layer_core_bytes[li] = held_bytes(g);
     }
     if (g.kind == TensorGroup::Kind::routed_expert && !have_expert) {

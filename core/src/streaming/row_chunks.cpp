@@ -37,7 +37,7 @@ void RowChunkStreamer::reader_loop() {
     const bool table = table_;
     lk.unlock();
     const TensorLocation& w = *job.where;
-    const std::uint64_t row = w.info->shape[1] * 2;
+    const std::uint64_t row = w.info->shape[1] * element_size(w.info->dtype);
     sdk::ReadRequest req{w.offset + job.first * row, job.count * row, buffers_[job.buffer].data(), sdk::StatusCode::ok};
     std::exception_ptr error;
     try {
@@ -82,7 +82,8 @@ void RowChunkStreamer::wait(int buffer) {
 void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where, const float* x, std::size_t n,
                               float* out, bool table) {
   const std::uint64_t rows = where.info->shape[0], cols = where.info->shape[1];
-  const std::uint64_t row_bytes = cols * 2;
+  const bool f32 = where.info->dtype == DType::f32;  // else bf16 (the tensor table checked it)
+  const std::uint64_t row_bytes = cols * element_size(where.info->dtype);
   if (row_bytes > chunk_bytes_)
     throw RuntimeError("row chunks of " + std::to_string(chunk_bytes_) + " bytes cannot hold one row of '" +
                        where.info->name + "' (" + std::to_string(row_bytes) + " bytes)");
@@ -101,7 +102,7 @@ void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where
     const int buf = static_cast<int>(i % 2);
     wait(buf);
     if (first + count < rows) submit({&where, first + count, std::min(per_chunk, rows - first - count), 1 - buf});
-    const model::Bf16Matrix chunk{reinterpret_cast<const std::uint16_t*>(buffers_[buf].data()), count, cols};
+    const model::Matrix chunk{buffers_[buf].data(), count, cols, f32};
     if (n == 1) {
       ops.matmul(chunk, x, 1, out + first);
       continue;

@@ -37,7 +37,7 @@ class RowChunkStreamer {
   RowChunkStreamer(const RowChunkStreamer&) = delete;
   RowChunkStreamer& operator=(const RowChunkStreamer&) = delete;
 
-  /// out[t·rows + r] = (W x_t)[r] for the [rows, cols] bf16 tensor at `where`, x [n, cols].
+  /// out[t·rows + r] = (W x_t)[r] for the [rows, cols] BF16 or F32 tensor at `where`, x [n, cols].
   /// `table`: count the bytes read as table bytes (lm_head) instead of trunk bytes.
   /// RuntimeError naming the tensor and rows when a read fails after retries.
   void matmul(const model::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out, bool table);

@@ -6,6 +6,8 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
+#include "model/tensor_table.hpp"
+
 namespace k3::runtime {
 
 StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
@@ -21,8 +23,10 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   pinned_.resize(layers, false);
   const auto E = static_cast<std::uint64_t>(c.hidden_size), V = static_cast<std::uint64_t>(c.vocab_size);
-  embed_info_ = &index.require(std::string(tensor_names::kModel) + "embed_tokens.weight", DType::bf16, {V, E});
-  head_info_ = &index.require(tensor_names::kLmHead, DType::bf16, {V, E});
+  table::for_each_embedding_tensor(c, [&](const table::Entry& e, const auto&) { embed_info_ = &table::require(index, e); });
+  table::for_each_head_tensor(c, [&](const table::Entry& e, const auto&) {
+    if (e.name == tensor_names::kLmHead) head_info_ = &table::require(index, e);
+  });
   embed_src_ = main_reader_.locate(*embed_info_);
 
   {
@@ -30,9 +34,9 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
     global_ = model::load_global(c, main_reader_, false, keep_);
     if (head_chunk_rows_ == 0) {  // lm_head resident
       main_reader_.clear();
-      const std::size_t h = main_reader_.want(tensor_names::kLmHead.data(), DType::bf16, {V, E});
+      const std::size_t h = main_reader_.want(*head_info_);
       keep_.push_back(main_reader_.read_all());
-      global_.lm_head = {reinterpret_cast<const std::uint16_t*>(main_reader_.data(keep_.back(), h)), V, E};
+      global_.lm_head = {main_reader_.data(keep_.back(), h), V, E, head_info_->dtype == DType::f32};
       main_reader_.clear();
     }
     counters_.table_bytes += main_reader_.bytes_read();
@@ -57,13 +61,12 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
     head_where_ = locate(*head_info_);
     ffn_.resize(layers);
     std::vector<std::array<TensorLocation, 3>> where(layers);
-    const auto DI = static_cast<std::uint64_t>(c.intermediate_size);
     for (std::size_t li = 0; li < layers; ++li) {
       if (!split_[li]) continue;
-      const std::string p = std::string(tensor_names::kModel) + "layers." + std::to_string(li) + ".mlp.";
-      where[li] = {locate(index.require(p + "gate_proj.weight", DType::bf16, {DI, E})),
-                   locate(index.require(p + "up_proj.weight", DType::bf16, {DI, E})),
-                   locate(index.require(p + "down_proj.weight", DType::bf16, {E, DI}))};
+        const auto i = static_cast<std::int64_t>(li);
+      where[li] = {locate(table::require_layer_tensor(index, c, i, "mlp.gate_proj.weight")),
+                   locate(table::require_layer_tensor(index, c, i, "mlp.up_proj.weight")),
+                   locate(table::require_layer_tensor(index, c, i, "mlp.down_proj.weight"))};
     }
     row_chunks_ = std::make_unique<RowChunkStreamer>(std::move(files), plan.row_chunk_bytes, counters_);
     for (std::size_t li = 0; li < layers; ++li)
@@ -223,14 +226,15 @@ void StreamedTrunk::release_layer(std::size_t layer) {
 
 void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
   // One read per token row, issued as one batch in offset order.
-  rows_.resize(tokens.size() * E * 2);
+  const std::uint64_t row_bytes = E * element_size(embed_info_->dtype);
+  rows_.resize(tokens.size() * row_bytes);
   std::vector<sdk::ReadRequest> batch(tokens.size());
   std::vector<std::size_t> order(tokens.size());
   for (std::size_t t = 0; t < tokens.size(); ++t) order[t] = t;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tokens[a] < tokens[b]; });
   for (std::size_t i = 0; i < order.size(); ++i) {
     const std::size_t t = order[i];
-    batch[i] = {embed_src_.offset + std::uint64_t{tokens[t]} * E * 2, E * 2, rows_.data() + t * E * 2,
+    batch[i] = {embed_src_.offset + std::uint64_t{tokens[t]} * row_bytes, row_bytes, rows_.data() + t * row_bytes,
                 sdk::StatusCode::ok};
   }
   sdk::Status st;
@@ -241,11 +245,10 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
   }
   if (!st.ok())
     throw RuntimeError(embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
-  counters_.table_bytes += tokens.size() * E * 2;
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const auto* row = reinterpret_cast<const std::uint16_t*>(rows_.data() + t * E * 2);
-    for (std::size_t d = 0; d < E; ++d) P[t * E + d] = model::bf16_to_f32(row[d]);
-  }
+  counters_.table_bytes += tokens.size() * row_bytes;
+  // The fetched rows as a [tokens, E] matrix of the table's dtype, widened exactly.
+  const model::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};
+  for (std::size_t t = 0; t < tokens.size(); ++t) rows.row(t, P + t * E);
 }
 
 void StreamedTrunk::head(const model::Ops& ops, const float* x, std::size_t n, float* logits) {

@@ -65,6 +65,11 @@ std::size_t TensorReader::want(const std::string& name, DType dtype, const std::
   return wanted_.size() - 1;
 }
 
+std::size_t TensorReader::want(const TensorInfo& info) {
+  add(info);
+  return wanted_.size() - 1;
+}
+
 std::size_t TensorReader::want_any(const std::string& name, DType dtype,
                                    const std::vector<std::vector<std::uint64_t>>& shapes) {
   const TensorInfo* info = index_.find(name);

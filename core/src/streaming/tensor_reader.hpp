@@ -49,6 +49,8 @@ class TensorReader {
 
   /// Queues a tensor after checking its dtype and shape; returns its handle.
   std::size_t want(const std::string& name, DType dtype, const std::vector<std::uint64_t>& shape);
+  /// Queues a tensor already checked (model/tensor_table.hpp require()); returns its handle.
+  std::size_t want(const TensorInfo& info);
   /// Queues a tensor that may have one of several shapes; returns its handle.
   std::size_t want_any(const std::string& name, DType dtype, const std::vector<std::vector<std::uint64_t>>& shapes);
   /// Reads every queued tensor into one new buffer (each tensor 64-byte aligned).

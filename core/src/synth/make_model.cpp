@@ -117,7 +117,7 @@ struct ShardPlan {
   std::vector<std::uint64_t> data_bytes;  ///< per shard
 };
 
-ShardPlan plan_shards(const ModelConfig& c, std::uint64_t target) {
+ShardPlan plan_shards(const ModelConfig& c, std::uint64_t target, DTypeMix mix) {
   ShardPlan plan;
   std::uint64_t groups = 0, bytes = 0;
   for_each_tensor_group(c, [&](TensorGroup&& g) {
@@ -130,7 +130,7 @@ ShardPlan plan_shards(const ModelConfig& c, std::uint64_t target) {
     }
     ++groups;
     bytes += b;
-  });
+  }, mix);
   plan.groups.push_back(groups);
   plan.data_bytes.push_back(bytes);
   return plan;
@@ -260,7 +260,8 @@ fs::path checked_target(const MakeModelOptions& o) {
 MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& c = geometry.config;
-  const auto census = geometry_census(c);
+  const DTypeMix mix = options.dtypes.value_or(geometry.writer.dtypes);
+  const auto census = geometry_census(c, mix);
   if (geometry.writer.headers_only_required && !options.headers_only)
     throw UsageError("geometry '" + geometry.name + "': writing it would take " + human_bytes(census.bytes) + " (" +
                      std::to_string(census.tensors) +
@@ -282,7 +283,8 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
 
   MakeModelResult res;
   res.seed = options.seed.value_or(geometry.writer.seed);
-  const ShardPlan plan = plan_shards(c, geometry.writer.shard_size_bytes);
+  res.dtypes = mix;
+  const ShardPlan plan = plan_shards(c, geometry.writer.shard_size_bytes, res.dtypes);
   std::vector<std::string> shard_names;
   for (std::size_t i = 0; i < plan.groups.size(); ++i) shard_names.push_back(shard_name(i, plan.groups.size()));
 
@@ -307,7 +309,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
     res.file_bytes += writer.write(tmp.path() / shard_names[shard], pending);
     pending.clear();
     ++shard;
-  });
+  }, res.dtypes);
   res.shards = shard_names.size();
 
   write_text_file(tmp.path() / "model.safetensors.index.json", index_json(where, shard_names, res.tensor_bytes));

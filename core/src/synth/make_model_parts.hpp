@@ -12,19 +12,22 @@ namespace k3::detail {
 // ---- weights (make_model_weights.cpp) ----
 
 /// How one tensor's values are drawn (K3-MODEL.md §2 roles; scaled so activations stay in
-/// a realistic range through many layers).
+/// a realistic range through many layers). Every value of a BF16-or-F32 tensor is rounded
+/// to bf16 first and stored in the tensor's dtype (F32: widened, exact), so the same model
+/// holds the same numbers whichever dtype mix it is written in.
 struct InitRule {
   enum class Kind {
-    uniform,      ///< zero-mean uniform with standard deviation `std` (bf16)
-    near_one,     ///< 1 + uniform(±0.1): RMSNorm weights (bf16)
-    conv_taps,    ///< [P,1,K] F32: current-token tap (k = K-1) in [0.6, 1.0], others ±0.25
-    a_log,        ///< F32 log A, A log-uniform in [1, 16]
-    dt_bias,      ///< F32 uniform(±0.5)
-    router_bias,  ///< F32 uniform(±0.02)
+    uniform,      ///< zero-mean uniform with standard deviation `std`
+    near_one,     ///< 1 + uniform(±0.1): RMSNorm weights
+    conv_taps,    ///< [P,1,K]: current-token tap (k = K-1) in [0.6, 1.0], others ±0.25
+    a_log,        ///< log A, A log-uniform in [1, 16]
+    dt_bias,      ///< uniform(±0.5)
+    router_bias,  ///< uniform(±0.02)
     fp4_codes,    ///< U8 random nibbles: codes uniform over the 16 E2M1 values
     fp4_scales,   ///< U8 E8M0 exponents near `scale_byte`, some groups 255 when `zero_groups`
   };
   Kind kind = Kind::uniform;
+  DType dtype = DType::bf16;  ///< how the values are stored: BF16, or F32 holding bf16 values
   float std = 0;
   std::int64_t conv_k = 0;
   int scale_byte = 127;

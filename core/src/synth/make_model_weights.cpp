@@ -50,15 +50,17 @@ std::uint16_t to_bf16(float f) {  // round to nearest even (values here are fini
   return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-void store_bf16(std::byte* out, std::uint64_t i, float v) {
+/// Element i of a BF16 or F32 tensor: v rounded to bf16, stored as its bits or widened
+/// (exact), little-endian on every host.
+void store(std::byte* out, std::uint64_t i, float v, DType dtype) {
   const std::uint16_t b = to_bf16(v);
-  out[2 * i] = static_cast<std::byte>(b & 0xff);
-  out[2 * i + 1] = static_cast<std::byte>(b >> 8);
-}
-
-void store_f32(std::byte* out, std::uint64_t i, float v) {
-  const std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-  for (int k = 0; k < 4; ++k) out[4 * i + static_cast<std::uint64_t>(k)] = static_cast<std::byte>((b >> (8 * k)) & 0xff);
+  if (dtype == DType::bf16) {
+    out[2 * i] = static_cast<std::byte>(b & 0xff);
+    out[2 * i + 1] = static_cast<std::byte>(b >> 8);
+    return;
+  }
+  const std::uint32_t w = std::uint32_t{b} << 16;
+  for (int k = 0; k < 4; ++k) out[4 * i + static_cast<std::uint64_t>(k)] = static_cast<std::byte>((w >> (8 * k)) & 0xff);
 }
 
 // Root mean square of the 16 E2M1 values: sqrt((0+.25+1+2.25+4+9+16+36)·2/16).
@@ -74,6 +76,7 @@ std::uint64_t tensor_seed(std::uint64_t model_seed, std::string_view name) {
 
 InitRule init_rule(const TensorSpec& t, const TensorGroup& g, const ModelConfig& c) {
   InitRule r;
+  r.dtype = t.dtype;
   const std::string_view n = t.name;
   if (g.kind == TensorGroup::Kind::routed_expert) {
     if (ends_with(n, ".weight_packed")) {
@@ -97,7 +100,7 @@ InitRule init_rule(const TensorSpec& t, const TensorGroup& g, const ModelConfig&
   } else if (ends_with(n, ".e_score_correction_bias")) {
     r.kind = InitRule::Kind::router_bias;
   } else if (t.shape.size() == 1) {
-    r.kind = InitRule::Kind::near_one;  // every 1-D bf16 tensor is an RMSNorm weight
+    r.kind = InitRule::Kind::near_one;  // every other 1-D tensor is an RMSNorm weight
   } else if (ends_with(n, "embed_tokens.weight")) {
     r.std = 1.0f;  // the first residual row; layer outputs are of the same order
   } else {
@@ -120,28 +123,28 @@ void generate_chunk(const InitRule& rule, std::uint64_t seed, std::uint64_t chun
   switch (rule.kind) {
     case InitRule::Kind::uniform: {
       const float a = rule.std * 1.7320508f;  // uniform(-a, a) has std a/sqrt(3)
-      for (std::uint64_t i = 0; i < count; ++i) store_bf16(out, i, a * rng.symmetric());
+      for (std::uint64_t i = 0; i < count; ++i) store(out, i, a * rng.symmetric(), rule.dtype);
       break;
     }
     case InitRule::Kind::near_one:
-      for (std::uint64_t i = 0; i < count; ++i) store_bf16(out, i, 1.0f + 0.1f * rng.symmetric());
+      for (std::uint64_t i = 0; i < count; ++i) store(out, i, 1.0f + 0.1f * rng.symmetric(), rule.dtype);
       break;
     case InitRule::Kind::conv_taps: {
       const auto K = static_cast<std::uint64_t>(rule.conv_k);
       for (std::uint64_t i = 0; i < count; ++i) {
         const bool current = (first + i) % K == K - 1;
-        store_f32(out, i, current ? 0.6f + 0.4f * rng.unit() : 0.25f * rng.symmetric());
+        store(out, i, current ? 0.6f + 0.4f * rng.unit() : 0.25f * rng.symmetric(), rule.dtype);
       }
       break;
     }
     case InitRule::Kind::a_log:  // A = 2^(4u) in [1, 16): log A = 4u·ln 2
-      for (std::uint64_t i = 0; i < count; ++i) store_f32(out, i, 2.7725887f * rng.unit());
+      for (std::uint64_t i = 0; i < count; ++i) store(out, i, 2.7725887f * rng.unit(), rule.dtype);
       break;
     case InitRule::Kind::dt_bias:
-      for (std::uint64_t i = 0; i < count; ++i) store_f32(out, i, 0.5f * rng.symmetric());
+      for (std::uint64_t i = 0; i < count; ++i) store(out, i, 0.5f * rng.symmetric(), rule.dtype);
       break;
     case InitRule::Kind::router_bias:
-      for (std::uint64_t i = 0; i < count; ++i) store_f32(out, i, 0.02f * rng.symmetric());
+      for (std::uint64_t i = 0; i < count; ++i) store(out, i, 0.02f * rng.symmetric(), rule.dtype);
       break;
     case InitRule::Kind::fp4_codes: {
       std::uint64_t x = 0;

@@ -58,7 +58,7 @@ inline std::map<std::string, Expected> spec_inventory(const ModelConfig& c) {
       m[a + "o_proj.weight"] = {DType::bf16, {E, H * D}};
       m[a + "A_log"] = {DType::f32, {D}};  // padded to D as released
       m[a + "dt_bias"] = {DType::f32, {H * D}};
-      m[a + "o_norm.weight"] = {DType::bf16, {D}};
+      m[a + "o_norm.weight"] = {DType::f32, {D}};  // F32 in the release
     } else {
       const U H = static_cast<U>(c.num_attention_heads), ql = static_cast<U>(c.q_lora_rank);
       const U kvl = static_cast<U>(c.kv_lora_rank), nope = static_cast<U>(c.qk_nope_head_dim);

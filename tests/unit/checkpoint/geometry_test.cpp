@@ -83,6 +83,7 @@ TEST_CASE("bad geometry files are refused with file:line:col", "[geometry][bad_i
       {"    full_attn_layers: [2, 5, 6]", "    full_attn_layers: [2, 5, 60]", "outside 1..6"},
       {"  shard_size: 64KiB", "  shard_size: 64kb", "writer.shard_size"},
       {"  seed: 1\n", "  seed: one\n", "writer.seed"},
+      {"  dtypes: release", "  dtypes: bf16", "writer.dtypes: 'bf16' is not a dtype mix"},
   };
   for (const auto& c : cases) {
     INFO(c.to);

@@ -117,8 +117,9 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
     plain.read_and_bind(a.data(), wa);
     // Same bytes behind every view.
     CHECK(std::memcmp(wa.input_layernorm.data(), wb.input_layernorm.data(), wa.input_layernorm.size() * 4) == 0);
-    auto same = [](const k3::model::Bf16Matrix& x, const k3::model::Bf16Matrix& y) {
-      return x.rows == y.rows && x.cols == y.cols && std::memcmp(x.w, y.w, x.rows * x.cols * 2) == 0;
+    auto same = [](const k3::model::Matrix& x, const k3::model::Matrix& y) {
+      return x.rows == y.rows && x.cols == y.cols && x.f32 == y.f32 &&
+             std::memcmp(x.w, y.w, x.rows * x.cols * x.element_bytes()) == 0;
     };
     if (wa.dense) {
       CHECK(same(wa.dense_w.gate_proj, wb.dense_w.gate_proj));

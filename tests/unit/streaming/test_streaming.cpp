@@ -299,3 +299,48 @@ TEST_CASE("split dense layers: the FFN read in row chunks is bit-identical, with
     }
   }
 }
+
+TEST_CASE("dtype mixes: compact and f32 give the release mix's bits, resident, streamed and split, every kernel set") {
+  // The same numbers stored as BF16 or F32 (norms and biases widened once at load, F32
+  // matrices through the kernels' F32 product) must give the same logits bits; tiny only,
+  // so the second and third mix add little test time.
+  k3::PluginHost host;
+  const RunResult base = run(k3::test::test_model("tiny"), host, resident_settings(), 3);
+  std::vector<std::string> kernel_sets;
+  for (const auto& p : host.plugins())
+    if (p.kind == k3::PluginKind::kernels && p.score > 0) kernel_sets.push_back(p.name);
+  // The mixes really differ on disk: compact < release < f32 in shard bytes.
+  auto shard_bytes = [](const std::filesystem::path& dir) {
+    std::uint64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".safetensors") n += e.file_size();
+    return n;
+  };
+  const std::uint64_t release_bytes = shard_bytes(k3::test::test_model("tiny"));
+  CHECK(shard_bytes(k3::test::test_model("tiny", k3::DTypeMix::compact)) < release_bytes);
+  CHECK(shard_bytes(k3::test::test_model("tiny", k3::DTypeMix::f32)) > release_bytes);
+  for (k3::DTypeMix mix : {k3::DTypeMix::compact, k3::DTypeMix::f32}) {
+    const auto& dir = k3::test::test_model("tiny", mix);
+    for (const std::string& kernels : kernel_sets)
+      for (int threads : {1, 2}) {
+        CAPTURE(k3::to_string(mix), kernels, threads);
+        k3::ModelSettings s = resident_settings();
+        s.kernels = kernels;
+        s.threads = threads;
+        require_same(base, run(dir, host, s, 3));
+      }
+    for (bool split : {false, true}) {
+      CAPTURE(k3::to_string(mix), split);
+      // ultra-like: nothing pinned, top-k slots, lm_head (and a split FFN) in row chunks,
+      // embedding rows read per token.
+      k3::ModelSettings s = streamed_settings("tiny", split ? 0.0 : 0.4, split ? 2 : 5, split);
+      if (split) {
+        s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+        s.memory.row_chunk_bytes = 3000;
+      }
+      const RunResult r = run(dir, host, s, 3);
+      require_streamed(r);
+      require_same(base, r);
+    }
+  }
+}

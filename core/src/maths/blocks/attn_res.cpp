@@ -1,7 +1,7 @@
 // AttnRes aggregation (K3-MODEL.md §3 "AttnRes aggregation"):
 //   K_r = V_r / sqrt(mean(V_r²)+ε); score_r = Σ_d K_r[d]·norm_w[d]·proj_w[d];
 //   p = softmax(score); out = Σ_r p_r·V_r  (raw rows, no temperature).
-// Here: fold[d] = norm_w[d]·proj_w[d] in fp64 (exact: both are bf16 values), the score is
+// Here: fold[d] = norm_w[d]·proj_w[d] in fp64 (exact: a product of two fp32 values), the score is
 // inv_r · Σ_d V_r[d]·fold[d] with the contract's 8-way fp64 partition, and the output sum
 // runs over rows in order in fp64, rounded once.
 #include <cmath>
@@ -20,8 +20,8 @@ double dot_f32_f64(const float* a, const double* b, std::size_t n) {
 
 }  // namespace
 
-void attn_res(const Ops& ops, std::span<const float* const> rows, const std::vector<float>& norm_w,
-              const std::vector<float>& proj_w, double eps, std::size_t E, float* out, Scratch& s) {
+void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
+              const float* proj_w, double eps, std::size_t E, float* out, Scratch& s) {
   double* fold = s.d(slot::attn_res_fold, E);
   for (std::size_t d = 0; d < E; ++d) fold[d] = double{norm_w[d]} * double{proj_w[d]};
   double* score = s.d(slot::attn_res_scores, rows.size());

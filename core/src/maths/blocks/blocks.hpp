@@ -18,8 +18,8 @@ namespace k3::model {
 
 /// AttnRes aggregation AR(rows; proj, norm) for ONE token: rows = [bank_0 … bank_{n-1}, P],
 /// each [E]. out [E].
-void attn_res(const Ops& ops, std::span<const float* const> rows, const std::vector<float>& norm_w,
-              const std::vector<float>& proj_w, double eps, std::size_t E, float* out, Scratch& s);
+void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
+              const float* proj_w, double eps, std::size_t E, float* out, Scratch& s);
 
 /// KDA over T tokens (x already input-normed) → out [T, E]; updates `state`.
 void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& state, const float* x,

@@ -4,7 +4,7 @@ namespace k3::model {
 
 namespace {
 /// The resident view, or the split layer's row-chunk stream.
-void multiply(const Ops& ops, const Bf16Matrix& w, StreamedMatrix* streamed, const float* x, std::size_t T,
+void multiply(const Ops& ops, const Matrix& w, StreamedMatrix* streamed, const float* x, std::size_t T,
               float* out) {
   if (streamed != nullptr)
     streamed->matmul(ops, x, T, out);

@@ -75,9 +75,9 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
     float* qt = q + t * P;
     float* kt = k + t * P;
     float* vt = v + t * P;
-    short_conv_silu(w.q_conv, st.conv_q.data(), P, K, qt);
-    short_conv_silu(w.k_conv, st.conv_k.data(), P, K, kt);
-    short_conv_silu(w.v_conv, st.conv_v.data(), P, K, vt);
+    short_conv_silu(w.q_conv.data(), st.conv_q.data(), P, K, qt);
+    short_conv_silu(w.k_conv.data(), st.conv_k.data(), P, K, kt);
+    short_conv_silu(w.v_conv.data(), st.conv_v.data(), P, K, vt);
     l2norm_heads(ops, qt, H, D, q_scale);
     l2norm_heads(ops, kt, H, D, 1.0);
 

@@ -14,17 +14,29 @@
 namespace k3::model {
 namespace {
 
-/// out[j] = Σ_d W[d, j]·q[d] for a bf16 W [rows = nope, cols = kv_lora]: the transposed
-/// product, each column summed in the contract's partition and tree, rounded once.
-void transposed_matvec(const Bf16Matrix& w, const float* q, float* out, Scratch& s) {
+float widen(std::uint16_t b) noexcept { return bf16_to_f32(b); }
+float widen(float f) noexcept { return f; }
+
+/// Adds row d of W times q[d] into the partition accumulators (one loop per element type).
+template <class T>
+void accumulate_rows(const T* w, std::size_t rows, std::size_t cols, const float* q, double* acc) {
+  for (std::size_t d = 0; d < rows; ++d) {
+    double* a = acc + (d % 8) * cols;
+    const T* row = w + d * cols;
+    const double qd = q[d];
+    for (std::size_t j = 0; j < cols; ++j) a[j] += double{widen(row[j])} * qd;
+  }
+}
+
+/// out[j] = Σ_d W[d, j]·q[d] for W [rows = nope, cols = kv_lora] (bf16 or fp32): the
+/// transposed product, each column summed in the contract's partition and tree, rounded once.
+void transposed_matvec(const Matrix& w, const float* q, float* out, Scratch& s) {
   double* acc = s.d(slot::mla_acc, 8 * w.cols);
   for (std::size_t i = 0; i < 8 * w.cols; ++i) acc[i] = 0;
-  for (std::size_t d = 0; d < w.rows; ++d) {
-    double* a = acc + (d % 8) * w.cols;
-    const std::uint16_t* row = w.w + d * w.cols;
-    const double qd = q[d];
-    for (std::size_t j = 0; j < w.cols; ++j) a[j] += double{bf16_to_f32(row[j])} * qd;
-  }
+  if (w.f32)
+    accumulate_rows(w.fp32(), w.rows, w.cols, q, acc);
+  else
+    accumulate_rows(w.bf16(), w.rows, w.cols, q, acc);
   for (std::size_t j = 0; j < w.cols; ++j) {
     const auto A = [&](std::size_t p) { return acc[p * w.cols + j]; };
     out[j] = static_cast<float>(((A(0) + A(4)) + (A(2) + A(6))) + ((A(1) + A(5)) + (A(3) + A(7))));
@@ -72,8 +84,8 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
     double* score = s.d(slot::mla_scores, n_pos);
     for (std::size_t h = 0; h < MH; ++h) {
       const float* qh = q + (t * MH + h) * HQ;
-      const Bf16Matrix kb = w.kv_b_proj.rows_slice(h * (NOPE + HV), NOPE);
-      const Bf16Matrix vb = w.kv_b_proj.rows_slice(h * (NOPE + HV) + NOPE, HV);
+      const Matrix kb = w.kv_b_proj.rows_slice(h * (NOPE + HV), NOPE);
+      const Matrix vb = w.kv_b_proj.rows_slice(h * (NOPE + HV) + NOPE, HV);
       transposed_matvec(kb, qh, qlat, s);
       for (std::size_t p = 0; p < n_pos; ++p) {
         const float* lat = cache.latent.data() + p * LAT;

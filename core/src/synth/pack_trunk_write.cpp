@@ -8,7 +8,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -25,6 +24,7 @@
 #include <k3/plugin_host.hpp>
 
 #include "io/pack_trunk_format.hpp"
+#include "model/tensor_table.hpp"
 
 namespace k3 {
 namespace {
@@ -33,19 +33,6 @@ namespace fs = std::filesystem;
 using trunk_format::hex64;
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-
-/// The layer a tensor belongs to, or -1 for a global tensor; routed experts are -2 (skipped).
-std::int64_t layer_of(const std::string& name) {
-  static constexpr std::string_view kLayers = "model.layers.";
-  const auto at = name.find(kLayers);
-  if (at == std::string::npos) return -1;
-  if (name.find(".block_sparse_moe.experts.") != std::string::npos) return -2;
-  std::int64_t layer = 0;
-  const char* first = name.data() + at + kLayers.size();
-  const auto res = std::from_chars(first, name.data() + name.size(), layer);
-  if (res.ec != std::errc{} || res.ptr == first || *res.ptr != '.') return -1;
-  return layer;
-}
 
 struct Source {
   const TensorInfo* tensor;
@@ -57,27 +44,22 @@ struct PlannedRun {
   std::vector<Source> sources;  ///< in run order
 };
 
-/// Lays out the runs: layers 0..n-1 first, then the globals in checkpoint order.
+/// Lays out the runs: layers 0..n-1 first (each layer's trunk tensors, checked against the
+/// tensor table), then the globals (embedding, output head) one run each, in table order.
 std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfig& config) {
   const auto n_layers = static_cast<std::size_t>(config.num_hidden_layers);
   std::vector<std::vector<const TensorInfo*>> layers(n_layers);
   std::vector<const TensorInfo*> globals;
-  for (const auto& t : index.tensors()) {
-    const std::int64_t layer = layer_of(t.name);
-    if (layer == -2) continue;
-    if (layer == -1) {
-      globals.push_back(&t);
-    } else if (static_cast<std::size_t>(layer) >= n_layers) {
-      throw UsageError(index.uri() + ": tensor " + t.name + " names layer " + std::to_string(layer) +
-                       " but config.json has " + std::to_string(n_layers) + " layers");
-    } else {
-      layers[static_cast<std::size_t>(layer)].push_back(&t);
-    }
-  }
+  for (std::size_t i = 0; i < n_layers; ++i)
+    table::for_each_layer_tensor(config, static_cast<std::int64_t>(i), [&](const table::Entry& e, const auto&) {
+      layers[i].push_back(&table::require(index, e));
+    });
+  auto global = [&](const table::Entry& e, const auto&) { globals.push_back(&table::require(index, e)); };
+  table::for_each_embedding_tensor(config, global);
+  table::for_each_head_tensor(config, global);
   auto by_position = [](const TensorInfo* a, const TensorInfo* b) {
     return a->file != b->file ? a->file < b->file : a->offset < b->offset;
   };
-  std::sort(globals.begin(), globals.end(), by_position);
 
   std::vector<PlannedRun> runs;
   std::uint64_t file_offset = 0;
@@ -98,11 +80,8 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
     file_offset += align_up(inside, kTrunkAlign);
     runs.push_back(std::move(p));
   };
-  for (std::size_t i = 0; i < n_layers; ++i) {
-    if (layers[i].empty())
-      throw UsageError(index.uri() + ": layer " + std::to_string(i) + " has no non-expert tensors");
+  for (std::size_t i = 0; i < n_layers; ++i)
     add_run(static_cast<std::int64_t>(i), "layer " + std::to_string(i), std::move(layers[i]));
-  }
   for (const TensorInfo* t : globals) add_run(-1, t->name, {t});
   return runs;
 }
