@@ -8,13 +8,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <k3/log.hpp>
+
 namespace k3::cli {
 
 /// Options shared by the main job and every subcommand.
 struct GlobalOptions {
   std::string config;              ///< --config FILE
   std::vector<std::string> sets;   ///< --set key=value, in order
+  LogRequest log;                  ///< --log-level, -v, -q
+  std::string log_file;            ///< --log-file PATH
+  bool log_timestamps = false;     ///< --log-timestamps
 };
+
+/// --log-level, -v, -q, --log-file, --log-timestamps (log_options.cpp).
+void add_log_options(CLI::App& app, GlobalOptions& global);
+/// Applies them (after parsing, before any work): the level from the flags, else
+/// K3_LOG_LEVEL, else info; then the log file. A bad level or file is a UsageError.
+void start_logging(const GlobalOptions& global);
 
 /// A registered subcommand: run it when `app` was parsed. Returns the exit code.
 struct Command {

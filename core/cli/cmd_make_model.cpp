@@ -1,6 +1,6 @@
 // k3host make-model: writes a synthetic checkpoint in the released K3 format from a geometry
 // in configs/models/ (tiny, tiny2, demo, k3) or a YAML file. Prints a summary on stdout and,
-// for writes above 64 MB on a terminal, a progress line on stderr.
+// for writes above 64 MB on a terminal, a progress line on stderr (not with -q).
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 #include <k3/make_model.hpp>
 
 #include "cli.hpp"
@@ -72,7 +73,7 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
             if (!args->dtypes.empty()) o.dtypes = parse_dtype_mix(args->dtypes, "--dtypes");
             const auto census = geometry_census(g.config, o.dtypes.value_or(g.writer.dtypes));
             ProgressLine line;
-            if (census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO))
+            if (census.bytes >= (64ull << 20) && ::isatty(STDERR_FILENO) && log_enabled(LogLevel::info))
               o.progress = [&line](std::uint64_t done, std::uint64_t total) { line(done, total); };
             const MakeModelResult r = make_model(g, o);
             std::printf("make-model: %s -> %s\n", g.name.c_str(), r.dir.c_str());

@@ -1,6 +1,6 @@
 // k3host pack-trunk MODEL OUT: writes every layer's non-expert tensors as one 4096-aligned
 // run in OUT/trunk.bin plus OUT/trunk.json (see k3/pack_trunk.hpp), with a progress line on
-// stderr, verification by read-back, and an atomic rename into place.
+// stderr (not with -q), verification by read-back, and an atomic rename into place.
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include <k3/log.hpp>
 #include <k3/pack_trunk.hpp>
 
 #include "cli.hpp"
@@ -68,9 +69,10 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
             o.out = args->out;
             o.force = args->force;
             o.storage = args->storage;
-            o.progress = [&progress](std::string_view phase, std::uint64_t done, std::uint64_t total) {
-              progress(phase, done, total);
-            };
+            if (log_enabled(LogLevel::info))
+              o.progress = [&progress](std::string_view phase, std::uint64_t done, std::uint64_t total) {
+                progress(phase, done, total);
+              };
             const PackTrunkResult r = pack_trunk(o);
             std::printf("pack-trunk: %s -> %s\n", args->model.c_str(), r.dir.c_str());
             std::printf("  %llu runs (%llu tensors), %.1f MB of tensor data, trunk.bin %.1f MB, fingerprint %016llx\n",

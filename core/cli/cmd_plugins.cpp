@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
 
@@ -23,7 +24,7 @@ Command register_plugins(CLI::App& app, GlobalOptions& global) {
               std::printf("%-10s %-12s %-10s %-6d %s\n", to_string(p.kind), p.name.c_str(), p.version.c_str(),
                           p.score, p.path.c_str());
             for (const auto& pr : host.problems())
-              std::fprintf(stderr, "k3host: refused %s: %s\n", pr.path.c_str(), pr.reason.c_str());
+              log(LogLevel::error, "", "refused " + pr.path.string() + ": " + pr.reason);
             return host.problems().empty() ? 0 : static_cast<int>(ExitCode::usage);
           }};
 }

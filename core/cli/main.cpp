@@ -1,10 +1,11 @@
 // k3host: runs a Kimi K3 pipeline (k3host --config presets/laptop.yaml) and its tools.
 // Exit codes (DESIGN.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
 // fit, 4 a routed expert failed to load, 5 interrupted.
-#include <cstdio>
 #include <exception>
+#include <string>
 
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 
 #include "cli.hpp"
 #include "run_job.hpp"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   app.add_option("--config,-c", global.config, "Pipeline YAML file (e.g. presets/laptop.yaml)");
   app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
       ->take_all();
+  add_log_options(app, global);
   RunOptions run;
   add_run_options(app, run);
 
@@ -43,14 +45,15 @@ int main(int argc, char** argv) {
   }
 
   try {
+    start_logging(global);
     for (const auto& cmd : commands)
       if (cmd.app->parsed()) return cmd.run();
     return run_job(global, run);
   } catch (const k3::Error& e) {
-    std::fprintf(stderr, "k3host: error: %s\n", e.what());
+    k3::log(k3::LogLevel::error, "", e.what());  // "k3host: error: ..." (and into the log file)
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "k3host: internal error: %s\n", e.what());
+    k3::log(k3::LogLevel::error, "", std::string("internal error: ") + e.what());
     return static_cast<int>(k3::ExitCode::runtime);
   }
 }

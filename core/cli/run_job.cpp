@@ -6,6 +6,7 @@
 
 #include <k3/error.hpp>
 #include <k3/job.hpp>
+#include <k3/log.hpp>
 #include <k3/pipeline.hpp>
 
 namespace k3::cli {
@@ -24,7 +25,6 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_option("--load-state", run.load_state, "Resume a saved conversation (sets job.load_state)");
   app.add_option("--dump-logits", run.dump_logits,
                  "Write the prompt's logits as raw float32 [positions, vocab] (sets job.dump_logits)");
-  app.add_flag("--quiet,-q", run.quiet, "Print only the generated text");
 }
 
 namespace {
@@ -93,22 +93,20 @@ void print_io_report(const JobReport& r) {
               100.0 * r.io_share, r.seconds_per_token, human_bytes(r.peak_rss).c_str(), human_bytes(r.plan.total).c_str());
 }
 
-/// Runs the job, streaming the generated text to stdout and a summary to stderr.
+/// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
+/// `quiet` (-q) also leaves out stdout's prompt echo and summary: only the generated text.
 int run_pipeline(const Pipeline& pipeline, bool quiet) {
   JobHooks hooks;
-  hooks.on_status = [&](const std::string& s) {
-    if (!quiet) std::fprintf(stderr, "k3host: %s\n", s.c_str());
-  };
+  hooks.on_status = [&](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_progress = [&](const std::string& what, std::uint64_t done, std::uint64_t total) {
-    if (quiet || total == 0) return;
+    // A terminal redraw, not a log line: shown when info lines are, never in the log file.
+    if (!log_enabled(LogLevel::info) || total == 0) return;
     done = std::min(done, total);
     std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
                  100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done).c_str(),
                  human_bytes(total).c_str(), done >= total ? "\n" : "");
   };
-  hooks.on_plan = [&](const std::string& table) {
-    if (!quiet) std::fputs(table.c_str(), stderr);
-  };
+  hooks.on_plan = [&](const std::string& table) { log_text(LogLevel::info, table); };
   hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
     if (quiet) return;
     std::printf("prompt (%zu tokens): %s\n", ids.size(), text.c_str());
@@ -130,9 +128,10 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
   }
   if (!r.expert_failures.empty()) {
-    for (const auto& f : r.expert_failures) std::fprintf(stderr, "k3host: error: routed expert failed: %s\n", f.c_str());
-    std::fprintf(stderr, "k3host: error: %zu routed expert read(s) failed; their contributions were zero, so the "
-                         "generated ids are unsound\n", r.expert_failures.size());
+    for (const auto& f : r.expert_failures) log(LogLevel::error, "", "routed expert failed: " + f);
+    log(LogLevel::error, "",
+        std::to_string(r.expert_failures.size()) +
+            " routed expert read(s) failed; their contributions were zero, so the generated ids are unsound");
     return static_cast<int>(ExitCode::expert_failure);
   }
   return 0;
@@ -169,7 +168,7 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
     std::fputs(pipeline.dump().c_str(), stdout);
     return 0;
   }
-  return run_pipeline(pipeline, run.quiet);
+  return run_pipeline(pipeline, global.log.quiet);
 }
 
 }  // namespace k3::cli

@@ -19,7 +19,6 @@ struct RunOptions {
   std::string save_state;      ///< --save-state FILE  → job.save_state
   std::string load_state;      ///< --load-state FILE  → job.load_state
   std::string dump_logits;     ///< --dump-logits FILE → job.dump_logits
-  bool quiet = false;          ///< --quiet: only the generated text
 };
 
 void add_run_options(CLI::App& app, RunOptions& run);

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <optional>
 
 #include <k3/error.hpp>
+
+#include "util/atomic_file.hpp"
 
 namespace k3 {
 namespace {
@@ -30,15 +32,18 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     throw UsageError("nothing to continue: the prompt is empty and no state was loaded");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
   std::vector<float> logits, last;
-  std::ofstream dump;
+  std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all
   if (!g.dump_logits.empty()) {
-    dump.open(g.dump_logits, std::ios::binary | std::ios::trunc);
-    if (!dump) throw UsageError(g.dump_logits.string() + ": cannot write the logits dump");
+    try {
+      dump.emplace(g.dump_logits);
+    } catch (const RuntimeError& e) {
+      throw UsageError(g.dump_logits.string() + ": cannot write the logits dump (" + e.what() + ")");
+    }
   }
 
   // Prefill: the prompt in chunks (or all at once in recompute mode).
   const auto t0 = std::chrono::steady_clock::now();
-  const bool want_all = dump.is_open();
+  const bool want_all = dump.has_value();
   const std::size_t chunk = g.mode == DecodeMode::recompute ? std::max<std::size_t>(g.prompt.size(), 1)
                                                             : static_cast<std::size_t>(g.prefill_chunk);
   if (g.mode == DecodeMode::recompute && session.position() > 0) {
@@ -49,8 +54,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     session.feed(all, want_all, logits);
     if (want_all) {
       const std::size_t V = logits.size() / all.size();
-      dump.write(reinterpret_cast<const char*>(logits.data() + (all.size() - g.prompt.size()) * V),
-                 static_cast<std::streamsize>(g.prompt.size() * V * sizeof(float)));
+      dump->write(logits.data() + (all.size() - g.prompt.size()) * V, g.prompt.size() * V * sizeof(float));
     }
     const std::size_t V = want_all ? logits.size() / all.size() : logits.size();
     last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
@@ -59,15 +63,14 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
       const std::size_t n = std::min(chunk, g.prompt.size() - at);
       session.feed({g.prompt.data() + at, n}, want_all, logits);
       if (want_all)
-        dump.write(reinterpret_cast<const char*>(logits.data()),
-                   static_cast<std::streamsize>(logits.size() * sizeof(float)));
+        dump->write(logits.data(), logits.size() * sizeof(float));
       const std::size_t V = logits.size() / (want_all ? n : 1);
       last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
     }
   }
   if (last.empty()) throw UsageError("a loaded state without new prompt tokens has no logits to continue from");
   r.prefill_seconds = seconds_since(t0);
-  if (dump.is_open() && !dump.flush()) throw RuntimeError(g.dump_logits.string() + ": write failed");
+  if (dump) dump->commit();
 
   const std::size_t V = last.size();
   for (std::int64_t step = 0; step < g.max_new_tokens; ++step) {

@@ -1,10 +1,8 @@
 // TraceWriter: buffered, checksummed, written under a temporary name and renamed on close.
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
-#include <cerrno>
-#include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,49 +10,29 @@
 #include <k3/trace.hpp>
 
 #include "sim/trace_format.hpp"
+#include "util/atomic_file.hpp"
 
 namespace k3 {
 
 namespace {
 constexpr std::size_t kBufferRecords = 1 << 16;  // 512 KiB of records per write()
-
-std::string errno_text() { return std::strerror(errno); }
-
-void write_all(int fd, const unsigned char* p, std::size_t n, const std::string& what) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw RuntimeError(what + ": write failed: " + errno_text());
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
 }  // namespace
 
 struct TraceWriter::Impl {
   std::filesystem::path file;
-  std::string tmp;
   TraceHeader header;
-  int fd = -1;
+  std::optional<AtomicFile> out;  // removed unless close() commits it
   std::vector<unsigned char> buffer;
-  XXH64_state_t* hash = nullptr;
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hash{nullptr, &XXH64_freeState};
   std::uint64_t count = 0;
   bool group_next = true;  // the first record starts a group
   std::uint16_t group_layer = 0;
   bool closed = false;
 
-  ~Impl() {
-    if (hash != nullptr) XXH64_freeState(hash);
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-    }
-  }
-
   void flush() {
     if (buffer.empty()) return;
-    XXH64_update(hash, buffer.data(), buffer.size());
-    write_all(fd, buffer.data(), buffer.size(), tmp);
+    XXH64_update(hash.get(), buffer.data(), buffer.size());
+    out->write(buffer.data(), buffer.size());
     buffer.clear();
   }
 };
@@ -67,17 +45,15 @@ TraceWriter::TraceWriter(std::filesystem::path file, const TraceHeader& header) 
     throw UsageError(name + ": a trace holds 1 to 65536 experts per layer, got " +
                      std::to_string(header.experts_per_layer));
   impl_->file = std::move(file);
-  impl_->tmp = name + ".tmp." + std::to_string(::getpid());
   impl_->header = header;
   impl_->header.record_count = 0;
-  impl_->hash = XXH64_createState();
-  if (impl_->hash == nullptr) throw RuntimeError(name + ": cannot allocate the checksum state");
-  XXH64_reset(impl_->hash, 0);
-  impl_->fd = ::open(impl_->tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (impl_->fd < 0) throw RuntimeError(impl_->tmp + ": cannot create: " + errno_text());
+  impl_->hash.reset(XXH64_createState());
+  if (!impl_->hash) throw RuntimeError(name + ": cannot allocate the checksum state");
+  XXH64_reset(impl_->hash.get(), 0);
+  impl_->out.emplace(impl_->file);
   // Placeholder header (count 0); close() rewrites it with the real count and checksum.
   const auto head = trace_format::encode_header(impl_->header, 0);
-  write_all(impl_->fd, head.data(), head.size(), impl_->tmp);
+  impl_->out->write(head.data(), head.size());
   impl_->buffer.reserve(kBufferRecords * kTraceRecordBytes);
 }
 
@@ -118,27 +94,9 @@ void TraceWriter::close() {
   if (w.closed) return;
   w.flush();
   w.header.record_count = w.count;
-  const auto head = trace_format::encode_header(w.header, XXH64_digest(w.hash));
-  if (::pwrite(w.fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size()))
-    throw RuntimeError(w.tmp + ": cannot write the trace header: " + errno_text());
-  if (::fsync(w.fd) != 0) throw RuntimeError(w.tmp + ": cannot flush: " + errno_text());
-  const int fd = w.fd;
-  w.fd = -1;
-  if (::close(fd) != 0) {
-    ::unlink(w.tmp.c_str());
-    throw RuntimeError(w.tmp + ": cannot close: " + errno_text());
-  }
-  if (::rename(w.tmp.c_str(), w.file.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(w.tmp.c_str());
-    throw RuntimeError(w.file.string() + ": cannot rename the temporary trace into place: " + why);
-  }
-  const std::filesystem::path dir = w.file.has_parent_path() ? w.file.parent_path() : ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  const auto head = trace_format::encode_header(w.header, XXH64_digest(w.hash.get()));
+  w.out->pwrite(head.data(), head.size(), 0);
+  w.out->commit();
   w.closed = true;
 }
 

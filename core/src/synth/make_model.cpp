@@ -1,6 +1,5 @@
 // make-model: plans the shards, writes every file into a temporary sibling directory, syncs,
 // and renames it into place (make_model.hpp has the contract).
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 
 #include "io/safetensors.hpp"
 #include "synth/make_model_parts.hpp"
+#include "util/atomic_file.hpp"
 
 namespace k3 {
 namespace {
@@ -31,61 +31,6 @@ std::string human_bytes(std::uint64_t b) {
   else if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GB", v / 1e9);
   else std::snprintf(buf, sizeof buf, "%.1f MB", v / 1e6);
   return buf;
-}
-
-// A file written front to back; every failure is a RuntimeError naming it.
-class OutFile {
- public:
-  explicit OutFile(fs::path p) : path_(std::move(p)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create");
-  }
-  ~OutFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  OutFile(const OutFile&) = delete;
-  OutFile& operator=(const OutFile&) = delete;
-
-  void write(const void* data, std::size_t n) {
-    const auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("write failed");
-      p += w;
-      n -= static_cast<std::size_t>(w);
-    }
-  }
-  void truncate_to(std::uint64_t size) {
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail("cannot extend");
-  }
-  void close_synced() {
-    if (::fsync(fd_) != 0) fail("cannot sync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close");
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) const {
-    throw RuntimeError(path_.string() + ": " + what + ": " + std::strerror(errno));
-  }
-  fs::path path_;
-  int fd_ = -1;
-};
-
-void write_text_file(const fs::path& p, std::string_view text) {
-  OutFile f(p);
-  f.write(text.data(), text.size());
-  f.close_synced();
-}
-
-void sync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw RuntimeError(dir.string() + ": cannot open to sync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw RuntimeError(dir.string() + ": cannot sync: " + std::strerror(errno));
 }
 
 // The temporary directory; removed with everything in it unless committed.
@@ -167,15 +112,15 @@ class ShardWriter {
         data_bytes += t.nbytes();
       }
     const std::string header = detail::encode_safetensors_header(specs);
-    OutFile f(path);
+    AtomicFile f(path);
     f.write(header.data(), header.size());  // progress counts data bytes only
     if (headers_only_) {
-      f.truncate_to(header.size() + data_bytes);  // a hole: no disk blocks
+      f.resize(header.size() + data_bytes);  // a hole: no disk blocks
       report(data_bytes);
     } else {
       write_data(f, groups);
     }
-    f.close_synced();
+    f.commit();
     return header.size() + data_bytes;
   }
 
@@ -187,7 +132,7 @@ class ShardWriter {
     if (progress_) progress_(done_, total_);
   }
 
-  void write_data(OutFile& f, const std::vector<TensorGroup>& groups) {
+  void write_data(AtomicFile& f, const std::vector<TensorGroup>& groups) {
     std::vector<WorkItem> batch;
     std::uint64_t batch_bytes = 0;
     auto flush = [&] {
@@ -312,15 +257,15 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   }, res.dtypes);
   res.shards = shard_names.size();
 
-  write_text_file(tmp.path() / "model.safetensors.index.json", index_json(where, shard_names, res.tensor_bytes));
-  write_text_file(tmp.path() / "config.json", detail::make_config_json(geometry, res.seed, options.headers_only));
-  write_text_file(tmp.path() / "tiktoken.model", make_tiktoken_ranks(geometry.writer.tokenizer_ranks));
-  write_text_file(tmp.path() / "tokenizer_config.json", detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
+  write_file_atomically(tmp.path() / "model.safetensors.index.json", index_json(where, shard_names, res.tensor_bytes));
+  write_file_atomically(tmp.path() / "config.json", detail::make_config_json(geometry, res.seed, options.headers_only));
+  write_file_atomically(tmp.path() / "tiktoken.model", make_tiktoken_ranks(geometry.writer.tokenizer_ranks));
+  write_file_atomically(tmp.path() / "tokenizer_config.json", detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
   // mkdtemp made the directory 0700; a model directory is readable by all, like its files.
   // (Not 0777 & ~umask: reading the umask means setting it, which races with other threads.)
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw RuntimeError(tmp.path().string() + ": cannot set permissions: " + std::strerror(errno));
-  sync_dir(tmp.path());
+  sync_directory(tmp.path());
 
   // Commit: move an old target aside (force), rename the new one in, then drop the old one.
   std::optional<TempDir> old;
@@ -336,7 +281,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   if (::rename(tmp.path().c_str(), out.c_str()) != 0)
     throw RuntimeError(out.string() + ": cannot rename the finished model into place: " + std::strerror(errno));
   tmp.release();
-  sync_dir(parent);
+  sync_directory(parent);
   res.dir = out;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -2,8 +2,6 @@
 // the checkpoint into one 4096-aligned run of trunk.bin, read through a storage plugin,
 // hashes each run, verifies trunk.bin by reading it back, writes trunk.json last and
 // renames the finished folder into place (see pack_trunk.hpp).
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -11,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <system_error>
@@ -25,6 +24,7 @@
 
 #include "io/pack_trunk_format.hpp"
 #include "model/tensor_table.hpp"
+#include "util/atomic_file.hpp"
 
 namespace k3 {
 namespace {
@@ -86,18 +86,6 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   return runs;
 }
 
-void write_all(int fd, const std::byte* data, std::uint64_t length, std::uint64_t offset, const fs::path& path) {
-  for (std::uint64_t done = 0; done < length;) {
-    const ssize_t n = ::pwrite(fd, data + done, static_cast<std::size_t>(length - done), static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw RuntimeError(path.string() + ": write error at offset " + std::to_string(offset + done) + ": " +
-                         std::strerror(errno));
-    }
-    done += static_cast<std::uint64_t>(n);
-  }
-}
-
 /// Removes the temporary folder unless the pack succeeded.
 struct TempFolder {
   fs::path path;
@@ -121,22 +109,6 @@ nlohmann::json run_json(const PackedRun& run) {
   else
     j["name"] = run.name;
   return j;
-}
-
-void write_text_synced(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) throw RuntimeError(tmp.string() + ": cannot write");
-  }
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -181,12 +153,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
 
   // Copy, hashing each run as it goes.
   {
-    const int fd = ::open(bin.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw RuntimeError(bin.string() + ": cannot create: " + std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
+    AtomicFile out_bin(bin);
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, result.data_bytes + 1)));
     const std::byte zeros[kTrunkTensorAlign] = {};
     std::uint64_t copied = 0;
@@ -205,7 +172,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
           const sdk::Status st = file.read({&request, 1});
           if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
           XXH64_update(state, buffer.data(), static_cast<std::size_t>(n));
-          write_all(fd, buffer.data(), n, p.run.file_offset + s.run_offset + done, bin);
+          out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
           done += n;
           copied += n;
           if (options.progress) options.progress("copy", copied, result.data_bytes);
@@ -214,8 +181,8 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
       }
       p.run.xxh64 = XXH64_digest(state);
     }
-    if (::ftruncate(fd, static_cast<off_t>(result.bin_bytes)) != 0 || ::fsync(fd) != 0)
-      throw RuntimeError(bin.string() + ": cannot finish: " + std::strerror(errno));
+    out_bin.resize(result.bin_bytes);
+    out_bin.commit();
   }
 
   // Verify: read trunk.bin back through the same storage plugin.
@@ -252,7 +219,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
                                    {"n_layers", config.num_hidden_layers},
                                    {"layers", std::move(layers)},
                                    {"globals", std::move(globals)}};
-  write_text_synced(temp.path / "trunk.json", manifest.dump(1) + "\n");
+  write_file_atomically(temp.path / "trunk.json", manifest.dump(1) + "\n");
 
   // Install: move an old OUT aside (force), rename the finished folder into place.
   if (fs::exists(out)) {

@@ -6,48 +6,101 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <system_error>
 
 #include <k3/error.hpp>
 
 namespace k3 {
 
-void write_file_atomically(const std::filesystem::path& file, const void* data, std::size_t size) {
-  // Create the folder the user named (e.g. --out runs/today/report.json).
-  if (file.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(file.parent_path(), ec);
-  }
-  const std::string tmp = file.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError(tmp + ": cannot create: " + std::strerror(errno));
+namespace fs = std::filesystem;
+
+fs::path atomic_temp_path(const fs::path& target) {
+  return fs::path(target.string() + ".tmp." + std::to_string(::getpid()));
+}
+
+void write_all(int fd, const void* data, std::size_t size, const std::string& name) {
   const auto* p = static_cast<const char*>(data);
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, p + done, size - done);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw RuntimeError(tmp + ": write failed: " + std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
+    // write() returning 0 for a non-zero size is not progress; report it rather than spin.
+    if (n <= 0) throw RuntimeError(name + ": write failed: " + std::strerror(n < 0 ? errno : EIO));
+    p += n;
+    size -= static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw RuntimeError(tmp + ": cannot flush: " + std::strerror(errno));
+}
+
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& name) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw RuntimeError(name + ": write failed at offset " + std::to_string(offset) + ": " +
+                         std::strerror(n < 0 ? errno : EIO));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
   }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw RuntimeError(file.string() + ": cannot rename the temporary file into place: " + std::strerror(err));
+}
+
+void sync_directory(const fs::path& dir) {
+  const OwnedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) throw RuntimeError(dir.string() + ": cannot open to sync: " + std::strerror(errno));
+  if (::fsync(fd.get()) != 0) throw RuntimeError(dir.string() + ": cannot sync: " + std::strerror(errno));
+}
+
+AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)), temp_(atomic_temp_path(target_)) {
+  fd_.reset(::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd_) fail("cannot create");
+}
+
+AtomicFile::~AtomicFile() {
+  if (committed_) return;
+  fd_.reset();
+  ::unlink(temp_.c_str());  // may already be gone (a failed commit removed it)
+}
+
+void AtomicFile::fail(const std::string& what) const {
+  throw RuntimeError(temp_.string() + ": " + what + ": " + std::strerror(errno));
+}
+
+void AtomicFile::write(const void* data, std::size_t size) {
+  if (!fd_) throw RuntimeError(target_.string() + ": written after commit()");
+  write_all(fd_.get(), data, size, temp_.string());
+}
+
+void AtomicFile::pwrite(const void* data, std::size_t size, std::uint64_t offset) {
+  if (!fd_) throw RuntimeError(target_.string() + ": written after commit()");
+  pwrite_all(fd_.get(), data, size, offset, temp_.string());
+}
+
+void AtomicFile::resize(std::uint64_t size) {
+  if (!fd_) throw RuntimeError(target_.string() + ": resized after commit()");
+  if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) fail("cannot set the size to " + std::to_string(size));
+}
+
+void AtomicFile::commit() {
+  if (!fd_) throw RuntimeError(target_.string() + ": committed twice");
+  if (::fsync(fd_.get()) != 0) fail("cannot flush");
+  if (const int err = fd_.close(); err != 0) {
+    errno = err;
+    fail("cannot close");
   }
-  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  if (::rename(temp_.c_str(), target_.c_str()) != 0)
+    throw RuntimeError(target_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
+  committed_ = true;
+  sync_directory(target_.has_parent_path() ? target_.parent_path() : fs::path("."));
+}
+
+void write_file_atomically(const fs::path& file, const void* data, std::size_t size) {
+  if (file.has_parent_path()) {
+    std::error_code ec;  // a folder that cannot be made shows up as "cannot create" below
+    fs::create_directories(file.parent_path(), ec);
   }
+  AtomicFile f(file);
+  f.write(data, size);
+  f.commit();
 }
 
 }  // namespace k3

@@ -1,12 +1,74 @@
-// Writes a whole file so that readers see either the old file or the complete new one:
-// write "<file>.tmp.<pid>", fsync, rename over <file>, fsync the directory.
+// Files we write appear whole or not at all. A writer writes "<file>.tmp.<pid>", fsyncs it,
+// renames it over <file> and fsyncs the folder, so a reader (or a crash) sees either the
+// old file or the complete new one. A writer that is destroyed before commit() (an
+// exception, a failed check) removes its temporary file. Every failure is a RuntimeError
+// naming the file and the system's reason.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
+
+#include "util/owned_fd.hpp"
 
 namespace k3 {
 
+/// "<target>.tmp.<pid>": recognisable next to the target, unique per process.
+[[nodiscard]] std::filesystem::path atomic_temp_path(const std::filesystem::path& target);
+
+/// Writes all `size` bytes at the file position (short writes and EINTR retried).
+/// Throws RuntimeError "<name>: write failed: <reason>".
+void write_all(int fd, const void* data, std::size_t size, const std::string& name);
+/// The same at `offset`, leaving the file position alone.
+/// Throws RuntimeError "<name>: write failed at offset N: <reason>".
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& name);
+
+/// fsyncs a folder, so the entries just created or renamed in it survive a crash.
+/// Throws RuntimeError "<dir>: cannot open to sync: ..." or "<dir>: cannot sync: ...".
+void sync_directory(const std::filesystem::path& dir);
+
+/// A file written in pieces (large files, files whose header is patched at the end) that
+/// replaces its target only on commit().
+class AtomicFile {
+ public:
+  /// Creates the temporary file (replacing a stale one of the same name); the target's
+  /// folder must exist. Throws RuntimeError "<temp>: cannot create: <reason>".
+  explicit AtomicFile(std::filesystem::path target);
+  /// Not committed: closes and removes the temporary file. The target is untouched.
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  /// Appends at the file position.
+  void write(const void* data, std::size_t size);
+  void write(std::string_view text) { write(text.data(), text.size()); }
+  /// Writes at `offset` (a header patched once the body is known).
+  void pwrite(const void* data, std::size_t size, std::uint64_t offset);
+  /// Sets the file's size; growing it leaves a hole (no disk blocks).
+  void resize(std::uint64_t size);
+
+  /// fsync, close, rename over the target, fsync the folder. After a failure the target is
+  /// untouched (or, if only the folder's fsync failed, already replaced) and the temporary
+  /// file is gone. Calling it twice is an error.
+  void commit();
+
+  [[nodiscard]] bool committed() const noexcept { return committed_; }
+  [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
+  [[nodiscard]] const std::filesystem::path& temp_path() const noexcept { return temp_; }
+  /// The open temporary file (for reads of what was written, e.g. verification).
+  [[nodiscard]] int fd() const noexcept { return fd_.get(); }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const;
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  OwnedFd fd_;
+  bool committed_ = false;
+};
+
+/// Writes a whole file through AtomicFile, creating the folders the path names
+/// (e.g. --out runs/today/report.json).
 void write_file_atomically(const std::filesystem::path& file, const void* data, std::size_t size);
 inline void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
   write_file_atomically(file, text.data(), text.size());

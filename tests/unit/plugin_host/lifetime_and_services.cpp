@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <regex>
 
 #include <catch2/catch.hpp>
 
@@ -182,14 +183,25 @@ TEST_CASE("a plugin's log lines carry its kind and name", "[plugin_host][service
   PluginHost host({fixture_dir("good")});
   auto storage = host.create_storage("fxwrap", {{"lazy", "true"}});
   k3::set_log_level(k3::LogLevel::debug);
+  const fs::path log_file = fs::path(K3_BINARY_DIR) / "test-tmp" / "plugin-host-log-file.txt";
+  fs::remove(log_file);
+  k3::set_log_file(log_file);
   CaptureStderr capture(fs::path(K3_BINARY_DIR) / "test-tmp" / "plugin-host-log.txt");
   std::unique_ptr<k3::sdk::StorageFile> file;
   const k3::sdk::Status st = storage->open("w.bin", file);
   const std::string log = capture.finish();
+  k3::set_log_file({});
   k3::set_log_level(k3::LogLevel::info);
   REQUIRE(st.ok());
   // fxwrap logs component "decorator"; the host puts the object's kind/name in front.
-  CHECK_THAT(log, Contains("[storage/fxwrap] debug: decorator: opening w.bin through fxmem"));
+  const std::string line = "[storage/fxwrap] debug: decorator: opening w.bin through fxmem";
+  CHECK_THAT(log, Contains(line));
+  CHECK(std::regex_search(log, std::regex(R"((^|\n)\[storage/fxwrap\] debug: decorator)")));  // no timestamp
+  // The same line reaches the log file, after its date and time.
+  std::ifstream in(log_file);
+  const std::string logged{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  CHECK(std::regex_search(logged, std::regex(R"((^|\n)\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} )" +
+                                             std::string(R"(\[storage/fxwrap\] debug: decorator: opening w\.bin)"))));
 }
 
 TEST_CASE("the search path is the core folder, then K3_PLUGIN_PATH, then extra folders", "[plugin_host][path]") {

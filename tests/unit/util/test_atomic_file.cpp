@@ -1,0 +1,144 @@
+// util/atomic_file: a file appears whole on commit() or not at all, and no temporary file
+// is ever left behind.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <k3/error.hpp>
+
+#include "util/atomic_file.hpp"
+#include "util_test_support.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using k3::AtomicFile;
+
+TEST_CASE("the temporary name is the target's with .tmp.<pid>", "[util][atomic_file]") {
+  const fs::path t = k3::atomic_temp_path("runs/report.json");
+  CHECK(t == fs::path("runs/report.json.tmp." + std::to_string(::getpid())));
+}
+
+TEST_CASE("commit leaves exactly the written bytes under the target and no temporary file", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("commit");
+  const fs::path target = dir / "data.bin";
+  {
+    AtomicFile f(target);
+    // While writing, only the temporary file exists.
+    CHECK(fs::exists(f.temp_path()));
+    CHECK_FALSE(fs::exists(target));
+    f.write("HEADER--");
+    f.write("body");
+    f.pwrite("header", 6, 0);  // patch the front, as the trace writer does
+    f.resize(16);              // grow: the rest reads as zeros
+    f.commit();
+    CHECK(f.committed());
+  }
+  const std::string got = k3::test::read_whole(target);
+  CHECK(got == std::string("header--body\0\0\0\0", 16));
+  CHECK(k3::test::listing(dir.path()) == "data.bin\n");
+  struct stat st {};
+  REQUIRE(::stat(target.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0444) == 0444);  // readable like any file we write (umask permitting)
+}
+
+TEST_CASE("commit replaces an existing file, an abandoned writer leaves it as it was", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("replace");
+  const fs::path target = dir / "state.k3s";
+  k3::write_file_atomically(target, "old contents");
+  SECTION("an exception before commit") {
+    try {
+      AtomicFile f(target);
+      f.write("half of the new conte");
+      throw std::runtime_error("the run failed");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "the run failed");
+    }
+    CHECK(k3::test::read_whole(target) == "old contents");
+    CHECK(k3::test::listing(dir.path()) == "state.k3s\n");
+  }
+  SECTION("a commit") {
+    {
+      AtomicFile f(target);
+      f.write("new contents, longer than the old");
+      f.commit();
+    }
+    CHECK(k3::test::read_whole(target) == "new contents, longer than the old");
+    CHECK(k3::test::listing(dir.path()) == "state.k3s\n");
+  }
+}
+
+TEST_CASE("an exception before commit leaves no file and no temporary file", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("abandon");
+  const fs::path target = dir / "trace.k3t";
+  fs::path temp;
+  try {
+    AtomicFile f(target);
+    temp = f.temp_path();
+    std::vector<char> big(1 << 20, 'x');
+    f.write(big.data(), big.size());
+    REQUIRE(fs::file_size(temp) == big.size());
+    throw k3::RuntimeError("interrupted");
+  } catch (const k3::RuntimeError&) {
+  }
+  CHECK_FALSE(temp.empty());
+  CHECK_FALSE(fs::exists(temp));
+  CHECK_FALSE(fs::exists(target));
+  CHECK(k3::test::listing(dir.path()).empty());
+}
+
+TEST_CASE("a stale temporary file of the same name is replaced, not appended to", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("stale");
+  const fs::path target = dir / "r.json";
+  k3::write_file_atomically(k3::atomic_temp_path(target), "left over by a crashed run with our pid");
+  k3::write_file_atomically(target, "{}");
+  CHECK(k3::test::read_whole(target) == "{}");
+  CHECK(k3::test::listing(dir.path()) == "r.json\n");
+}
+
+TEST_CASE("write_file_atomically creates the folders its path names", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("folders");
+  const fs::path target = dir / "runs/today/report.json";
+  k3::write_file_atomically(target, std::string_view("{\"ok\": true}\n"));
+  CHECK(k3::test::read_whole(target) == "{\"ok\": true}\n");
+  CHECK(k3::test::listing(target.parent_path()) == "report.json\n");
+}
+
+TEST_CASE("failures name the file and the reason", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("errors");
+  SECTION("a folder that does not exist") {
+    const fs::path target = dir / "missing/out.bin";
+    try {
+      AtomicFile f(target);
+      FAIL("no error");
+    } catch (const k3::RuntimeError& e) {
+      CHECK_THAT(std::string(e.what()), Contains(k3::atomic_temp_path(target).string() + ": cannot create: ") &&
+                                            Contains(std::strerror(ENOENT)));
+    }
+  }
+  SECTION("writing after commit, committing twice") {
+    AtomicFile f(dir / "once.bin");
+    f.write("x");
+    f.commit();
+    CHECK_THROWS_WITH(f.write("y"), Contains("once.bin: written after commit()"));
+    CHECK_THROWS_WITH(f.commit(), Contains("once.bin: committed twice"));
+    CHECK(k3::test::read_whole(dir / "once.bin") == "x");
+  }
+  SECTION("a target that is a folder: the rename fails and the temporary file goes") {
+    fs::create_directories(dir / "taken" / "inside");
+    {
+      AtomicFile f(dir / "taken");
+      f.write("x");
+      CHECK_THROWS_WITH(f.commit(), Contains("taken: cannot rename the temporary file into place: "));
+    }
+    CHECK(fs::is_directory(dir / "taken" / "inside"));
+    CHECK(k3::test::listing(dir.path()) == "taken\n");
+  }
+  SECTION("syncing a folder that does not exist") {
+    CHECK_THROWS_WITH(k3::sync_directory(dir / "nope"), Contains("nope: cannot open to sync: "));
+  }
+}
