@@ -62,9 +62,11 @@ void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& 
   p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
 }
 
-/// The storage, cache and kernel plugins the pipeline names exist and accept their
-/// parameters, checked before the model loads so that a mistake is reported at its line.
-void check_plugins(const Pipeline& p, PluginHost& host) {
+/// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
+/// runs on (each made once per run), created before the model loads so that a wrong name
+/// or parameter is reported at its line.
+ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
+  ModelPlugins out;
   struct Section {
     PluginKind kind;
     const char* plugin_key;
@@ -79,12 +81,14 @@ void check_plugins(const Pipeline& p, PluginHost& host) {
     const PluginParams params = p.get_params(s.params_key);
     std::vector<std::string> unknown;
     at_key(p, s.params_key, [&] {
-      if (s.kind == PluginKind::storage) (void)host.create_storage(name, params, &unknown);
-      if (s.kind == PluginKind::cache) (void)host.create_cache(name, params, &unknown);
-      if (s.kind == PluginKind::kernels) (void)host.create_kernels(name, params, &unknown);
+      if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
+      if (s.kind == PluginKind::cache) out.cache = host.create_cache(name, params, &unknown);
+      if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
     });
+    if (s.kind == PluginKind::kernels) out.kernel_name = name;
     refuse_unknown(p, s.params_key, name, unknown);
   }
+  return out;
 }
 
 /// The tokenizer section, defaulting its files to the checkpoint's own.
@@ -127,13 +131,17 @@ struct TraceRecorder final : RoutingListener {
 }  // namespace
 
 JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
+  PluginHost host(p.plugin_path());
+  return run_job(p, host, hooks);
+}
+
+JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   auto status = [&](const std::string& s) {
     if (hooks.on_status) hooks.on_status(s);
   };
   JobReport rep;
   // Plugin names and parameters first: a typo is reported before minutes of model generation.
-  PluginHost host(p.plugin_path());
-  check_plugins(p, host);
+  ModelPlugins plugins = create_plugins(p, host);
   rep.model = p.get_path("model.path");
   if (!std::filesystem::exists(rep.model / "config.json")) {
     if (!p.get_bool("model.generate_if_missing"))
@@ -162,7 +170,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.cache_future = p.get_path("cache.future");
   ms.packed_trunk = p.get_path("model.packed_trunk");
   status("loading " + rep.model.string());
-  Model model(rep.model, host, ms);
+  Model model(rep.model, std::move(plugins), ms);
   auto tokenizer = make_tokenizer(p, host, rep.model);
   rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.plan = model.plan();
