@@ -64,7 +64,7 @@ Model::Model(const std::filesystem::path& dir, const std::function<ModelPlugins(
         model::PackedLocations::of(PackedTrunk::open(settings.packed_trunk, m.config.fingerprint())));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
-    m.source = std::make_unique<ResidentSource>(*m.weights);
+    m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
   m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
