@@ -325,7 +325,7 @@ std::string MemoryPlan::table() const {
                                : "resident");
   line("KDA state", kda_state_bytes, "recurrent state and conv tails");
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
-  line("buffers", buffer_bytes, "activations and scratch for one prefill chunk");
+  line("buffers", buffer_bytes, "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
   line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
   line("available", available, available_source);
