@@ -21,6 +21,19 @@ struct SamplingSettings {
 /// Picks the next token from one row of logits. Deterministic for a given (seed, position).
 std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position);
 
+/// sample_token over a fixed vocabulary with its working memory allocated once, so that
+/// picking a token allocates nothing. Draws exactly what sample_token draws.
+class Sampler {
+ public:
+  explicit Sampler(std::size_t vocab);
+  std::uint32_t sample(const float* logits, const SamplingSettings& s, std::int64_t position);
+
+ private:
+  std::size_t vocab_;
+  std::vector<std::uint32_t> order_;
+  std::vector<double> p_;
+};
+
 enum class DecodeMode { incremental, recompute };
 
 struct GenerateSettings {

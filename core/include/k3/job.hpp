@@ -72,6 +72,9 @@ struct JobReport {
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the
 /// pipeline, the checkpoint or the prompt, before any compute.
 JobReport run_job(const Pipeline& pipeline, const JobHooks& hooks = {});
+/// The same through `host` (its search path is the caller's; the pipeline's plugin_path
+/// is not added). The run creates each of its plugin objects once through it.
+JobReport run_job(const Pipeline& pipeline, PluginHost& host, const JobHooks& hooks = {});
 
 /// The report as JSON (what --out / job.report writes).
 std::string report_json(const JobReport& report);

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,20 @@ struct ModelSettings {
   std::filesystem::path packed_trunk;
 };
 
+/// The plugin objects a model runs on. A run creates each once: the job creates them while
+/// it checks the pipeline's plugin sections (so a mistake is reported at its line) and
+/// hands them to the model.
+struct ModelPlugins {
+  std::shared_ptr<sdk::StorageBackend> storage;
+  std::shared_ptr<sdk::KernelSet> kernels;
+  std::string kernel_name;  ///< the plugin name ("auto" already resolved)
+  std::shared_ptr<sdk::CachePolicy> cache;
+};
+
+/// Creates the storage, kernel set ("auto": the best set that runs here) and cache policy
+/// `settings` names. UsageError naming the plugin for a bad name or parameter.
+ModelPlugins create_model_plugins(PluginHost& host, const ModelSettings& settings);
+
 /// What the model read from storage and how the expert cache did, since it was loaded.
 struct StreamStats {
   std::uint64_t trunk_bytes = 0;      ///< non-expert layer tensors (pinned + ring)
@@ -73,6 +88,9 @@ class Model {
   /// through the plugins named in `settings`; every byte comes through the storage plugin.
   /// UsageError (exit 2) for a bad checkpoint or plugin name, before any compute.
   Model(const std::string& uri, PluginHost& host, const ModelSettings& settings);
+  /// The same with plugin objects already created (create_model_plugins); the plugin names
+  /// and parameters of `settings` are not used.
+  Model(const std::string& uri, ModelPlugins plugins, const ModelSettings& settings);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -95,6 +113,9 @@ class Model {
   [[nodiscard]] Impl& impl() noexcept { return *impl_; }
 
  private:
+  /// Both public constructors: `make_plugins` runs once the checkpoint and the plan passed.
+  Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins,
+        const ModelSettings& settings);
   std::unique_ptr<Impl> impl_;
 };
 

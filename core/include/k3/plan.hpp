@@ -44,6 +44,48 @@ PlanInputs plan_inputs(const Pipeline& pipeline);
 /// `source` (optional) receives a short description of where the figure came from.
 std::uint64_t available_memory(std::string* source = nullptr);
 
+/// The buffers one forward call works in, named by block, as element counts (floats unless
+/// a field says doubles or u32). Sized for chunks of up to `chunk` tokens over `positions`
+/// positions; a session allocates them once when it starts (maths/run_buffers.hpp) and the
+/// forward pass only works in them, so decoding a token allocates nothing.
+struct RunBufferSizes {
+  std::uint64_t chunk = 0;      ///< tokens per forward call at most
+  std::uint64_t positions = 0;  ///< the context: MLA attends over up to this many
+  struct Stack {                ///< the decoder stack (maths/forward.cpp)
+    std::uint64_t prefix = 0, h = 0, normed = 0, out = 0;  ///< [chunk, E] each
+    std::uint64_t bank = 0;       ///< AttnRes block snapshots [blocks, chunk, E]
+    std::uint64_t bank_rows = 0;  ///< row pointers of one aggregation: blocks + 1
+  } stack;
+  struct AttnRes {
+    std::uint64_t fold = 0, scores = 0;  ///< doubles: [E], [blocks + 1]
+  } attn_res;
+  struct Kda {
+    std::uint64_t q = 0, k = 0, v = 0, z = 0, g = 0, y = 0;  ///< [chunk, H·D] each
+    std::uint64_t fa = 0, b = 0, u = 0;                      ///< [chunk, D], [chunk, H], [D]
+    std::uint64_t alpha = 0, bk = 0;                         ///< doubles: [H·D], [D]
+  } kda;
+  struct Mla {
+    std::uint64_t ql = 0, q = 0, ckv = 0, gate = 0, y = 0;  ///< [chunk, …] projections
+    std::uint64_t qlat = 0, cbar = 0;                       ///< [kv_lora]
+    std::uint64_t scores = 0, acc = 0;                      ///< doubles: [positions], [8·kv_lora]
+  } mla;
+  struct Moe {
+    std::uint64_t logits = 0, z = 0, r = 0, shared_gate = 0, shared_up = 0, shared_out = 0;
+    std::uint64_t contrib = 0;                 ///< [chunk·top_k, latent]
+    std::uint64_t gather = 0, h1 = 0, h3 = 0, expert_out = 0;  ///< one expert's tokens (≤ chunk)
+    std::uint64_t weights = 0, choice = 0;     ///< doubles: [chunk·top_k], [experts]
+    std::uint64_t ids = 0, users = 0, user_start = 0, unique = 0;  ///< u32 routing tables
+  } moe;
+  struct Dense {
+    std::uint64_t g = 0, u = 0;  ///< [chunk, intermediate]
+  } dense;
+
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+/// The run buffers for chunks of up to `chunk` tokens and `positions` positions.
+RunBufferSizes run_buffer_sizes(const ModelConfig& config, std::int64_t chunk, std::int64_t positions);
+
 struct MemoryPlan {
   std::uint64_t available = 0;
   std::string available_source;
@@ -83,7 +125,8 @@ struct MemoryPlan {
   std::uint64_t lm_head_chunk_rows = 0;    ///< rows per chunk; 0 = resident
   std::uint64_t kda_state_bytes = 0;
   std::uint64_t mla_kv_bytes = 0;
-  std::uint64_t buffer_bytes = 0;          ///< activations and scratch for one prefill chunk
+  RunBufferSizes buffers;                  ///< for chunks of job.prefill_chunk tokens
+  std::uint64_t buffer_bytes = 0;          ///< the run buffers, plus logits and their copy
   std::uint64_t overhead_bytes = 0;        ///< tensor index and plugin code (estimate)
   std::int64_t context = 0;
 

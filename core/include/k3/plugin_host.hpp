@@ -78,6 +78,11 @@ class PluginHost {
   std::shared_ptr<sdk::Tokenizer> create_tokenizer(const std::string& name, const PluginParams& params,
                                                    std::vector<std::string>* unknown = nullptr);
 
+  /// Objects of `kind` created through the create_* calls above so far (what a decorator
+  /// creates through HostServices is not counted): a run creates each of its plugin
+  /// objects once, and a test can see it.
+  [[nodiscard]] std::size_t created(PluginKind kind) const noexcept;
+
   /// The services handed to plugins (logging, nested storage creation, file reads).
   [[nodiscard]] sdk::HostServices& services() noexcept;
 

@@ -6,26 +6,45 @@
 
 namespace k3 {
 
+ModelPlugins create_model_plugins(PluginHost& host, const ModelSettings& settings) {
+  ModelPlugins p;
+  p.storage = host.create_storage(settings.storage, settings.storage_params);
+  p.kernel_name = settings.kernels == "auto" ? host.best_kernels().name : settings.kernels;
+  p.kernels = host.create_kernels(p.kernel_name, settings.kernel_params);
+  // The policy is created (and its name and parameters checked) even when everything is
+  // resident, so a wrong cache section is refused rather than ignored.
+  p.cache = host.create_cache(settings.cache_policy, settings.cache_params);
+  return p;
+}
+
 Model::Model(const std::string& uri, PluginHost& host, const ModelSettings& settings)
+    : Model(uri, [&] { return create_model_plugins(host, settings); }, settings) {}
+
+Model::Model(const std::string& uri, ModelPlugins plugins, const ModelSettings& settings)
+    : Model(uri, [&] { return std::move(plugins); }, settings) {}
+
+Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins,
+             const ModelSettings& settings)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.uri = uri;
+  ModelPlugins plugins = make_plugins();
+  if (!plugins.storage || !plugins.kernels || !plugins.cache)
+    throw UsageError("a model needs a storage backend, a kernel set and a cache policy");
   // Every byte of the checkpoint, config.json first, comes through the storage plugin, so
   // the same code reads a local folder or a URL.
-  m.storage = host.create_storage(settings.storage, settings.storage_params);
+  m.storage = std::move(plugins.storage);
   m.config = read_model_config(*m.storage, uri);
   // The plan comes first: a model that does not fit is refused before anything is allocated.
   m.plan = plan_memory(m.config, settings.memory);
   require_fit(m.plan);
   m.index.emplace(CheckpointIndex::open(*m.storage, uri));
-  m.kernel_name = settings.kernels == "auto" ? host.best_kernels().name : settings.kernels;
-  m.kernels = host.create_kernels(m.kernel_name, settings.kernel_params);
+  m.kernel_name = std::move(plugins.kernel_name);
+  m.kernels = std::move(plugins.kernels);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
   m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
   m.counters = std::make_unique<runtime::StreamCounters>();
-  // The policy is created (and its name and parameters checked) even when everything is
-  // resident, so a wrong cache section is refused rather than ignored.
-  auto policy = host.create_cache(settings.cache_policy, settings.cache_params);
+  auto policy = std::move(plugins.cache);
   // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
   // model; read whole only for a policy that wants the future (cache/cache_future.hpp).
   std::shared_ptr<const cache::CacheFuture> future;
@@ -45,7 +64,7 @@ Model::Model(const std::string& uri, PluginHost& host, const ModelSettings& sett
         model::PackedLocations::of(PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.config.fingerprint())));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
-    m.source = std::make_unique<ResidentSource>(*m.weights);
+    m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
   m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,

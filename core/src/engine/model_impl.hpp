@@ -20,7 +20,9 @@ namespace k3 {
 /// Resident weights served as both weight and expert source.
 class ResidentSource final : public model::WeightSource, public model::ExpertSource {
  public:
-  explicit ResidentSource(const model::ResidentWeights& w) : w_(w) {}
+  /// `max_ids`: the most distinct experts one request() names (the experts of a layer), so
+  /// remembering them never allocates on the token path.
+  ResidentSource(const model::ResidentWeights& w, std::size_t max_ids) : w_(w) { ids_.reserve(max_ids); }
   const model::GlobalWeights& global() override { return w_.global(); }
   const model::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
   void release_layer(std::size_t) override {}

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <k3/error.hpp>
 #include <k3/model.hpp>
 
@@ -26,13 +28,17 @@ struct Session::Impl {
   Model& model;
   std::int64_t max_positions;
   model::SequenceState state;
-  model::Scratch scratch;
+  model::RunBuffers buffers;  ///< sized by the plan's chunk for this session's positions
   ListenerBridge bridge;
 };
 
-Session::Session(Model& model, std::int64_t max_positions)
-    : impl_(std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {}, {}})) {
+Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
+  // The run buffers are allocated here, once: the forward pass only works in them.
+  const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
+  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions),
+                                      model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
+                                      {}});
 }
 
 Session::~Session() = default;
@@ -50,8 +56,16 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
                      " tokens exceed the context of " + std::to_string(s.max_positions) +
                      " (raise memory.context)");
   Model::Impl& m = s.model.impl();
+  // A chunk longer than the plan's (recompute mode, a caller feeding a whole prompt) gets
+  // larger buffers, kept for later calls and at least doubled so that a growing chunk
+  // reallocates rarely; the plan's figure assumes chunks of job.prefill_chunk.
+  if (tokens.size() > s.buffers.sizes().chunk) {
+    const auto grown = std::max<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
+                                              2 * static_cast<std::int64_t>(s.buffers.sizes().chunk));
+    s.buffers = model::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
+  }
   logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(c.vocab_size));
-  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.scratch};
+  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.buffers};
   model::forward(ctx, s.state, tokens, all_positions, logits.data());
 }
 
@@ -72,6 +86,7 @@ void Session::load(const std::filesystem::path& file) {
   if (st.position > impl_->max_positions)
     throw UsageError(file.string() + ": the saved conversation has " + std::to_string(st.position) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
+  model::reserve_state(st, impl_->model.config(), impl_->max_positions);
   impl_->state = std::move(st);
 }
 

@@ -73,9 +73,14 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   if (dump) dump->commit();
 
   const std::size_t V = last.size();
+  Sampler sampler(V);
+  // At most one token more than the context still holds can be generated.
+  const std::int64_t room = session.max_positions() - session.position() + 1;
+  r.generated.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, std::min(g.max_new_tokens, room))));
+  r.steps.reserve(r.generated.capacity());
   for (std::int64_t step = 0; step < g.max_new_tokens; ++step) {
     const auto ts = std::chrono::steady_clock::now();
-    const std::uint32_t next = sample_token(last.data(), V, g.sampling, session.position());
+    const std::uint32_t next = sampler.sample(last.data(), g.sampling, session.position());
     r.generated.push_back(next);
     if (on_token) on_token(next);
     const bool is_eos = g.stop_at_eos && next == g.eos_token;

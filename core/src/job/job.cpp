@@ -64,9 +64,11 @@ void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& 
   p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
 }
 
-/// The storage, cache and kernel plugins the pipeline names exist and accept their
-/// parameters, checked before the model loads so that a mistake is reported at its line.
-void check_plugins(const Pipeline& p, PluginHost& host) {
+/// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
+/// runs on (each made once per run), created before the model loads so that a wrong name
+/// or parameter is reported at its line.
+ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
+  ModelPlugins out;
   struct Section {
     PluginKind kind;
     const char* plugin_key;
@@ -81,12 +83,14 @@ void check_plugins(const Pipeline& p, PluginHost& host) {
     const PluginParams params = p.get_params(s.params_key);
     std::vector<std::string> unknown;
     at_key(p, s.params_key, [&] {
-      if (s.kind == PluginKind::storage) (void)host.create_storage(name, params, &unknown);
-      if (s.kind == PluginKind::cache) (void)host.create_cache(name, params, &unknown);
-      if (s.kind == PluginKind::kernels) (void)host.create_kernels(name, params, &unknown);
+      if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
+      if (s.kind == PluginKind::cache) out.cache = host.create_cache(name, params, &unknown);
+      if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
     });
+    if (s.kind == PluginKind::kernels) out.kernel_name = name;
     refuse_unknown(p, s.params_key, name, unknown);
   }
+  return out;
 }
 
 /// True when `uri` (a file's URI) opens through `storage`; false when it is not there.
@@ -163,19 +167,20 @@ struct TraceRecorder final : RoutingListener {
 }  // namespace
 
 JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
+  PluginHost host(p.plugin_path());
+  return run_job(p, host, hooks);
+}
+
+JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   auto status = [&](const std::string& s) {
     if (hooks.on_status) hooks.on_status(s);
   };
   JobReport rep;
   // Plugin names and parameters first: a typo is reported before minutes of model generation.
-  PluginHost host(p.plugin_path());
-  check_plugins(p, host);
+  ModelPlugins plugins = create_plugins(p, host);
   rep.model = p.get_path("model.path").string();
   // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
-  const bool present = [&] {
-    const auto probe = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
-    return exists_in_storage(*probe, io::join_uri(rep.model, "config.json"));
-  }();
+  const bool present = exists_in_storage(*plugins.storage, io::join_uri(rep.model, "config.json"));
   if (!present) {
     // Only the demo location may be filled with a synthetic model: anywhere else a missing
     // checkpoint is a typo or an unreachable URL, and a fake model must never run instead.
@@ -209,7 +214,7 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   ms.cache_future = p.get_path("cache.future");
   ms.packed_trunk = p.get_path("model.packed_trunk");
   status("loading " + rep.model);
-  Model model(rep.model, host, ms);
+  Model model(rep.model, std::move(plugins), ms);
   auto tokenizer = make_tokenizer(p, host, rep.model, model.storage());
   rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.plan = model.plan();

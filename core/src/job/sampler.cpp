@@ -29,18 +29,32 @@ double uniform01(std::uint64_t seed, std::int64_t position) {
 }  // namespace
 
 std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position) {
+  Sampler sampler(vocab);
+  return sampler.sample(logits, s, position);
+}
+
+Sampler::Sampler(std::size_t vocab) : vocab_(vocab), order_(vocab), p_(vocab) {}
+
+std::uint32_t Sampler::sample(const float* logits, const SamplingSettings& s, std::int64_t position) {
+  const std::size_t vocab = vocab_;
   if (s.temperature <= 0.0) {
     std::size_t best = 0;
     for (std::size_t i = 1; i < vocab; ++i)
       if (logits[i] > logits[best]) best = i;
     return static_cast<std::uint32_t>(best);
   }
-  std::vector<std::uint32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return logits[a] > logits[b]; });
+  // Descending logits, ties → lower id: a total order, so sorting only the kept prefix
+  // gives the same prefix as a stable sort of everything (and needs no temporary buffer).
+  std::iota(order_.begin(), order_.end(), 0u);
   std::size_t keep = vocab;
   if (s.top_k > 0) keep = std::min<std::size_t>(keep, static_cast<std::size_t>(s.top_k));
-  std::vector<double> p(keep);
+  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(),
+                    [&](std::uint32_t a, std::uint32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  const std::uint32_t* order = order_.data();
+  p_.resize(keep);  // within the capacity of vocab
+  std::vector<double>& p = p_;
   const double m = logits[order[0]] / s.temperature;
   double z = 0;
   for (std::size_t i = 0; i < keep; ++i) z += p[i] = std::exp(logits[order[i]] / s.temperature - m);

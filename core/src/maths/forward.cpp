@@ -16,18 +16,25 @@ void WeightSource::head(const Ops& ops, const float* x, std::size_t n, float* lo
   ops.matmul(global().lm_head, x, n, logits);
 }
 
+void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions) {
+  const auto positions = static_cast<std::size_t>(std::max<std::int64_t>(0, max_positions));
+  st.tokens.reserve(positions);
+  st.mla.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  for (std::size_t i = 0; i < st.mla.size(); ++i)
+    if (c.is_mla(static_cast<std::int64_t>(i)))
+      st.mla[i].latent.reserve(positions * static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim));
+}
+
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions) {
   SequenceState st;
+  reserve_state(st, c, max_positions);
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   st.kda.resize(layers);
   st.mla.resize(layers);
   const auto H = static_cast<std::size_t>(c.kda_num_heads), D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
   for (std::size_t i = 0; i < layers; ++i) {
-    if (c.is_mla(static_cast<std::int64_t>(i))) {
-      st.mla[i].latent.reserve(static_cast<std::size_t>(max_positions) *
-                               static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim));
-    } else {
+    if (!c.is_mla(static_cast<std::int64_t>(i))) {
       st.kda[i].S.assign(H * D * D, 0.0f);
       st.kda[i].conv_q.assign(H * D * (K - 1), 0.0f);
       st.kda[i].conv_k.assign(H * D * (K - 1), 0.0f);
@@ -41,29 +48,38 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
              float* logits) {
   const ModelConfig& c = ctx.config;
   const Ops& ops = ctx.ops;
-  Scratch& s = ctx.scratch;
+  RunBuffers& buf = ctx.buffers;
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto V = static_cast<std::size_t>(c.vocab_size);
   const std::size_t T = tokens.size();
   const auto B = static_cast<std::size_t>(c.attn_res_block_size);
   const double eps = c.rms_norm_eps;
   const GlobalWeights& g = ctx.weights.global();
+  if (T > buf.sizes().chunk || static_cast<std::uint64_t>(st.position) + T > buf.sizes().positions)
+    throw RuntimeError("forward: " + std::to_string(T) + " tokens at position " + std::to_string(st.position) +
+                       " exceed the run buffers (" + std::to_string(buf.sizes().chunk) + " per chunk, " +
+                       std::to_string(buf.sizes().positions) + " positions)");
 
-  // P = the embedding rows (exact bf16 → fp32).
-  std::vector<float> P(T * E), h(T * E), hn(T * E), a(T * E);
+  // P = the embedding rows (exact bf16 → fp32). P, h, hn, a are [T, E] in the run buffers.
+  StackBuffers& sb = buf.stack;
+  const std::size_t n = T * E;
+  float* P = sb.prefix.data();
+  float* h = sb.h.data();
+  float* hn = sb.normed.data();
+  float* a = sb.out.data();
   for (std::size_t t = 0; t < T; ++t)
     if (tokens[t] >= V) throw UsageError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" +
                                          std::to_string(V) + ")");
-  ctx.weights.embed(tokens, E, P.data());
-  std::vector<std::vector<float>> bank;  // block snapshots, each [T, E]
-  std::vector<const float*> rows;
-  auto aggregate = [&](const std::vector<float>& prefix, const F32Vector& norm_w,
-                       const F32Vector& proj_w, std::vector<float>& out) {
+  ctx.weights.embed(tokens, E, P);
+  std::size_t banked = 0;  // block snapshots, each [T, E], in sb.bank
+  auto snapshot = [&](std::size_t k) { return sb.bank.data() + k * n; };
+  auto aggregate = [&](const float* prefix, const F32Vector& norm_w, const F32Vector& proj_w,
+                       float* out) {
     for (std::size_t t = 0; t < T; ++t) {
-      rows.clear();
-      for (const auto& b : bank) rows.push_back(b.data() + t * E);
-      rows.push_back(prefix.data() + t * E);
-      attn_res(ops, rows, norm_w.data(), proj_w.data(), eps, E, out.data() + t * E, s);
+      sb.bank_rows.clear();  // capacity blocks + 1: never reallocates
+      for (std::size_t k = 0; k < banked; ++k) sb.bank_rows.push_back(snapshot(k) + t * E);
+      sb.bank_rows.push_back(prefix + t * E);
+      attn_res(ops, sb.bank_rows, norm_w.data(), proj_w.data(), eps, E, out + t * E, buf.attn_res);
     }
   };
 
@@ -71,33 +87,33 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
     const LayerWeights& lw = ctx.weights.acquire_layer(i);
     // 1. h = bank non-empty ? AR(P, bank; self_attention_res_*) : P
-    if (bank.empty())
-      h = P;
+    if (banked == 0)
+      std::copy_n(P, n, h);
     else
       aggregate(P, lw.attn_res_norm, lw.attn_res_proj, h);
     // 2. at a block boundary the running prefix becomes a snapshot and starts over
     const bool boundary = i % B == 0;
-    if (boundary) bank.push_back(P);
+    if (boundary) std::copy_n(P, n, snapshot(banked++));
     // 3. a = Attn_i(RMSNorm(h; input_layernorm)); P = (P is none) ? a : P + a
     for (std::size_t t = 0; t < T; ++t) ops.rmsnorm(&h[t * E], lw.input_layernorm.data(), eps, E, &hn[t * E]);
     if (lw.mla)
-      mla(ops, c, lw.mla_w, st.mla[i], pos0, hn.data(), T, a.data(), s);
+      mla(ops, c, lw.mla_w, st.mla[i], pos0, hn, T, a, buf.mla);
     else
-      kda(ops, c, lw.kda, st.kda[i], hn.data(), T, a.data(), s);
+      kda(ops, c, lw.kda, st.kda[i], hn, T, a, buf.kda);
     if (boundary)
-      P = a;
+      std::copy_n(a, n, P);
     else
-      for (std::size_t k = 0; k < T * E; ++k) P[k] += a[k];
+      for (std::size_t k = 0; k < n; ++k) P[k] += a[k];
     // 4. h2 = AR(P, bank; mlp_res_*)   (bank is non-empty from layer 0 on)
     aggregate(P, lw.mlp_res_norm, lw.mlp_res_proj, h);
     // 5. m = FFN_i(RMSNorm(h2; post_attention_layernorm)); P = P + m
     for (std::size_t t = 0; t < T; ++t)
       ops.rmsnorm(&h[t * E], lw.post_attention_layernorm.data(), eps, E, &hn[t * E]);
     if (lw.dense)
-      dense_mlp(ops, c, lw.dense_w, hn.data(), T, a.data(), s);
+      dense_mlp(ops, c, lw.dense_w, hn, T, a, buf.dense);
     else
-      latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn.data(), T, a.data(), s);
-    for (std::size_t k = 0; k < T * E; ++k) P[k] += a[k];
+      latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn, T, a, buf.moe);
+    for (std::size_t k = 0; k < n; ++k) P[k] += a[k];
     ctx.weights.release_layer(i);
   }
 
@@ -106,10 +122,10 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   const std::size_t n_out = T - first;
   aggregate(P, g.out_res_norm, g.out_res_proj, h);
   for (std::size_t t = first; t < T; ++t) ops.rmsnorm(&h[t * E], g.norm.data(), eps, E, &hn[(t - first) * E]);
-  ctx.weights.head(ops, hn.data(), n_out, logits);
+  ctx.weights.head(ops, hn, n_out, logits);
 
   st.position += static_cast<std::int64_t>(T);
-  st.tokens.insert(st.tokens.end(), tokens.begin(), tokens.end());
+  st.tokens.insert(st.tokens.end(), tokens.begin(), tokens.end());  // reserved: see make_state
 }
 
 }  // namespace k3::model

@@ -35,7 +35,7 @@ struct ForwardContext {
   WeightSource& weights;
   ExpertSource& experts;
   RoutingObserver* observer = nullptr;
-  Scratch& scratch;
+  RunBuffers& buffers;  ///< sized for this call's chunk and positions (RuntimeError otherwise)
 };
 
 /// Runs `tokens` at positions state.position … through every layer, updating the carried
@@ -46,5 +46,8 @@ void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uin
 
 /// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);
+/// Reserves room for `max_positions` tokens in the growing parts of a state (token history,
+/// MLA caches), so that feeding tokens never reallocates them.
+void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions);
 
 }  // namespace k3::model

@@ -8,7 +8,7 @@ const TensorInfo& require(const CheckpointIndex& index, const Entry& e) {
   const TensorInfo* t = index.find(e.name);
   if (t == nullptr || !e.dtypes.has(t->dtype)) {
     if (t == nullptr) (void)index.require(e.name, e.release, e.shape);  // the "missing" message
-    throw UsageError(index.files()[t->file].path.string() + ": tensor '" + t->name + "': dtype " +
+    throw UsageError(index.files()[t->file].uri + ": tensor '" + t->name + "': dtype " +
                      to_string(t->dtype) + ", expected " + e.dtypes.describe());
   }
   if (!e.alt_shape.empty() && t->shape == e.alt_shape) return *t;

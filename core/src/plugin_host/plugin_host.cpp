@@ -2,6 +2,8 @@
 // which does the scanning, the checks and the creation.
 #include <k3/plugin_host.hpp>
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 
@@ -51,6 +53,13 @@ fs::path core_plugin_dir() {
 
 struct PluginHost::Impl {
   std::shared_ptr<detail::Registry> registry;
+  std::array<std::atomic<std::size_t>, 4> created{};  ///< per PluginKind
+
+  template <class T>
+  std::shared_ptr<T> counted(PluginKind kind, std::shared_ptr<T> object) {
+    created[static_cast<std::size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+    return object;
+  }
 };
 
 PluginHost::PluginHost(std::vector<fs::path> extra_dirs) : impl_(std::make_unique<Impl>()) {
@@ -73,23 +82,27 @@ void PluginHost::set_file_storage(const std::shared_ptr<sdk::StorageBackend>& st
 const PluginInfo& PluginHost::find(PluginKind kind, const std::string& name) const {
   return impl_->registry->find(kind, name);
 }
+std::size_t PluginHost::created(PluginKind kind) const noexcept {
+  return impl_->created[static_cast<std::size_t>(kind)].load(std::memory_order_relaxed);
+}
+
 const PluginInfo& PluginHost::best_kernels() const { return impl_->registry->best_kernels(); }
 
 std::shared_ptr<sdk::StorageBackend> PluginHost::create_storage(const std::string& name, const PluginParams& params,
                                                                 std::vector<std::string>* unknown) {
-  return impl_->registry->create<sdk::StorageBackend>(PluginKind::storage, name, params, unknown);
+  return impl_->counted(PluginKind::storage, impl_->registry->create<sdk::StorageBackend>(PluginKind::storage, name, params, unknown));
 }
 std::shared_ptr<sdk::CachePolicy> PluginHost::create_cache(const std::string& name, const PluginParams& params,
                                                            std::vector<std::string>* unknown) {
-  return impl_->registry->create<sdk::CachePolicy>(PluginKind::cache, name, params, unknown);
+  return impl_->counted(PluginKind::cache, impl_->registry->create<sdk::CachePolicy>(PluginKind::cache, name, params, unknown));
 }
 std::shared_ptr<sdk::KernelSet> PluginHost::create_kernels(const std::string& name, const PluginParams& params,
                                                            std::vector<std::string>* unknown) {
-  return impl_->registry->create<sdk::KernelSet>(PluginKind::kernels, name, params, unknown);
+  return impl_->counted(PluginKind::kernels, impl_->registry->create<sdk::KernelSet>(PluginKind::kernels, name, params, unknown));
 }
 std::shared_ptr<sdk::Tokenizer> PluginHost::create_tokenizer(const std::string& name, const PluginParams& params,
                                                              std::vector<std::string>* unknown) {
-  return impl_->registry->create<sdk::Tokenizer>(PluginKind::tokenizer, name, params, unknown);
+  return impl_->counted(PluginKind::tokenizer, impl_->registry->create<sdk::Tokenizer>(PluginKind::tokenizer, name, params, unknown));
 }
 
 }  // namespace k3

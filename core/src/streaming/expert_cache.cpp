@@ -109,16 +109,37 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   slot_.resize(slot_count_);
   free_.reserve(slot_count_);
   for (std::size_t s = slot_count_; s-- > 0;) free_.push_back(static_cast<std::uint32_t>(s));
-  reader_ = std::thread([this] { reader_loop(); });
+  // read_batch() publishes each group of a batch itself as it lands.
+  reader_.start(
+      4, [this](std::vector<Job>& jobs) { read_batch(jobs); },
+      [this](std::vector<Job>& jobs, std::exception_ptr error) {
+        if (error) fail_batch(jobs, std::move(error));
+      });
 }
 
-ExpertCache::~ExpertCache() {
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    stop_ = true;
+ExpertCache::~ExpertCache() = default;
+
+void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept {
+  try {
+    std::string why = "reading failed";
+    try {
+      std::rethrow_exception(std::move(error));
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    for (const Job& j : jobs) {
+      Slot& s = slot_[j.slot];
+      if (s.state != State::loading) continue;
+      s.state = State::failed;
+      where_.erase(s.key);
+      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
+      counters_.add_failure("layer " + std::to_string(j.layer) + " expert " + std::to_string(j.expert) + ": " + why);
+    }
+  } catch (...) {
+    // Out of memory while reporting: the slots stay loading and their waiters hang rather
+    // than read garbage; nothing better is possible here.
   }
-  cv_.notify_all();
-  if (reader_.joinable()) reader_.join();
 }
 
 const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert, int k) const {
@@ -149,7 +170,7 @@ void ExpertCache::follow_future(std::size_t layer, std::span<const std::uint32_t
 }
 
 void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> requests) {
-  std::lock_guard<std::mutex> lk(m_);
+  const auto lk = reader_.lock();
   if (future_) follow_future(layer, requests);
   routed_.clear();
   for (std::uint32_t e : requests) {
@@ -169,7 +190,7 @@ ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::
   Lease lease;
   lease.cache_ = this;
   std::vector<Job> jobs;
-  std::lock_guard<std::mutex> lk(m_);
+  const auto lk = reader_.lock();
   Arena arena(*this, lease, jobs);
   ServeCounts counts;
   const auto uses = [&](std::size_t i) -> std::uint64_t {
@@ -183,24 +204,8 @@ ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::
   // out[i], so the lease lists the slots in the order of `ids`.
   for (std::size_t i = 0; i < ids.size(); ++i)
     lease.slots_[i] = where_.at(sdk::ExpertKey{static_cast<std::uint32_t>(layer), ids[i]}.packed());
-  if (!jobs.empty()) {
-    queue_.push_back(std::move(jobs));
-    cv_.notify_all();
-  }
+  if (!jobs.empty()) reader_.push(std::move(jobs));
   return lease;
-}
-
-void ExpertCache::reader_loop() {
-  std::unique_lock<std::mutex> lk(m_);
-  for (;;) {
-    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
-    std::vector<Job> jobs = std::move(queue_.front());
-    queue_.pop_front();
-    lk.unlock();
-    read_batch(jobs);
-    lk.lock();
-  }
 }
 
 void ExpertCache::read_batch(std::vector<Job>& jobs) {
@@ -281,7 +286,7 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
       }
 
     std::uint64_t bytes = 0;
-    std::lock_guard<std::mutex> lk(m_);
+    const auto lk = reader_.lock();
     for (std::size_t g = begin; g < end; ++g) {
       const std::size_t j = order[g];
       Slot& s = slot_[jobs[j].slot];
@@ -297,13 +302,13 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
                             ": read failed after " + std::to_string(attempts_) + " attempts: " + error[j]);
     }
     counters_.expert_bytes += bytes;
-    cv_.notify_all();
+    reader_.notify_all();
     begin = end;
   }
 }
 
 void ExpertCache::release(std::span<const std::uint32_t> slots) noexcept {
-  std::lock_guard<std::mutex> lk(m_);
+  const auto lk = reader_.lock();
   for (std::uint32_t s : slots) {
     Slot& slot = slot_[s];
     if (slot.leases > 0) --slot.leases;
@@ -332,10 +337,10 @@ void ExpertCache::Lease::reset() noexcept {
 model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   ExpertCache& c = *cache_;
   const std::uint32_t s = slots_.at(i);
-  std::unique_lock<std::mutex> lk(c.m_);
+  auto lk = c.reader_.lock();
   if (c.slot_[s].state == State::loading) {
     runtime::ScopedTimer t(c.counters_.io_wait_ns);
-    c.cv_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
+    c.reader_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
   }
   if (c.slot_[s].state != State::ready) return {};
   const auto I = static_cast<std::uint64_t>(c.c_.moe_intermediate_size);

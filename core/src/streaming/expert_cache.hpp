@@ -20,13 +20,10 @@
 // in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
 // matrices (zero contribution). The run goes on; the job exits 4.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <exception>
 #include <memory>
-#include <mutex>
 #include <span>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +34,7 @@
 
 #include "streaming/cache_future.hpp"
 #include "maths/blocks/blocks.hpp"
+#include "streaming/reader_thread.hpp"
 #include "streaming/tensor_reader.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
@@ -96,8 +94,9 @@ class ExpertCache {
   };
   class Arena;
 
-  void reader_loop();
   void read_batch(std::vector<Job>& jobs);
+  /// A batch whose reading threw: its experts still loading fail (under the lock).
+  void fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept;
   void release(std::span<const std::uint32_t> slots) noexcept;
   void follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const;
   [[nodiscard]] std::byte* slot_data(std::uint32_t s) { return arena_.data() + std::size_t{s} * slot_bytes_; }
@@ -121,11 +120,8 @@ class ExpertCache {
   std::uint64_t seq_ = 0;
 
   model::TensorReader files_;  // shard handles, used by the reader thread only
-  std::deque<std::vector<Job>> queue_;
-  bool stop_ = false;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::thread reader_;
+  // Its lock guards everything above that changes (slots, maps, policy calls).
+  runtime::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
 };
 
 /// The model's ExpertSource over an ExpertCache: one lease per request(), dropped at release().

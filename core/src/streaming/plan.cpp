@@ -212,21 +212,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   p.kda_state_bytes = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
   p.mla_kv_bytes = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
 
-  // Activations for one chunk of T tokens: the forward's running rows and block bank, the
-  // largest block's scratch (MoE, dense MLP, KDA, MLA), logits. Scratch slots are reused
-  // across layers, so the blocks are summed once each (an upper bound).
-  const U NE = static_cast<U>(c.num_experts), KE = static_cast<U>(c.num_experts_per_token);
-  const U I = static_cast<U>(c.moe_intermediate_size), L = static_cast<U>(c.routed_expert_hidden_size);
-  const U SI = I * static_cast<U>(c.num_shared_experts), DI = static_cast<U>(c.intermediate_size);
-  const U MH = static_cast<U>(c.num_attention_heads);
-  const U QH = MH * static_cast<U>(c.qk_nope_head_dim + c.qk_rope_head_dim);
-  const U blocks = layers / static_cast<U>(c.attn_res_block_size) + 2;
-  const U per_token_floats = E * (5 + blocks) + NE + 2 * L + KE * (3 * L + 2 * I) + 2 * SI + 2 * DI + 8 * P +
-                             static_cast<U>(c.q_lora_rank) + QH + static_cast<U>(c.kv_lora_rank) * 2 + 2 * MH * static_cast<U>(c.v_head_dim);
-  const U per_token_doubles = 3 * KE;
-  // MLA scores are one head and one token at a time: context doubles, not per token.
-  p.buffer_bytes = T * (per_token_floats * 4 + per_token_doubles * 8) + 2 * V * 4 + 2 * NE * 8 +
-                   2 * static_cast<U>(in.context) * 8;
+  // Activations for one chunk of T tokens: the run buffers every block works in
+  // (plan_buffers.cpp), allocated once per session, plus the logits and the generator's copy.
+  p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
+  p.buffer_bytes = p.buffers.bytes() + 2 * V * 4;
   p.overhead_bytes = kPluginCodeBytes + census.tensors * kIndexBytesPerTensor;
 
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
@@ -337,7 +326,7 @@ std::string MemoryPlan::table() const {
                                : "resident");
   line("KDA state", kda_state_bytes, "recurrent state and conv tails");
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
-  line("buffers", buffer_bytes, "activations and scratch for one prefill chunk");
+  line("buffers", buffer_bytes, "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
   line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
   line("available", available, available_source);

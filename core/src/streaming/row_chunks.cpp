@@ -14,67 +14,44 @@ RowChunkStreamer::RowChunkStreamer(std::vector<sdk::StorageFile*> files, std::ui
                                    StreamCounters& counters)
     : files_(std::move(files)), chunk_bytes_(chunk_bytes), counters_(counters) {
   for (auto& b : buffers_) b = AlignedBuffer(chunk_bytes_);
-  reader_ = std::thread([this] { reader_loop(); });
+  // One job is outstanding at a time (see matmul).
+  reader_.start(
+      2, [this](Job& job) { read(job); },
+      [this](Job& job, std::exception_ptr error) {
+        error_[job.buffer] = std::move(error);
+        ready_[job.buffer] = true;
+      });
 }
 
-RowChunkStreamer::~RowChunkStreamer() {
+RowChunkStreamer::~RowChunkStreamer() = default;
+
+void RowChunkStreamer::read(const Job& job) {
+  const TensorLocation& w = *job.where;
+  const std::uint64_t row = w.info->shape[1] * element_size(w.info->dtype);
+  sdk::ReadRequest req{w.offset + job.first * row, job.count * row, buffers_[job.buffer].data(), sdk::StatusCode::ok};
+  sdk::Status st;
   {
-    std::lock_guard<std::mutex> lk(m_);
-    stop_ = true;
+    ScopedTimer t(counters_.read_ns);
+    st = model::read_with_retry(*files_[w.file], {&req, 1});
   }
-  cv_.notify_all();
-  if (reader_.joinable()) reader_.join();
-}
-
-void RowChunkStreamer::reader_loop() {
-  std::unique_lock<std::mutex> lk(m_);
-  for (;;) {
-    cv_.wait(lk, [&] { return stop_ || have_job_; });
-    if (stop_) return;
-    const Job job = job_;
-    have_job_ = false;
-    busy_ = true;
-    const bool table = table_;
-    lk.unlock();
-    const TensorLocation& w = *job.where;
-    const std::uint64_t row = w.info->shape[1] * element_size(w.info->dtype);
-    sdk::ReadRequest req{w.offset + job.first * row, job.count * row, buffers_[job.buffer].data(), sdk::StatusCode::ok};
-    std::exception_ptr error;
-    try {
-      sdk::Status st;
-      {
-        ScopedTimer t(counters_.read_ns);
-        st = model::read_with_retry(*files_[w.file], {&req, 1});
-      }
-      if (!st.ok())
-        throw RuntimeError("reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
-                           " of '" + w.info->name + "' failed: " + st.detail);
-      (table ? counters_.table_bytes : counters_.trunk_bytes) += job.count * row;
-    } catch (...) {
-      error = std::current_exception();
-    }
-    lk.lock();
-    error_[job.buffer] = error;
-    ready_[job.buffer] = true;
-    busy_ = false;
-    cv_.notify_all();
-  }
+  if (!st.ok())
+    throw RuntimeError("reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
+                       " of '" + w.info->name + "' failed: " + st.detail);
+  (job.table ? counters_.table_bytes : counters_.trunk_bytes) += job.count * row;
 }
 
 void RowChunkStreamer::submit(const Job& job) {
-  std::lock_guard<std::mutex> lk(m_);
-  job_ = job;
-  have_job_ = true;
+  auto lk = reader_.lock();
   ready_[job.buffer] = false;
   error_[job.buffer] = nullptr;
-  cv_.notify_all();
+  reader_.push(job);
 }
 
 void RowChunkStreamer::wait(int buffer) {
-  std::unique_lock<std::mutex> lk(m_);
+  auto lk = reader_.lock();
   {
     ScopedTimer t(counters_.io_wait_ns);
-    cv_.wait(lk, [&] { return ready_[buffer]; });
+    reader_.wait(lk, [&] { return ready_[buffer]; });
   }
   if (error_[buffer]) std::rethrow_exception(std::exchange(error_[buffer], nullptr));
 }
@@ -90,18 +67,18 @@ void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where
   const std::uint64_t per_chunk = std::min(rows, chunk_bytes_ / row_bytes);
   {
     // A previous call that ended in an exception may have left a read in flight.
-    std::unique_lock<std::mutex> lk(m_);
-    cv_.wait(lk, [&] { return !have_job_ && !busy_; });
-    table_ = table;
+    auto lk = reader_.lock();
+    reader_.wait(lk, [&] { return reader_.idle(); });
   }
   // Chunk i lives in buffer i % 2: the reader fills chunk i+1 while chunk i is multiplied.
   // Only one job is outstanding at a time, so a buffer is never refilled while in use.
-  submit({&where, 0, std::min(per_chunk, rows), 0});
+  submit({&where, 0, std::min(per_chunk, rows), 0, table});
   for (std::uint64_t first = 0, i = 0; first < rows; first += per_chunk, ++i) {
     const std::uint64_t count = std::min(per_chunk, rows - first);
     const int buf = static_cast<int>(i % 2);
     wait(buf);
-    if (first + count < rows) submit({&where, first + count, std::min(per_chunk, rows - first - count), 1 - buf});
+    if (first + count < rows)
+      submit({&where, first + count, std::min(per_chunk, rows - first - count), 1 - buf, table});
     const model::Matrix chunk{buffers_[buf].data(), count, cols, f32};
     if (n == 1) {
       ops.matmul(chunk, x, 1, out + first);

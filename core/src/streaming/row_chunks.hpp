@@ -4,11 +4,8 @@
 // dot product (the kernels' fixed partition is per row), so the bits equal one matmul over
 // the resident matrix. Serves lm_head in ultra and the FFN of split dense layers.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
@@ -16,6 +13,7 @@
 
 #include "maths/ops.hpp"
 #include "maths/weights.hpp"
+#include "streaming/reader_thread.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
@@ -47,8 +45,9 @@ class RowChunkStreamer {
     const TensorLocation* where = nullptr;
     std::uint64_t first = 0, count = 0;
     int buffer = 0;
+    bool table = false;  ///< count the bytes as table bytes
   };
-  void reader_loop();
+  void read(const Job& job);
   void submit(const Job& job);
   void wait(int buffer);
 
@@ -58,16 +57,10 @@ class RowChunkStreamer {
   AlignedBuffer buffers_[2];
   std::vector<float> out_;
 
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool have_job_ = false;
-  bool busy_ = false;  ///< the reader is filling a buffer
-  Job job_;
+  // Under the reader's lock.
   bool ready_[2] = {false, false};
   std::exception_ptr error_[2];
-  bool table_ = false;
-  bool stop_ = false;
-  std::thread reader_;
+  ReaderThread<Job> reader_;  // last: stopped before the buffers go
 };
 
 /// One matrix of a split dense layer, as the forward pass sees it.

@@ -93,53 +93,44 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   if (n_streamed_ == 0) return;
   slots_.resize(std::max<std::size_t>(1, std::min(plan.ring_slots, n_streamed_)));
   for (auto& s : slots_) s.buf = AlignedBuffer(slot_bytes);
-  reader_ = std::thread([this] { reader_loop(); });
+  upcoming_.reserve(slots_.size());
+  // A slot is queued only when it starts loading, so the queue never holds more than the ring.
+  reader_.start(
+      slots_.size(), [this](Fill& job) { fill(job); },
+      [this](Fill& job, std::exception_ptr error) {
+        Slot& slot = slots_[static_cast<std::size_t>(job.slot)];
+        slot.error = std::move(error);
+        slot.state = SlotState::ready;
+      });
 }
 
-StreamedTrunk::~StreamedTrunk() {
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (reader_.joinable()) reader_.join();
-}
+StreamedTrunk::~StreamedTrunk() = default;
 
-void StreamedTrunk::reader_loop() {
-  std::unique_lock<std::mutex> lk(m_);
-  for (;;) {
-    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
-    const int s = queue_.front();
-    queue_.pop_front();
-    Slot& slot = slots_[static_cast<std::size_t>(s)];
-    const auto layer = static_cast<std::size_t>(slot.layer);
-    lk.unlock();
-    // The slot is `loading`: nobody else touches its buffer or bindings until published.
-    std::exception_ptr error;
-    const std::uint64_t before = ring_reader_.bytes_read();
-    try {
-      ScopedTimer t(counters_.read_ns);
-      ring_loader_.queue(layer, false, split_[layer]);
-      ring_loader_.read_and_bind(slot.buf.data(), slot.w);
-      if (split_[layer]) {
-        slot.w.dense_w.gate_stream = ffn_[layer][0].get();
-        slot.w.dense_w.up_stream = ffn_[layer][1].get();
-        slot.w.dense_w.down_stream = ffn_[layer][2].get();
-      }
-    } catch (...) {
-      error = std::current_exception();
+void StreamedTrunk::fill(const Fill& job) {
+  // The slot is `loading`: nobody else touches its buffer or bindings until published.
+  Slot& slot = slots_[static_cast<std::size_t>(job.slot)];
+  const std::size_t layer = job.layer;
+  const std::uint64_t before = ring_reader_.bytes_read();
+  auto count = [&] { counters_.trunk_bytes += ring_reader_.bytes_read() - before; };
+  try {
+    ScopedTimer t(counters_.read_ns);
+    ring_loader_.queue(layer, false, split_[layer]);
+    ring_loader_.read_and_bind(slot.buf.data(), slot.w);
+    if (split_[layer]) {
+      slot.w.dense_w.gate_stream = ffn_[layer][0].get();
+      slot.w.dense_w.up_stream = ffn_[layer][1].get();
+      slot.w.dense_w.down_stream = ffn_[layer][2].get();
     }
-    counters_.trunk_bytes += ring_reader_.bytes_read() - before;
-    lk.lock();
-    slot.error = error;
-    slot.state = SlotState::ready;
-    cv_.notify_all();
+  } catch (...) {
+    count();
+    throw;
   }
+  count();
 }
 
-std::vector<std::size_t> StreamedTrunk::upcoming(std::size_t layer) const {
-  std::vector<std::size_t> out;
+std::span<const std::size_t> StreamedTrunk::upcoming(std::size_t layer) {
+  std::vector<std::size_t>& out = upcoming_;  // capacity slots_.size(): never reallocates
+  out.clear();
   const std::size_t n = pinned_.size();
   for (std::size_t k = 1; k <= n && out.size() < slots_.size(); ++k) {
     const std::size_t li = (layer + k) % n;
@@ -155,8 +146,7 @@ int StreamedTrunk::slot_of(std::size_t layer) const {
   return -1;
 }
 
-int StreamedTrunk::claimable(std::size_t layer) const {
-  const auto next = upcoming(layer);
+int StreamedTrunk::claimable(std::size_t layer, std::span<const std::size_t> next) const {
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].state == SlotState::empty) return static_cast<int>(s);
   for (std::size_t s = 0; s < slots_.size(); ++s) {
@@ -173,14 +163,14 @@ void StreamedTrunk::start_read(int s, std::size_t layer) {
   slot.layer = static_cast<std::int64_t>(layer);
   slot.state = SlotState::loading;
   slot.error = nullptr;
-  queue_.push_back(s);
-  cv_.notify_all();
+  reader_.push({s, layer});
 }
 
 void StreamedTrunk::read_ahead(std::size_t layer) {
-  for (std::size_t li : upcoming(layer)) {
+  const std::span<const std::size_t> next = upcoming(layer);
+  for (std::size_t li : next) {
     if (slot_of(li) >= 0) continue;
-    const int s = claimable(layer);
+    const int s = claimable(layer, next);
     if (s < 0) return;
     start_read(s, li);
   }
@@ -188,23 +178,23 @@ void StreamedTrunk::read_ahead(std::size_t layer) {
 
 const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   if (pinned_[layer]) return pinned_layers_[layer];
-  std::unique_lock<std::mutex> lk(m_);
+  auto lk = reader_.lock();
   ScopedTimer wait(counters_.io_wait_ns);
   int s = slot_of(layer);
   while (s < 0) {  // not read ahead (first pass, or an unusual walk): read it now
-    int free = claimable(layer);
+    int free = claimable(layer, upcoming(layer));
     for (std::size_t k = 0; free < 0 && k < slots_.size(); ++k)  // the walk jumped: any idle slot
       if (slots_[k].state == SlotState::ready && !slots_[k].held) free = static_cast<int>(k);
     if (free >= 0) {
       start_read(free, layer);
       s = free;
     } else {
-      cv_.wait(lk);  // every slot is being filled: wait for one
+      reader_.wait(lk);  // every slot is being filled: wait for one
       s = slot_of(layer);
     }
   }
   Slot& slot = slots_[static_cast<std::size_t>(s)];
-  cv_.wait(lk, [&] { return slot.state == SlotState::ready; });
+  reader_.wait(lk, [&] { return slot.state == SlotState::ready; });
   if (slot.error) {
     slot.state = SlotState::empty;
     slot.layer = -1;
@@ -218,7 +208,7 @@ const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
 
 void StreamedTrunk::release_layer(std::size_t layer) {
   if (pinned_[layer]) return;
-  std::lock_guard<std::mutex> lk(m_);
+  auto lk = reader_.lock();
   if (held_ >= 0) slots_[static_cast<std::size_t>(held_)].held = false;
   held_ = -1;
   read_ahead(layer);
@@ -228,8 +218,10 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
   // One read per token row, issued as one batch in offset order.
   const std::uint64_t row_bytes = E * element_size(embed_info_->dtype);
   rows_.resize(tokens.size() * row_bytes);
-  std::vector<sdk::ReadRequest> batch(tokens.size());
-  std::vector<std::size_t> order(tokens.size());
+  row_reads_.resize(tokens.size());
+  row_order_.resize(tokens.size());
+  std::vector<sdk::ReadRequest>& batch = row_reads_;
+  std::vector<std::size_t>& order = row_order_;
   for (std::size_t t = 0; t < tokens.size(); ++t) order[t] = t;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tokens[a] < tokens[b]; });
   for (std::size_t i = 0; i < order.size(); ++i) {

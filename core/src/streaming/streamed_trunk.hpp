@@ -12,14 +12,11 @@
 // The embedding table is never resident here: each token's row is read on demand. lm_head
 // is resident, or read in row chunks when the plan says so (memory.stream_embedding).
 #pragma once
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
 #include <array>
+#include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
-#include <thread>
+#include <span>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
@@ -29,6 +26,7 @@
 #include "maths/forward.hpp"
 #include "streaming/tensor_reader.hpp"
 #include "streaming/layer_loader.hpp"
+#include "streaming/reader_thread.hpp"
 #include "streaming/row_chunks.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
@@ -67,12 +65,17 @@ class StreamedTrunk final : public model::WeightSource {
     std::exception_ptr error;
   };
 
-  void reader_loop();
-  /// The next `ring` streamed layers after `layer`, in walk order (cyclic).
-  [[nodiscard]] std::vector<std::size_t> upcoming(std::size_t layer) const;
+  struct Fill {  ///< a reader job: fill `slot` with `layer`
+    int slot = -1;
+    std::size_t layer = 0;
+  };
+  void fill(const Fill& job);
+  /// The next `ring` streamed layers after `layer`, in walk order (cyclic), into upcoming_.
+  std::span<const std::size_t> upcoming(std::size_t layer);
   [[nodiscard]] int slot_of(std::size_t layer) const;
-  /// A slot that may be refilled without disturbing the walk from `layer`, or -1.
-  [[nodiscard]] int claimable(std::size_t layer) const;
+  /// A slot that may be refilled without disturbing the walk from `layer` (whose next
+  /// layers are `next`), or -1.
+  [[nodiscard]] int claimable(std::size_t layer, std::span<const std::size_t> next) const;
   void start_read(int slot, std::size_t layer);
   void read_ahead(std::size_t layer);
 
@@ -90,7 +93,10 @@ class StreamedTrunk final : public model::WeightSource {
   const TensorInfo* embed_info_ = nullptr;
   model::TensorSource embed_src_;
   const TensorInfo* head_info_ = nullptr;
+  // embed()'s row buffer, reads and order: grown to the largest chunk, then reused.
   std::vector<std::byte> rows_;
+  std::vector<sdk::ReadRequest> row_reads_;
+  std::vector<std::size_t> row_order_;
 
   // Row chunks: lm_head in ultra and the FFNs of split layers.
   model::TensorReader chunk_files_;  // opens the files the streamer reads (its thread only reads)
@@ -100,13 +106,11 @@ class StreamedTrunk final : public model::WeightSource {
 
   model::TensorReader ring_reader_;  // the reader thread only
   model::LayerLoader ring_loader_;
+  // Under the reader's lock.
   std::vector<Slot> slots_;
   int held_ = -1;
-  std::deque<int> queue_;
-  bool stop_ = false;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::thread reader_;
+  std::vector<std::size_t> upcoming_;  ///< upcoming()'s answer, capacity slots
+  ReaderThread<Fill> reader_;          // last: stopped before the slots go
 };
 
 }  // namespace k3::runtime

@@ -20,6 +20,13 @@ inline constexpr std::uint32_t kBos = 512, kEos = 513, kEom = 514, kOpenId = 515
 inline sdk::Tokenizer& chat_tokenizer() {
   static PluginHost host;
   static ScratchCleanup cleanup;
+  // The tokenizer reads its files through HostServices::read_file: a posix backend, as the
+  // default pipeline's.
+  static const std::shared_ptr<sdk::StorageBackend> files = [] {
+    auto s = host.create_storage("posix", {});
+    host.set_file_storage(s);
+    return s;
+  }();
   static std::shared_ptr<sdk::Tokenizer> tok = [] {
     const auto& dir = test_model("tiny");
     return host.create_tokenizer("tiktoken", {{"model", (dir / "tiktoken.model").string()},

@@ -21,10 +21,10 @@ double dot_f32_f64(const float* a, const double* b, std::size_t n) {
 }  // namespace
 
 void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
-              const float* proj_w, double eps, std::size_t E, float* out, Scratch& s) {
-  double* fold = s.d(slot::attn_res_fold, E);
+              const float* proj_w, double eps, std::size_t E, float* out, AttnResBuffers& b) {
+  double* fold = b.fold.data();
   for (std::size_t d = 0; d < E; ++d) fold[d] = double{norm_w[d]} * double{proj_w[d]};
-  double* score = s.d(slot::attn_res_scores, rows.size());
+  double* score = b.scores.data();
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double inv = 1.0 / std::sqrt(ops.dot(rows[r], rows[r], E) / static_cast<double>(E) + eps);
     score[r] = inv * dot_f32_f64(rows[r], fold, E);

@@ -14,11 +14,11 @@ void multiply(const Ops& ops, const Matrix& w, StreamedMatrix* streamed, const f
 }  // namespace
 
 void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,
-               float* out, Scratch& s) {
+               float* out, DenseBuffers& b) {
   // Dense layer (K3-MODEL.md §3): y = W_d · SiTU(W_g x, W_u x).
   const auto DI = static_cast<std::size_t>(c.intermediate_size);
-  float* g = s.f(slot::dense_g, T * DI);
-  float* u = s.f(slot::dense_u, T * DI);
+  float* g = b.g.data();
+  float* u = b.u.data();
   multiply(ops, w.gate_proj, w.gate_stream, x, T, g);
   multiply(ops, w.up_proj, w.up_stream, x, T, u);
   for (std::size_t i = 0; i < T * DI; ++i)

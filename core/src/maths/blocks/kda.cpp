@@ -42,20 +42,20 @@ void l2norm_heads(const Ops& ops, float* x, std::size_t H, std::size_t D, double
 }  // namespace
 
 void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st, const float* x, std::size_t T,
-         float* out, Scratch& s) {
+         float* out, KdaBuffers& b) {
   const auto H = static_cast<std::size_t>(c.kda_num_heads);
   const auto D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
   const std::size_t P = H * D;
 
   // Projections for the whole chunk (rows independent, batch == single bit for bit).
-  float* q = s.f(slot::kda_q, T * P);
-  float* k = s.f(slot::kda_k, T * P);
-  float* v = s.f(slot::kda_v, T * P);
-  float* fa = s.f(slot::kda_fa, T * D);
-  float* z = s.f(slot::kda_z, T * P);
-  float* braw = s.f(slot::kda_b, T * H);
-  float* graw = s.f(slot::kda_g, T * P);
+  float* q = b.q.data();
+  float* k = b.k.data();
+  float* v = b.v.data();
+  float* fa = b.fa.data();
+  float* z = b.z.data();
+  float* braw = b.b.data();
+  float* graw = b.g.data();
   ops.matmul(w.q_proj, x, T, q);
   ops.matmul(w.k_proj, x, T, k);
   ops.matmul(w.v_proj, x, T, v);
@@ -64,10 +64,10 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
   ops.matmul(w.b_proj, x, T, braw);
   ops.matmul(w.g_proj, x, T, graw);
 
-  float* y = s.f(slot::kda_y, T * P);
-  double* alpha = s.d(slot::kda_alpha, P);
-  double* bk = s.d(slot::kda_bk, D);
-  float* u = s.f(slot::kda_u, D);
+  float* y = b.y.data();
+  double* alpha = b.alpha.data();
+  double* bk = b.bk.data();
+  float* u = b.u.data();
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(D));
   const double lb = c.gate_lower_bound;
 

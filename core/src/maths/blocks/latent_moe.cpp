@@ -9,9 +9,7 @@
 // experts in top-k order, so chunking never changes a bit. The routed-expert reads start
 // right after routing and overlap the shared expert (docs/streaming.md "Overlap").
 #include <algorithm>
-#include <map>
 #include <span>
-#include <vector>
 
 #include "maths/blocks/blocks.hpp"
 
@@ -36,7 +34,7 @@ void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* id
 
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, Scratch& s) {
+                std::size_t T, float* out, MoeBuffers& b) {
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   const auto K = static_cast<std::size_t>(c.num_experts_per_token);
@@ -46,11 +44,11 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   const double b1 = c.activation_situ_beta, b2 = c.activation_situ_linear_beta;
 
   // 1. Route every token of the chunk.
-  float* logits = s.f(slot::moe_logits, T * NE);
+  float* logits = b.logits.data();
   ops.matmul(w.gate, x, T, logits);
-  std::uint32_t* ids = s.u(slot::moe_ids, T * K);
-  double* weights = s.d(slot::moe_weights, T * K);
-  double* choice = s.d(slot::moe_choice, NE);
+  std::uint32_t* ids = b.ids.data();
+  double* weights = b.weights.data();
+  double* choice = b.choice.data();
   if (observer != nullptr) observer->on_group(layer, T);
   for (std::size_t t = 0; t < T; ++t) {
     const float* lt = logits + t * NE;
@@ -71,44 +69,52 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   }
 
   // 2. Latent down-projection, then each chosen expert once for all its tokens.
-  float* z = s.f(slot::moe_z, T * L);
+  float* z = b.z.data();
   ops.matmul(w.down, x, T, z);
-  std::map<std::uint32_t, std::vector<std::size_t>> users;  // expert → (t·K + j) slots, ordered by expert id
-  for (std::size_t i = 0; i < T * K; ++i) users[ids[i]].push_back(i);
-  std::vector<std::uint32_t> unique;
-  unique.reserve(users.size());
-  for (const auto& [e, slots] : users) unique.push_back(e);
+  // Each chosen expert's request slots (t·K + j), experts ascending and slots in order, by a
+  // counting sort in the run buffers: users[start[e] … start[e+1]) are expert e's.
+  std::uint32_t* start = b.user_start.data();  // [NE + 2]
+  std::uint32_t* users = b.users.data();
+  std::uint32_t* unique = b.unique.data();
+  std::fill_n(start, NE + 2, 0u);
+  for (std::size_t i = 0; i < T * K; ++i) ++start[ids[i] + 2];
+  for (std::size_t e = 0; e < NE; ++e) start[e + 2] += start[e + 1];  // start[e+1] = first slot of e
+  for (std::size_t i = 0; i < T * K; ++i) users[start[ids[i] + 1]++] = static_cast<std::uint32_t>(i);
+  std::size_t n_unique = 0;
+  for (std::size_t e = 0; e < NE; ++e)
+    if (start[e + 1] > start[e]) unique[n_unique++] = static_cast<std::uint32_t>(e);
   experts.route(layer, {ids, T * K});
 
   // Reads start now; the shared expert (which needs no routed weights) is computed while
   // they are in flight. Batches of at most max_batch() distinct experts keep every expert
   // of a batch leased at once; the order of experts never changes a bit (each writes its
   // own contribution rows).
-  const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), unique.size()));
-  std::span<const std::uint32_t> all_ids(unique);
-  if (!unique.empty()) experts.request(layer, all_ids.first(std::min(per_batch, unique.size())));
+  const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), n_unique));
+  const std::span<const std::uint32_t> all_ids(unique, n_unique);
+  if (n_unique != 0) experts.request(layer, all_ids.first(std::min(per_batch, n_unique)));
 
   // Shared experts on the original x, unweighted (added at the end).
-  float* sg = s.f(slot::moe_sh1, T * SI);
-  float* su = s.f(slot::moe_sh2, T * SI);
+  float* sg = b.shared_gate.data();
+  float* su = b.shared_up.data();
   ops.matmul(w.shared_gate, x, T, sg);
   ops.matmul(w.shared_up, x, T, su);
   for (std::size_t i = 0; i < T * SI; ++i) sg[i] = situ(sg[i], su[i], b1, b2);
-  float* sh = s.f(slot::moe_rows, T * E);
+  float* sh = b.shared_out.data();
   ops.matmul(w.shared_down, sg, T, sh);
 
-  float* contrib = s.f(slot::moe_contrib, T * K * L);  // [t·K + j][L]
-  float* zg = s.f(slot::moe_gather, T * K * L);
-  float* h1 = s.f(slot::moe_h1, T * K * I);
-  float* h3 = s.f(slot::moe_h3, T * K * I);
-  float* eo = s.f(slot::moe_out, T * K * L);
-  for (std::size_t first = 0; first < unique.size(); first += per_batch) {
-    const std::size_t count = std::min(per_batch, unique.size() - first);
+  float* contrib = b.contrib.data();  // [t·K + j][L]
+  float* zg = b.gather.data();
+  float* h1 = b.h1.data();
+  float* h3 = b.h3.data();
+  float* eo = b.expert_out.data();
+  for (std::size_t first = 0; first < n_unique; first += per_batch) {
+    const std::size_t count = std::min(per_batch, n_unique - first);
     if (first != 0) experts.request(layer, all_ids.subspan(first, count));
     for (std::size_t u = 0; u < count; ++u) {
       const ExpertWeights ew = experts.wait_one(layer, u);  // later experts are still being read
-      const auto& slots = users[unique[first + u]];
-      const std::size_t n = slots.size();
+      const std::uint32_t e = unique[first + u];
+      const std::uint32_t* slots = users + start[e];
+      const std::size_t n = start[e + 1] - start[e];  // at most T: a token chooses an expert once
       if (ew.w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
         for (std::size_t r = 0; r < n; ++r) std::fill_n(contrib + slots[r] * L, L, 0.0f);
         continue;
@@ -124,7 +130,7 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   }
 
   // 3. Per token: weighted sum in top-k order (fp64, rounded once), latent norm, up-projection.
-  float* r = s.f(slot::moe_r, T * L);
+  float* r = b.r.data();
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t l = 0; l < L; ++l) {
       double acc = 0;

@@ -30,8 +30,7 @@ void accumulate_rows(const T* w, std::size_t rows, std::size_t cols, const float
 
 /// out[j] = Σ_d W[d, j]·q[d] for W [rows = nope, cols = kv_lora] (bf16 or fp32): the
 /// transposed product, each column summed in the contract's partition and tree, rounded once.
-void transposed_matvec(const Matrix& w, const float* q, float* out, Scratch& s) {
-  double* acc = s.d(slot::mla_acc, 8 * w.cols);
+void transposed_matvec(const Matrix& w, const float* q, float* out, double* acc) {
   for (std::size_t i = 0; i < 8 * w.cols; ++i) acc[i] = 0;
   if (w.f32)
     accumulate_rows(w.fp32(), w.rows, w.cols, q, acc);
@@ -46,7 +45,7 @@ void transposed_matvec(const Matrix& w, const float* q, float* out, Scratch& s) 
 }  // namespace
 
 void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,
-         const float* x, std::size_t T, float* out, Scratch& s) {
+         const float* x, std::size_t T, float* out, MlaBuffers& b) {
   const auto MH = static_cast<std::size_t>(c.num_attention_heads);
   const auto QL = static_cast<std::size_t>(c.q_lora_rank);
   const auto KVL = static_cast<std::size_t>(c.kv_lora_rank);
@@ -56,11 +55,11 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
   const std::size_t HQ = NOPE + ROPE, LAT = KVL + ROPE;
   constexpr double kMlaEps = 1e-6;  // the two MLA-internal norms (K3-MODEL.md §1)
 
-  float* ql = s.f(slot::mla_ql, T * QL);
-  float* q = s.f(slot::mla_q, T * MH * HQ);
-  float* ckv = s.f(slot::mla_ckv, T * LAT);
-  float* gate = s.f(slot::mla_gate, T * MH * HV);
-  float* y = s.f(slot::mla_y, T * MH * HV);
+  float* ql = b.ql.data();
+  float* q = b.q.data();
+  float* ckv = b.ckv.data();
+  float* gate = b.gate.data();
+  float* y = b.y.data();
   ops.matmul(w.q_a_proj, x, T, ql);
   for (std::size_t t = 0; t < T; ++t) ops.rmsnorm(ql + t * QL, w.q_a_layernorm.data(), kMlaEps, QL, ql + t * QL);
   ops.matmul(w.q_b_proj, ql, T, q);
@@ -76,17 +75,17 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
     for (std::size_t r = 0; r < ROPE; ++r) dst[KVL + r] = ckv[t * LAT + KVL + r];
   }
 
-  float* qlat = s.f(slot::mla_qlat, KVL);
-  float* cbar = s.f(slot::mla_cbar, KVL);
+  float* qlat = b.qlat.data();
+  float* cbar = b.cbar.data();
   const double scale = 1.0 / std::sqrt(static_cast<double>(HQ));
   for (std::size_t t = 0; t < T; ++t) {
     const std::size_t n_pos = first + t + 1;  // causal: positions 0 … pos0+t
-    double* score = s.d(slot::mla_scores, n_pos);
+    double* score = b.scores.data();
     for (std::size_t h = 0; h < MH; ++h) {
       const float* qh = q + (t * MH + h) * HQ;
       const Matrix kb = w.kv_b_proj.rows_slice(h * (NOPE + HV), NOPE);
       const Matrix vb = w.kv_b_proj.rows_slice(h * (NOPE + HV) + NOPE, HV);
-      transposed_matvec(kb, qh, qlat, s);
+      transposed_matvec(kb, qh, qlat, b.acc.data());
       for (std::size_t p = 0; p < n_pos; ++p) {
         const float* lat = cache.latent.data() + p * LAT;
         score[p] = (ops.dot(qlat, lat, KVL) + ops.dot(qh + NOPE, lat + KVL, ROPE)) * scale;

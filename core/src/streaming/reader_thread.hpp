@@ -1,0 +1,123 @@
+// One background reader thread, as the trunk ring, the row chunks and the expert cache each
+// run: jobs go into a queue under a lock the consumer shares; the thread runs each job
+// outside the lock, then publishes its outcome under the lock and wakes every waiter. An
+// exception a job throws is handed to publish(), which leaves it where the consumer will
+// rethrow it; the thread itself never dies of one. Stopping (or destroying) wakes the thread
+// and joins it; jobs still queued are dropped.
+//
+// The queue is a ring sized at start(): pushing allocates only when more jobs are queued at
+// once than that, so the per-token path does not allocate.
+#pragma once
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace k3::runtime {
+
+template <class Job>
+class ReaderThread {
+ public:
+  /// On the reader thread, without the lock; may throw.
+  using Work = std::function<void(Job&)>;
+  /// On the reader thread, with the lock held, after work(): `error` is what work() threw
+  /// (null when it returned). Must not throw.
+  using Publish = std::function<void(Job&, std::exception_ptr error)>;
+
+  ReaderThread() = default;
+  ~ReaderThread() { stop(); }
+  ReaderThread(const ReaderThread&) = delete;
+  ReaderThread& operator=(const ReaderThread&) = delete;
+
+  /// Starts the thread with room for `capacity` queued jobs.
+  void start(std::size_t capacity, Work work, Publish publish) {
+    ring_.resize(std::max<std::size_t>(1, capacity));
+    work_ = std::move(work);
+    publish_ = std::move(publish);
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  /// Wakes the thread and joins it (the job it is running finishes first).
+  void stop() noexcept {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// The lock every queue operation, publish() and the consumer's own state share.
+  [[nodiscard]] std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(m_); }
+  [[nodiscard]] std::mutex& mutex() noexcept { return m_; }
+
+  /// With the lock held: queues `job` and wakes the thread.
+  void push(Job job) {
+    if (count_ == ring_.size()) grow();
+    ring_[(head_ + count_) % ring_.size()] = std::move(job);
+    ++count_;
+    cv_.notify_all();
+  }
+
+  /// With the lock held (in `lk`): blocks until `ready()`; publish() wakes every waiter.
+  template <class Pred>
+  void wait(std::unique_lock<std::mutex>& lk, Pred ready) {
+    cv_.wait(lk, ready);
+  }
+  /// With the lock held: blocks until the next publish() (or any notify_all()).
+  void wait(std::unique_lock<std::mutex>& lk) { cv_.wait(lk); }
+  /// Wakes every waiter (after the consumer changed shared state itself).
+  void notify_all() noexcept { cv_.notify_all(); }
+
+  /// With the lock held: nothing queued and no job running.
+  [[nodiscard]] bool idle() const noexcept { return count_ == 0 && !busy_; }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || count_ != 0; });
+      if (stop_) return;
+      Job job = std::move(ring_[head_]);
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
+      busy_ = true;
+      lk.unlock();
+      std::exception_ptr error;
+      try {
+        work_(job);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lk.lock();
+      publish_(job, error);
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  /// A full ring doubles, keeping the queue order.
+  void grow() {
+    std::vector<Job> bigger(ring_.size() * 2);
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+    ring_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<Job> ring_;
+  std::size_t head_ = 0, count_ = 0;
+  bool busy_ = false;
+  bool stop_ = false;
+  Work work_;
+  Publish publish_;
+  std::thread thread_;
+};
+
+}  // namespace k3::runtime
