@@ -1,5 +1,5 @@
 // k3host: runs a Kimi K3 pipeline (k3host --config presets/laptop.yaml) and its tools.
-// Exit codes (DESIGN.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
+// Exit codes (docs/architecture.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
 // fit, 4 a routed expert failed to load, 5 interrupted.
 #include <exception>
 #include <string>

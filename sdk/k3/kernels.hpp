@@ -1,6 +1,6 @@
 // k3host plugin SDK: kernel sets — the hot numeric loops. \since ABI 1
 //
-// Every set computes bit-identical results to the `scalar` set (K3-MODEL.md §5); the scalar
+// Every set computes bit-identical results to the `scalar` set (docs/model-spec.md §5); the scalar
 // plugin's source documents the one partition and reduction tree every set reproduces:
 //
 //   dot over n elements: 8 fp64 accumulators, each starting at +0.0 (so a -0 product never

@@ -1,4 +1,4 @@
-# Belady in a live run, end to end through the CLI (issue 5 item 4, docs/cache.md "Belady in
+# Belady in a live run, end to end through the CLI (docs/cache.md "Belady in
 # a live run"): record a run's trace with trace.out, run the same pipeline again with
 # cache.policy=belady and cache.future=TRACE, and replay the trace with `k3host sim` at the
 # run's slot count: the live LRU and belady hit counts must equal the simulator's exactly,

@@ -1,4 +1,4 @@
-# CLI tests of a failing routed-expert read (issue 4, item 5): `k3host` on the tiny model,
+# CLI tests of a failing routed-expert read: `k3host` on the tiny model,
 # streaming its experts through the `faulty` storage decorator (over `posix`).
 #   - unrecoverable: one expert's bytes always fail (`fail_offsets`); the run finishes (the
 #     report holds every generated token), stderr names that layer and expert, exit code 4;

@@ -1,4 +1,4 @@
-# Oracle gates (issue 3 item 5): k3host against the independent float64 PyTorch reference in
+# Oracle gates: k3host against the independent float64 PyTorch reference in
 # tools/reference/, plus the engine's bit-identity gates between decode modes.
 #
 # Per geometry G (a configs/models/G.yaml that `k3host make-model` knows):

@@ -1,4 +1,4 @@
-# k3host sim end to end (issue 5): generate a skewed, reusing trace, replay it through every
+# k3host sim end to end: generate a skewed, reusing trace, replay it through every
 # cache plugin on the search path at several capacities (slots, GB and working-set
 # multiples), and check the property that must hold whatever the policies do: Belady's hit
 # rate is >= every other policy's at every capacity. Also checks the CSV/JSON/SVG outputs

@@ -2,7 +2,7 @@
 // ("<base64 token> <rank>" per line) from the tables the npm package `tiktoken` ships in
 // node_modules/tiktoken/encoders/<name>.json, whose `bpe_ranks` holds lines
 // "<marker> <offset> <b64> <b64> ..." where token i of a line has rank offset + i
-// (research/toolchain.md §6). The result is byte-identical to OpenAI's files; the sha256 is
+// (the layout of the npm package tiktoken). The result is byte-identical to OpenAI's files; the sha256 is
 // printed so it can be checked.
 //
 // Usage: node make_ranks.cjs OUTDIR          (files are written to a temporary name, renamed)

@@ -2,7 +2,7 @@
 // shared with the C++ plugin: it is written from the public definitions.
 //  - readTiktokenFile: a tiktoken rank file -> Map(latin1 bytes -> rank), and the npm
 //    `bpe_ranks` string form the WASM Tiktoken constructor takes.
-//  - kimiPatternV: the official Kimi pat_str (research/arch-refs.md §9) as a JavaScript
+//  - kimiPatternV: the official Kimi pat_str (tokenization_kimi.py of the release) as a JavaScript
 //    Unicode-sets (/v) regex, which has class intersection (&&) natively.
 //  - bytePairEncode: tiktoken's rank BPE, its own O(n·m) parts-vector algorithm.
 //  - kimiChunks: tokenization_kimi.py's cut of the text before tiktoken (400,000 code

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Calibrates the synthetic trace generator (k3host sim --generate-trace) to the C99
-engine's published K3 trace (reference-engine.md §5.6): 100,096 requests (68 forwards x 92
+engine's published K3 trace (kimi-k3-in-c): 100,096 requests (68 forwards x 92
 MoE layers x top-16 of 896 experts), 10,010 distinct experts, and at 3,647 slots (64 GB of
 17,547,264-byte experts) LRU 36.24 % and Belady 61.74 % hit rate.
 

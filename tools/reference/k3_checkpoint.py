@@ -1,4 +1,4 @@
-"""Reading a Kimi K3 checkpoint directory in the released format (K3-MODEL.md §1, §2, §4).
+"""Reading a Kimi K3 checkpoint directory in the released format (docs/model-spec.md §1, §2, §4).
 
 No third-party safetensors package: a shard is an 8-byte little-endian header length, a JSON
 header {name: {dtype, shape, data_offsets}} (offsets relative to the data section that starts
@@ -24,7 +24,7 @@ _DTYPES = {
     "I64": (np.int64, 8),
 }
 
-# K3-MODEL.md §4: E2M1 code -> value (code 8 is -0).
+# docs/model-spec.md §4: E2M1 code -> value (code 8 is -0).
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                  -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float64)
 
@@ -142,7 +142,7 @@ def to_float64(arr, dtype):
 
 
 def mxfp4_decode(packed, scale, cols=None):
-    """K3-MODEL.md §4. packed U8 [R, ceil(C/2)], scale U8 [R, ceil(C/32)] -> float64 [R, C].
+    """docs/model-spec.md §4. packed U8 [R, ceil(C/2)], scale U8 [R, ceil(C/32)] -> float64 [R, C].
 
     `cols` (C) defaults to 2 * packed columns.
 

@@ -1,4 +1,4 @@
-"""The K3 text-model geometry from config.json (K3-MODEL.md §1).
+"""The K3 text-model geometry from config.json (docs/model-spec.md §1).
 
 Language-model keys are read from `text_config` when present, else from the root (flat
 config). KDA keys are read from the `linear_attn_config` object found in that same place.

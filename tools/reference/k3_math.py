@@ -1,4 +1,4 @@
-"""The blocks of the K3 forward pass as plain functions on torch tensors (K3-MODEL.md §3).
+"""The blocks of the K3 forward pass as plain functions on torch tensors (docs/model-spec.md §3).
 
 Each function is written from the spec text; the section it implements is named in its
 docstring. Two forms exist where the engine has two: a per-token recurrent form (what

@@ -1,4 +1,4 @@
-"""The Kimi K3 text model in float64: weights bound by the released tensor names (K3-MODEL.md §2)
+"""The Kimi K3 text model in float64: weights bound by the released tensor names (docs/model-spec.md §2)
 and the forward pass of §3 in two forms.
 
 - `step(state, token)`: one token with carried state (KDA S per head and conv history, the MLA

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 PyTorch reference of the Kimi K3 text model (K3-MODEL.md).
+"""Independent float64 PyTorch reference of the Kimi K3 text model (docs/model-spec.md).
 
 Usage:
   k3_reference.py MODEL_DIR --ids 1,2,3 [--generate N] [--out FILE.json] [--logits FILE]

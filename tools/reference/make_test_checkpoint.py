@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes a small random Kimi K3 checkpoint in the released format, for testing the reference.
 
-Same tensor names, dtypes and shapes as K3-MODEL.md §2 (BF16 trunk, F32 conv/A_log/dt_bias/
+Same tensor names, dtypes and shapes as docs/model-spec.md §2 (BF16 trunk, F32 conv/A_log/dt_bias/
 router bias, MXFP4 experts as weight_packed/weight_scale U8), nested config.json with
 text_config.linear_attn_config (or flat with --flat), several shards plus
 model.safetensors.index.json. A_log is stored [head_dim] and its padding entries beyond

@@ -1,5 +1,5 @@
 // Errors inside libk3core are exceptions carrying the exit code the CLI will use
-// (DESIGN.md "CLI contract"). The message says what and where, on one line.
+// (docs/architecture.md, "Library first, and the CLI contract"). The message says what and where, on one line.
 #pragma once
 #include <stdexcept>
 #include <string>

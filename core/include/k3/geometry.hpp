@@ -1,10 +1,10 @@
 // Model geometries (configs/models/<name>.yaml) and the checkpoint layout they imply.
 //
 // A geometry file holds every config.json key of the language model under `text_config:`
-// (KDA keys under `text_config.linear_attn_config:`, K3-MODEL.md §1 names), validated by the
+// (KDA keys under `text_config.linear_attn_config:`, docs/model-spec.md §1 names), validated by the
 // same rules as a checkpoint's config.json, plus a `writer:` section for `k3host make-model`.
 // The layout functions list every tensor of a checkpoint in the released naming scheme
-// (K3-MODEL.md §2) in the order make-model writes them; the planner uses them to size a
+// (docs/model-spec.md §2) in the order make-model writes them; the planner uses them to size a
 // model without its weights.
 #pragma once
 #include <cstdint>
@@ -121,7 +121,7 @@ struct GeometryCensus {
 };
 GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
-/// Tensor names of the released checkpoint (K3-MODEL.md §2).
+/// Tensor names of the released checkpoint (docs/model-spec.md §2).
 namespace tensor_names {
 inline constexpr std::string_view kModel = "language_model.model.";
 inline constexpr std::string_view kLmHead = "language_model.lm_head.weight";

@@ -1,5 +1,5 @@
 // The synthetic-checkpoint writer behind `k3host make-model`: a directory in the exact
-// released K3 format (K3-MODEL.md §1–2): nested config.json, model-XXXXX-of-YYYYY.safetensors
+// released K3 format (docs/model-spec.md §1–2): nested config.json, model-XXXXX-of-YYYYY.safetensors
 // shards, model.safetensors.index.json, tiktoken.model and tokenizer_config.json, with seeded
 // weights that are identical on every host for the same geometry and seed.
 //

@@ -1,4 +1,4 @@
-// The K3 geometry read from a checkpoint's config.json (K3-MODEL.md §1). Every number comes
+// The K3 geometry read from a checkpoint's config.json (docs/model-spec.md §1). Every number comes
 // from the file; a missing or out-of-range required key is refused (UsageError, exit 2,
 // naming the key and the file). Nothing here has a default.
 #pragma once

@@ -1,4 +1,4 @@
-// Pipelines: the YAML files that describe a run (DESIGN.md "Pipelines and presets").
+// Pipelines: the YAML files that describe a run (docs/pipelines.md).
 //
 // load_pipeline() reads a file, follows `extends:` (a path relative to the file that says
 // it; chains allowed; a cycle is an error naming the files), merges (later keys win; maps

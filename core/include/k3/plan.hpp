@@ -1,4 +1,4 @@
-// The memory plan (DESIGN.md "Runtime"): computed from the geometry and the pipeline's
+// The memory plan (docs/architecture.md): computed from the geometry and the pipeline's
 // memory section before anything is allocated, printed, and refused (exit 3) when it does
 // not fit in the memory this machine has available.
 //

@@ -36,7 +36,7 @@ namespace k3 {
 class PluginHost;
 
 /// Default bytes of one routed expert: the full K3 (3 x 3072 x 3584 MXFP4 parameters at
-/// 0.53125 B, K3-MODEL.md §1).
+/// 0.53125 B, docs/model-spec.md §1).
 inline constexpr std::uint64_t kK3ExpertBytes = 17'547'264;
 
 /// Facts about a trace the simulator needs.

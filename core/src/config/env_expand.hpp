@@ -1,4 +1,4 @@
-// ${VAR} and ${VAR:-default} in pipeline values (DESIGN.md "Pipelines and presets").
+// ${VAR} and ${VAR:-default} in pipeline values (docs/pipelines.md).
 #pragma once
 #include <string>
 #include <string_view>

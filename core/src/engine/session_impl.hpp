@@ -1,4 +1,4 @@
-// State files (DESIGN.md "Files the project defines"): a conversation saved and resumed.
+// State files (docs/architecture.md): a conversation saved and resumed.
 //
 //   offset 0   char[8]  "K3STATE\0"
 //          8   u32      format version (1)

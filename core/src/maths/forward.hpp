@@ -1,4 +1,4 @@
-// The decoder stack (K3-MODEL.md §3 "Decoder layer i" and "End"), over a chunk of tokens.
+// The decoder stack (docs/model-spec.md §3 "Decoder layer i" and "End"), over a chunk of tokens.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The arithmetic the forward pass uses, in one place (K3-MODEL.md §5).
+// The arithmetic the forward pass uses, in one place (docs/model-spec.md §5).
 //
 // Matrix products go to the kernel set (the plugin owns the partition and tree). Everything
 // else is written here once, so it is the same whatever kernel set runs:

@@ -1,4 +1,4 @@
-// How a matrix product is split over threads (K3-MODEL.md §5: threads split output rows,
+// How a matrix product is split over threads (docs/model-spec.md §5: threads split output rows,
 // never a reduction). Rows go out in blocks of kRowBlock; each block is computed whole by one
 // thread, so the output does not depend on the thread count or on which thread ran a block.
 //

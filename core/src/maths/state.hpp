@@ -1,4 +1,4 @@
-// What a conversation carries from one step to the next (K3-MODEL.md §3): per KDA layer the
+// What a conversation carries from one step to the next (docs/model-spec.md §3): per KDA layer the
 // recurrent state S of every head and the last K-1 conv inputs of q, k and v; per MLA layer
 // the latent cache (normed c and k_r, kv_lora + rope floats per position). The AttnRes bank
 // and running prefix are per token and are not carried.

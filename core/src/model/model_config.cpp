@@ -1,6 +1,6 @@
-// ModelConfig: validation of the config keys (K3-MODEL.md §1) and the fingerprint.
+// ModelConfig: validation of the config keys (docs/model-spec.md §1) and the fingerprint.
 // Lookup rules (the released config is nested; a flat config with the same keys at the root
-// is also valid, reference-engine.md §1.1):
+// is also valid, as the C99 reference engine kimi-k3-in-c reads it):
 //   LM key k        nested: text_config.k, then the root k      flat: k
 //   KDA key k       nested: text_config.linear_attn_config.k    flat: linear_attn_config.k,
 //                   then the kda_-prefixed alias (kda_num_heads, kda_head_dim) or the plain

@@ -44,7 +44,7 @@ struct Entry {
   }
 };
 
-/// BF16 or F32: every tensor that is not a routed expert (K3-MODEL.md §2 as docs/model.md
+/// BF16 or F32: every tensor that is not a routed expert (docs/model-spec.md §2 as docs/model.md
 /// restates it).
 inline constexpr DTypeSet kFloat = DTypeSet{DType::bf16} | DTypeSet{DType::f32};
 

@@ -11,7 +11,7 @@ namespace k3::detail {
 
 // ---- weights (make_model_weights.cpp) ----
 
-/// How one tensor's values are drawn (K3-MODEL.md §2 roles; scaled so activations stay in
+/// How one tensor's values are drawn (docs/model-spec.md §2 roles; scaled so activations stay in
 /// a realistic range through many layers). Every value of a BF16-or-F32 tensor is rounded
 /// to bf16 first and stored in the tensor's dtype (F32: widened, exact), so the same model
 /// holds the same numbers whichever dtype mix it is written in.

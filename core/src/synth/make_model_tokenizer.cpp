@@ -1,6 +1,6 @@
 // The synthetic tokenizer: a byte-level BPE trained deterministically on the embedded sample
 // (make_model_corpus.cpp), written as a tiktoken rank file, plus tokenizer_config.json with
-// the K3 special tokens at ids ranks+0..255 (arch-refs.md §9).
+// the K3 special tokens at ids ranks+0..255 (as tokenization_kimi.py of the release names them).
 #include <algorithm>
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// MXFP4 weights as the SIMD sets look them up (K3-MODEL.md §4).
+// MXFP4 weights as the SIMD sets look them up (docs/model-spec.md §4).
 //
 // Every weight E2M1[code]·2^(s-127) is a double whose mantissa has at most its top bit set,
 // so its low 32 bits are zero and its top 32 bits say everything: a set can keep a scale

@@ -1,4 +1,4 @@
-// The scalar kernels: the numerics contract of K3-MODEL.md §4–5 written as plain loops.
+// The scalar kernels: the numerics contract of docs/model-spec.md §4–5 written as plain loops.
 //
 // This header IS the reference. Every SIMD set (avx2, avx512, neon) reproduces these
 // functions bit for bit, and may include this header for the ops or tails it does not

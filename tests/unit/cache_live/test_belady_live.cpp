@@ -1,4 +1,4 @@
-// Belady in a live run (issue 5, item 4) and the simulator's exactness: a run's own trace,
+// Belady in a live run and the simulator's exactness: a run's own trace,
 // replayed by `k3host sim`'s Replay at the run's slot count, gives exactly the run's hits
 // and requests for every policy — prefill in chunks of several tokens, decode one token at
 // a time, caches small enough to evict and to split a chunk's experts into several

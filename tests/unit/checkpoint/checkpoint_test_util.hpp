@@ -1,5 +1,5 @@
 // Helpers for the checkpoint tests: the expected tensor inventory written straight from
-// K3-MODEL.md §2 (independently of core's geometry_layout.cpp), scratch directories, and
+// docs/model-spec.md §2 (independently of core's geometry_layout.cpp), scratch directories, and
 // raw shard editing for the corrupt-input tests.
 #pragma once
 #include <unistd.h>
@@ -26,7 +26,7 @@ struct Expected {
   std::vector<std::uint64_t> shape;
 };
 
-/// Every tensor of K3-MODEL.md §2 for config c, typed out from the spec text.
+/// Every tensor of docs/model-spec.md §2 for config c, typed out from the spec text.
 inline std::map<std::string, Expected> spec_inventory(const ModelConfig& c) {
   using U = std::uint64_t;
   std::map<std::string, Expected> m;

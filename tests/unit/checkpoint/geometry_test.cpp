@@ -58,14 +58,14 @@ TEST_CASE("the k3 geometry has the released tensor count and sizes", "[geometry]
   CHECK(c.is_mla(92));
   CHECK_FALSE(c.is_mla(90));
   const auto s = geometry_census(c);
-  // Counted by hand from K3-MODEL.md §2: 5 model-level tensors, 6 per layer, 14 per KDA
+  // Counted by hand from docs/model-spec.md §2: 5 model-level tensors, 6 per layer, 14 per KDA
   // layer (69), 8 per MLA layer (24), 3 for the dense MLP, 8 + 896 × 6 per MoE layer (92).
   CHECK(s.tensors == 5 + 93 * 6 + 69 * 14 + 24 * 8 + 3 + 92 * (8 + 896 * 6));
   CHECK(s.tensors == 497'052);  // the release's 497,220 minus its 168 vision tensors
-  // K3-MODEL.md §6: one routed expert is 17,547,264 bytes; 82,432 of them.
+  // docs/model-spec.md §6: one routed expert is 17,547,264 bytes; 82,432 of them.
   CHECK(s.bytes_per_expert == 17'547'264);
   CHECK(s.expert_bytes == 82'432ull * 17'547'264ull);
-  // reference-engine.md §1.5: 56,743,648,000 always-active parameters.
+  // the C99 reference engine kimi-k3-in-c, its parameter census: 56,743,648,000 always-active parameters.
   CHECK(s.params - s.expert_params == 56'743'648'000ull);
   CHECK(s.expert_params == 82'432ull * 3 * 3072 * 3584);
 }

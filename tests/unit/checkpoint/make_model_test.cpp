@@ -209,7 +209,7 @@ TEST_CASE("weights: norms near 1, projections ~1/sqrt(fan_in), MXFP4 groups with
   const double want = 1.0 / std::sqrt(static_cast<double>(c.hidden_size));
   CHECK(rms(q) == Approx(want).epsilon(0.1));
 
-  // Decode expert matrices per K3-MODEL.md §4 and check the magnitude 1/sqrt(cols).
+  // Decode expert matrices per docs/model-spec.md §4 and check the magnitude 1/sqrt(cols).
   const float e2m1[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.f, -.5f, -1, -1.5f, -2, -3, -4, -6};
   std::int64_t zero_groups = 0, experts_with_zero_groups = 0;
   for (std::int64_t e = 0; e < c.num_experts; ++e) {

@@ -13,7 +13,7 @@ struct Budget {
   bool stream_embedding;
 };
 
-// The table in DESIGN.md "Pipelines and presets", copied by hand — except ultra's trunk:
+// The table in docs/pipelines.md, copied by hand — except ultra's trunk:
 // 1.6 GB instead of 2.5, so that the full K3 plan stays within the issue's 3 GB target (one
 // ring slot of the 1.27 GB MLA layer; docs/streaming.md).
 const std::map<std::string, Budget>& design_table() {
@@ -47,7 +47,7 @@ TEST_CASE("the default pipeline: demo model, posix, lru, auto kernels, tiktoken/
   CHECK(p.files() == std::vector<std::string>{file.string()});
 }
 
-TEST_CASE("every preset loads, extends configs/default.yaml and sets the DESIGN.md budgets", "[presets]") {
+TEST_CASE("every preset loads, extends configs/default.yaml and sets the documented budgets", "[presets]") {
   const fs::path dir = k3test::source_dir() / "presets";
   const fs::path default_file = (k3test::source_dir() / "configs/default.yaml").lexically_normal();
   std::size_t seen = 0;

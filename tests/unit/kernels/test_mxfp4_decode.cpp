@@ -1,4 +1,4 @@
-// MXFP4 decoding straight from packed nibbles (K3-MODEL.md §4), on hand-built bytes with
+// MXFP4 decoding straight from packed nibbles (docs/model-spec.md §4), on hand-built bytes with
 // hand-computed results, for every kernel set that can run here.
 #include <catch2/catch.hpp>
 
@@ -13,7 +13,7 @@ using k3test::Mxfp4Owned;
 
 namespace {
 
-// K3-MODEL.md §4, copied by hand.
+// docs/model-spec.md §4, copied by hand.
 constexpr double kSpecE2M1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6};
 
 float run_row(const k3::sdk::KernelSet& set, const Mxfp4Owned& m, const std::vector<float>& x, std::size_t row = 0) {
@@ -24,7 +24,7 @@ float run_row(const k3::sdk::KernelSet& set, const Mxfp4Owned& m, const std::vec
 
 }  // namespace
 
-TEST_CASE("test-side E2M1 formula matches the table in K3-MODEL.md", "[kernels][mxfp4]") {
+TEST_CASE("test-side E2M1 formula matches the table in docs/model-spec.md", "[kernels][mxfp4]") {
   for (unsigned code = 0; code < 16; ++code) {
     INFO("code " << code);
     CHECK(bits_of(k3test::e2m1_value(code)) == bits_of(kSpecE2M1[code]));

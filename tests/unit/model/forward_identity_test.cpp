@@ -1,4 +1,4 @@
-// The bit-identity gates of K3-MODEL.md §5 on the forward pass: chunked prefill, incremental
+// The bit-identity gates of docs/model-spec.md §5 on the forward pass: chunked prefill, incremental
 // decode, full recompute, save→resume, thread counts and kernel sets all give the same
 // logits bits. The PyTorch oracle (tests/cmake/oracle.cmake) checks the values themselves.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// The SDK interfaces depend on the C++ standard library only (STYLE.md §1): every
+// The SDK interfaces depend on the C++ standard library only (docs/architecture.md): every
 // #include in sdk/k3/*.hpp names a standard header or another SDK header; the one
 // exception is plugin.hpp, which wraps Boost.DLL's BOOST_DLL_ALIAS.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// AttnRes aggregation (K3-MODEL.md §3 "AttnRes aggregation"):
+// AttnRes aggregation (docs/model-spec.md §3 "AttnRes aggregation"):
 //   K_r = V_r / sqrt(mean(V_r²)+ε); score_r = Σ_d K_r[d]·norm_w[d]·proj_w[d];
 //   p = softmax(score); out = Σ_r p_r·V_r  (raw rows, no temperature).
 // Here: fold[d] = norm_w[d]·proj_w[d] in fp64 (exact: a product of two fp32 values), the score is

@@ -1,4 +1,4 @@
-// One function per block of K3-MODEL.md §3. Each takes a chunk of T tokens laid out
+// One function per block of docs/model-spec.md §3. Each takes a chunk of T tokens laid out
 // [T, width] row-major; tokens are independent except where the block carries state
 // (KDA recurrence, MLA cache), which is walked in token order. Math only: no I/O, no
 // cache or dispatch decisions (experts arrive through an ExpertSource). Each block works in

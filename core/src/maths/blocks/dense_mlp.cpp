@@ -15,7 +15,7 @@ void multiply(const Ops& ops, const Matrix& w, StreamedMatrix* streamed, const f
 
 void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,
                float* out, DenseBuffers& b) {
-  // Dense layer (K3-MODEL.md §3): y = W_d · SiTU(W_g x, W_u x).
+  // Dense layer (docs/model-spec.md §3): y = W_d · SiTU(W_g x, W_u x).
   const auto DI = static_cast<std::size_t>(c.intermediate_size);
   float* g = b.g.data();
   float* u = b.u.data();

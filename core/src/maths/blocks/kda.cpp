@@ -1,4 +1,4 @@
-// Kimi Delta Attention (K3-MODEL.md §3 "KDA"), per token, channel c = h·D + d:
+// Kimi Delta Attention (docs/model-spec.md §3 "KDA"), per token, channel c = h·D + d:
 //  1. q̃,k̃,ṽ = W_q x, W_k x, W_v x; causal depthwise conv of width K (tap K-1 = current
 //     token, zero history at sequence start), then SiLU.
 //  2. q, k: per head x / sqrt(Σx² + 1e-6); then q ·= D^-1/2. v untouched.

@@ -1,6 +1,6 @@
-// Router + Stable LatentMoE (K3-MODEL.md §3 "Router + Stable LatentMoE"), per token x:
+// Router + Stable LatentMoE (docs/model-spec.md §3 "Router + Stable LatentMoE"), per token x:
 //  1. s = σ(W_gate x) in fp32; top-k of s + bias (ties: lower expert id first);
-//     w_j = s[idx_j] (unbiased), renormalised w/(Σw + 1e-20), times routed_scaling_factor.
+//     w_j = s[idx_j] (unbiased), renormalised w/(Σw + 1e-20) when top-k > 1 (the official gate), times routed_scaling_factor.
 //  2. z = W_down x; E_e(z) = W2_e · SiTU(W1_e z, W3_e z); r = Σ_j w_j E_{idx_j}(z).
 //  3. r = RMSNorm(r; routed_expert_norm); y = W_up r + Shared(x),
 //     Shared(x) = W_sd · SiTU(W_sg x, W_su x), unweighted.
@@ -62,7 +62,7 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
       sum += wt[j];
     }
     for (std::size_t j = 0; j < K; ++j) {
-      if (c.moe_renormalize) wt[j] = wt[j] / (sum + 1e-20);
+      if (c.moe_renormalize && K > 1) wt[j] = wt[j] / (sum + 1e-20);
       wt[j] *= c.routed_scaling_factor;
     }
     if (observer != nullptr) observer->on_route(pos0 + static_cast<std::int64_t>(t), layer, {it, K});

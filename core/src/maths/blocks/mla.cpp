@@ -1,4 +1,4 @@
-// Gated MLA without RoPE (K3-MODEL.md §3 "MLA"), per token:
+// Gated MLA without RoPE (docs/model-spec.md §3 "MLA"), per token:
 //  1. q = W_qb · RMSNorm(W_qa x; q_a_layernorm, 1e-6) → per head [q_nope | q_r].
 //  2. [c | k_r] = W_kva x; c = RMSNorm(c; kv_a_layernorm, 1e-6); k_r not normed, not rotated.
 //  3. per head: k = [W_kb,h c | k_r], v = W_vb,h c; score = q·k / sqrt(nope + rope);
@@ -53,7 +53,7 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
   const auto ROPE = static_cast<std::size_t>(c.qk_rope_head_dim);
   const auto HV = static_cast<std::size_t>(c.v_head_dim);
   const std::size_t HQ = NOPE + ROPE, LAT = KVL + ROPE;
-  constexpr double kMlaEps = 1e-6;  // the two MLA-internal norms (K3-MODEL.md §1)
+  constexpr double kMlaEps = 1e-6;  // the two MLA-internal norms (docs/model-spec.md §1)
 
   float* ql = b.ql.data();
   float* q = b.q.data();
