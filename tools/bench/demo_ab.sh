@@ -5,9 +5,9 @@
 # The machine is noisy (two unequal vCPUs, other guests), so a change is measured against
 # a baseline built from REV in the same run, alternating base, current, base, current, ...
 # on the `demo` checkpoint, resident (presets/max.yaml) and streamed (presets/ultra.yaml).
-# Each side reads the checkpoint its own `make-model demo` writes (the two may differ in
-# file format, never in values), so the generated ids must be identical: the script
-# checks it. Per run: the median of steps[].seconds of the JSON report (decode s/token)
+# Both sides read the checkpoint the baseline's `make-model demo` writes (the current
+# engine must read what an older writer wrote), so the generated ids must be identical:
+# the script checks it. Per run: the median of steps[].seconds of the JSON report (decode s/token)
 # and the prefill seconds. Not a ctest test.
 #
 #   tools/bench/demo_ab.sh --base REV [options]
@@ -61,12 +61,10 @@ cmake --build "$BASE_BUILD" --target k3host k3_all_plugins -- -j2 >/dev/null
 
 exe_of() { if [ "$1" = base ]; then echo "$BASE_BUILD/bin/k3host"; else echo "$CURRENT"; fi; }
 tree_of() { if [ "$1" = base ]; then echo "$TREE"; else echo "$REPO"; fi; }
-for side in base current; do
-  if [ ! -f "$WORK/demo-$side/config.json" ]; then
-    echo "# $side: make-model demo -> $WORK/demo-$side"
-    "$(exe_of $side)" make-model -g demo -o "$WORK/demo-$side" --force >/dev/null
-  fi
-done
+if [ ! -f "$WORK/demo-$SHA/config.json" ]; then
+  echo "# base: make-model demo -> $WORK/demo-$SHA"
+  (cd "$TREE" && "$(exe_of base)" make-model -g demo -o "$WORK/demo-$SHA" --force >/dev/null)
+fi
 
 LOG="$WORK/runs.tsv"
 : >"$LOG"
@@ -76,7 +74,7 @@ for preset in $PRESETS; do
       out="$WORK/$side-$preset-$round.json"
       echo "# $preset round $round/$ROUNDS: $side" >&2
       (cd "$(tree_of $side)" &&
-        "$(exe_of $side)" --config "presets/$preset.yaml" --set model.path="$WORK/demo-$side" \
+        "$(exe_of $side)" --config "presets/$preset.yaml" --set model.path="$WORK/demo-$SHA" \
           --set model.generate_if_missing=false --set threads="$THREADS" \
           --set job.max_new_tokens="$TOKENS" --out "$out" --quiet >/dev/null)
       printf '%s\t%s\t%s\n' "$preset" "$side" "$out" >>"$LOG"
