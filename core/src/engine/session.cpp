@@ -28,7 +28,7 @@ struct Session::Impl {
   Model& model;
   std::int64_t max_positions;
   model::SequenceState state;
-  model::RunBuffers buffers;  ///< sized by the plan's chunk for this session's positions
+  model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
   ListenerBridge bridge;
 };
 
