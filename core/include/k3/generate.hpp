@@ -1,6 +1,7 @@
 // Generation: prefill in chunks, then one token per step with carried state (or full
 // recompute), greedy or seeded sampling, stop at EOS or the token limit; the run report.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -44,8 +45,13 @@ struct GenerateSettings {
   SamplingSettings sampling;
   bool stop_at_eos = true;
   std::uint32_t eos_token = 0;       ///< from the model config
+  /// More ids that end generation like EOS when stop_at_eos (a chat turn's <|end_of_msg|>).
+  std::vector<std::uint32_t> stop_tokens;
   /// When set, raw little-endian float32 logits [prompt positions, vocab] of the prompt.
   std::filesystem::path dump_logits;
+  /// When set and it becomes true (a signal handler, a cancelled request), generation ends
+  /// at the next boundary: between prefill chunks or after the token being produced.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 /// One generated token. Its seconds cover sampling it and, except for the last token (whose
@@ -61,7 +67,8 @@ struct GenerateResult {
   std::vector<std::uint32_t> generated;  ///< new ids, in order
   double prefill_seconds = 0;
   std::vector<StepRecord> steps;
-  bool stopped_at_eos = false;
+  bool stopped_at_eos = false;  ///< ended at EOS or one of settings.stop_tokens
+  bool interrupted = false;  ///< settings.stop ended the run early
 };
 
 /// Runs generation on `session` (which may already hold a resumed conversation). Calls

@@ -13,19 +13,14 @@
 #include <k3/model.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plan.hpp>
+#include <k3/runtime.hpp>
 
 namespace k3 {
 
-struct JobHooks {
-  /// A line of progress (model generation, loading); may be empty.
-  std::function<void(const std::string&)> on_status;
-  /// Progress of long work (bytes done of total); may be empty.
-  std::function<void(const std::string& what, std::uint64_t done, std::uint64_t total)> on_progress;
-  /// The memory plan (printed table) once the model is loaded, before any compute.
-  std::function<void(const std::string& plan_table)> on_plan;
+struct JobHooks : LoadHooks {
   /// The prompt as text and ids, before generation starts.
   std::function<void(const std::string& text, const std::vector<std::uint32_t>& ids)> on_prompt;
-  /// Each generated token with its decoded text (may be a partial UTF-8 sequence).
+  /// Each generated token with the text that became complete with it (TextStream).
   std::function<void(std::uint32_t id, const std::string& text)> on_token;
 };
 

@@ -17,6 +17,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool stop_requested(const GenerateSettings& g) { return g.stop && g.stop->load(std::memory_order_relaxed); }
+
 }  // namespace
 
 std::uint64_t peak_rss_bytes() {
@@ -60,6 +62,11 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
   } else {
     for (std::size_t at = 0; at < g.prompt.size(); at += chunk) {
+      if (stop_requested(g)) {
+        r.interrupted = true;
+        r.prefill_seconds = seconds_since(t0);
+        return r;
+      }
       const std::size_t n = std::min(chunk, g.prompt.size() - at);
       session.feed({g.prompt.data() + at, n}, want_all, logits);
       if (want_all)
@@ -83,8 +90,10 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     const std::uint32_t next = sampler.sample(last.data(), g.sampling, session.position());
     r.generated.push_back(next);
     if (on_token) on_token(next);
-    const bool is_eos = g.stop_at_eos && next == g.eos_token;
-    if (is_eos || step + 1 == g.max_new_tokens) {
+    const bool is_eos = g.stop_at_eos && (next == g.eos_token || std::find(g.stop_tokens.begin(), g.stop_tokens.end(),
+                                                                           next) != g.stop_tokens.end());
+    r.interrupted = !is_eos && stop_requested(g);
+    if (is_eos || r.interrupted || step + 1 == g.max_new_tokens) {
       r.steps.push_back({next, seconds_since(ts), false});
       r.stopped_at_eos = is_eos;
       break;

@@ -7,13 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <k3/error.hpp>
-#include <k3/make_model.hpp>
 #include <k3/model.hpp>
-#include <k3/geometry.hpp>
 #include <k3/trace.hpp>
 
-#include "io/small_file.hpp"
-#include "io/uri.hpp"
 #include "streaming/cache_future.hpp"
 #include "util/atomic_file.hpp"
 
@@ -45,115 +41,6 @@ std::string read_text_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-/// Runs `f`; a UsageError it throws is reported at `key`'s place in the pipeline file.
-template <class F>
-void at_key(const Pipeline& p, std::string_view key, F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    p.refuse(key, e.what());
-  }
-}
-
-/// A plugin's leftover parameters, refused at `key`.
-void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& plugin,
-                    const std::vector<std::string>& unknown) {
-  if (unknown.empty()) return;
-  std::string names;
-  for (const auto& u : unknown) names += (names.empty() ? "'" : ", '") + u + "'";
-  p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
-}
-
-/// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
-/// runs on (each made once per run), created before the model loads so that a wrong name
-/// or parameter is reported at its line.
-ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
-  ModelPlugins out;
-  struct Section {
-    PluginKind kind;
-    const char* plugin_key;
-    const char* params_key;
-  };
-  for (const Section s : {Section{PluginKind::storage, "storage.plugin", "storage.params"},
-                          Section{PluginKind::cache, "cache.policy", "cache.params"},
-                          Section{PluginKind::kernels, "kernels.set", "kernels.params"}}) {
-    std::string name = p.get_string(s.plugin_key);
-    if (s.kind == PluginKind::kernels && name == "auto") name = host.best_kernels().name;
-    at_key(p, s.plugin_key, [&] { (void)host.find(s.kind, name); });
-    const PluginParams params = p.get_params(s.params_key);
-    std::vector<std::string> unknown;
-    at_key(p, s.params_key, [&] {
-      if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
-      if (s.kind == PluginKind::cache) out.cache = host.create_cache(name, params, &unknown);
-      if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
-    });
-    if (s.kind == PluginKind::kernels) out.kernel_name = name;
-    refuse_unknown(p, s.params_key, name, unknown);
-  }
-  return out;
-}
-
-/// True when `uri` (a file's URI) opens through `storage`; false when it is not there.
-bool exists_in_storage(sdk::StorageBackend& storage, const std::string& uri) {
-  return io::open_file(storage, uri, "a checkpoint file", true) != nullptr;
-}
-
-/// The tokenizer section, defaulting its files to the checkpoint's own, which the plugin
-/// reads through `storage` (the pipeline's storage plugin, HostServices::read_file).
-std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::string& model_uri,
-                                               const std::shared_ptr<sdk::StorageBackend>& storage) {
-  PluginParams params = p.get_params("tokenizer.params");
-  auto has = [&](const char* k) {
-    for (const auto& kv : params)
-      if (kv.first == k) return true;
-    return false;
-  };
-  if (!has("model")) params.emplace_back("model", io::join_uri(model_uri, "tiktoken.model"));
-  const std::string config = io::join_uri(model_uri, "tokenizer_config.json");
-  if (!has("config") && exists_in_storage(*storage, config)) params.emplace_back("config", config);
-  host.set_file_storage(storage);
-  const std::string name = p.get_string("tokenizer.plugin");
-  at_key(p, "tokenizer.plugin", [&] { (void)host.find(PluginKind::tokenizer, name); });
-  std::vector<std::string> unknown;
-  std::shared_ptr<sdk::Tokenizer> tok;
-  at_key(p, "tokenizer.params", [&] { tok = host.create_tokenizer(name, params, &unknown); });
-  refuse_unknown(p, "tokenizer.params", name, unknown);
-  return tok;
-}
-
-std::string decode(sdk::Tokenizer& tok, const std::vector<std::uint32_t>& ids) {
-  std::string out;
-  const sdk::Status st = tok.decode(ids, out);
-  if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
-  return out;
-}
-
-/// The configs/default.yaml of this source tree, and any configs/default.yaml the pipeline
-/// extends (an installed copy).
-std::vector<std::filesystem::path> default_pipelines(const Pipeline& p) {
-  std::vector<std::filesystem::path> out{std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml"};
-  for (const auto& f : p.files()) {
-    const std::filesystem::path file(f);
-    if (file.filename() == "default.yaml" && file.parent_path().filename() == "configs") out.push_back(file);
-  }
-  return out;
-}
-
-/// True when model.path is the demo location that configs/default.yaml names (whichever
-/// file set it): the one folder a synthetic model may be generated in on first use.
-bool is_demo_location(const Pipeline& p) {
-  if (io::has_uri_scheme(p.get_string("model.path"))) return false;
-  std::error_code ec;
-  const auto model = std::filesystem::weakly_canonical(p.get_path("model.path"), ec);
-  if (ec) return false;
-  for (const auto& file : default_pipelines(p)) {
-    if (!std::filesystem::is_regular_file(file, ec)) continue;
-    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file, {}).get_path("model.path"), ec);
-    if (!ec && demo == model) return true;
-  }
-  return false;
-}
-
 /// Records the routing of a live run into a trace file, with its serving groups.
 struct TraceRecorder final : RoutingListener {
   TraceRecorder(const std::filesystem::path& file, const TraceHeader& header) : writer(file, header) {}
@@ -172,54 +59,15 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 }
 
 JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
-  auto status = [&](const std::string& s) {
-    if (hooks.on_status) hooks.on_status(s);
-  };
   JobReport rep;
-  // Plugin names and parameters first: a typo is reported before minutes of model generation.
-  ModelPlugins plugins = create_plugins(p, host);
-  rep.model = p.get_path("model.path").string();
-  // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
-  const bool present = exists_in_storage(*plugins.storage, io::join_uri(rep.model, "config.json"));
-  if (!present) {
-    // Only the demo location may be filled with a synthetic model: anywhere else a missing
-    // checkpoint is a typo or an unreachable URL, and a fake model must never run instead.
-    const bool demo = is_demo_location(p);
-    if (!demo || !p.get_bool("model.generate_if_missing"))
-      throw UsageError(rep.model + ": no checkpoint there (no config.json; model.path from " + p.where("model.path") +
-                       "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " +
-                       rep.model + "`" +
-                       (demo ? " or set model.generate_if_missing: true"
-                             : "; only the demo location of configs/default.yaml is generated on first use"));
-    const std::string geometry = p.get_string("model.geometry");
-    status("generating the synthetic '" + geometry + "' checkpoint in " + rep.model + " (first run only)");
-    MakeModelOptions opts;
-    opts.out = rep.model;
-    opts.progress = [&](std::uint64_t done, std::uint64_t total) {
-      if (hooks.on_progress) hooks.on_progress("writing " + geometry + " checkpoint", done, total);
-    };
-    make_model(load_geometry(geometry), opts);
-  }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  ModelSettings ms;
-  ms.storage = p.get_string("storage.plugin");
-  ms.storage_params = p.get_params("storage.params");
-  ms.kernels = p.get_string("kernels.set");
-  ms.kernel_params = p.get_params("kernels.params");
-  ms.threads = static_cast<int>(p.get_int("threads"));
-  ms.memory = plan_inputs(p);
-  ms.cache_policy = p.get_string("cache.policy");
-  ms.cache_params = p.get_params("cache.params");
-  ms.cache_future = p.get_path("cache.future");
-  ms.packed_trunk = p.get_path("model.packed_trunk");
-  status("loading " + rep.model);
-  Model model(rep.model, std::move(plugins), ms);
-  auto tokenizer = make_tokenizer(p, host, rep.model, model.storage());
-  rep.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Runtime runtime(p, host, hooks);
+  const auto loaded = std::chrono::steady_clock::now();
+  Model& model = runtime.model();
+  const ModelSettings& ms = runtime.settings();
+  rep.model = runtime.model_uri();
+  rep.load_seconds = runtime.load_seconds();
   rep.plan = model.plan();
   rep.plan_text = rep.plan.table();
-  if (hooks.on_plan) hooks.on_plan(rep.plan_text);
   rep.streaming = model.streaming();
   rep.cache_policy = ms.cache_policy;
   rep.kernels = model.kernel_set();
@@ -227,28 +75,17 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.threads = model.threads();
 
   // The prompt: ids, a file, or text (first one set wins, in that order).
-  GenerateSettings g;
+  GenerateSettings g = generate_settings_of(p, model.config());
+  rep.mode = p.get_string("job.mode");
   const auto ids = p.get_strings("job.ids");
   if (!ids.empty()) {
     g.prompt = parse_ids(ids, model.config().vocab_size);
   } else {
     const std::filesystem::path file = p.get_path("job.prompt_file");
     rep.prompt_text = file.empty() ? p.get_string("job.prompt") : read_text_file(file);
-    const sdk::Status st = tokenizer->encode(rep.prompt_text, false, g.prompt);
-    if (!st.ok()) throw UsageError("the prompt cannot be tokenised: " + st.detail);
+    g.prompt = runtime.encode(rep.prompt_text);
   }
-  if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = decode(*tokenizer, g.prompt);
-  g.max_new_tokens = p.get_int("job.max_new_tokens");
-  rep.mode = p.get_string("job.mode");
-  g.mode = rep.mode == "recompute" ? DecodeMode::recompute : DecodeMode::incremental;
-  g.prefill_chunk = p.get_int("job.prefill_chunk");
-  g.sampling.temperature = p.get_double("job.sampling.temperature");
-  g.sampling.top_k = p.get_int("job.sampling.top_k");
-  g.sampling.top_p = p.get_double("job.sampling.top_p");
-  g.sampling.seed = static_cast<std::uint64_t>(p.get_int("job.sampling.seed"));
-  g.stop_at_eos = p.get_bool("job.stop_at_eos");
-  g.eos_token = static_cast<std::uint32_t>(model.config().eos_token_id);
-  g.dump_logits = p.get_path("job.dump_logits");
+  if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = runtime.decode(g.prompt);
 
   Session session(model, p.get_int("memory.context"));
   const std::filesystem::path load_state = p.get_path("job.load_state");
@@ -268,21 +105,20 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
     session.set_routing_listener(trace.get());
   }
 
-  std::vector<std::uint32_t> so_far;
-  std::string printed;
+  TextStream text(runtime);
   // Stream counters at each generated token: the forward pass of step s runs between the
   // callbacks of tokens s and s+1 (the last step runs none).
   std::vector<StreamStats> marks;
   rep.result = generate(session, g, [&](std::uint32_t id) {
     marks.push_back(model.stream_stats());
-    so_far.push_back(id);
-    if (!hooks.on_token) return;
-    // Print the text that became complete with this token (BPE pieces may split UTF-8).
-    const std::string text = decode(*tokenizer, so_far);
-    hooks.on_token(id, text.substr(std::min(printed.size(), text.size())));
-    printed = text;
+    const std::string piece = text.push(id);
+    if (hooks.on_token) hooks.on_token(id, piece);
   });
-  rep.generated_text = decode(*tokenizer, rep.result.generated);
+  if (hooks.on_token) {
+    const std::string rest = text.flush();
+    if (!rest.empty()) hooks.on_token(rep.result.generated.empty() ? 0 : rep.result.generated.back(), rest);
+  }
+  rep.generated_text = runtime.decode(rep.result.generated);
   // Decode speed counts the forward passes: the last token is sampled from the previous
   // step's logits and needs none, so N tokens cost N-1 decode forwards.
   double decode_s = 0;
@@ -303,7 +139,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
                            b.expert_requests - a.expert_requests, b.expert_hits - a.expert_hits,
                            b.io_wait_seconds - a.io_wait_seconds});
   }
-  rep.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.wall_seconds = rep.load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
   rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
   rep.seconds_per_token = forwards == 0 ? 0 : decode_s / static_cast<double>(forwards);
   rep.expert_failures = rep.io.expert_failures;

@@ -1,0 +1,79 @@
+// A pipeline's model and tokenizer, loaded once: what the batch job, `chat` and `serve`
+// share. Loading checks the plugin sections first (a typo is reported at its line before
+// any work), makes sure the checkpoint exists (only the demo location of
+// configs/default.yaml is generated on first use), loads the model through the storage
+// plugin and creates the tokenizer, which reads its files through the same plugin.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <k3/generate.hpp>
+#include <k3/model.hpp>
+#include <k3/pipeline.hpp>
+#include <k3/plugin_host.hpp>
+
+namespace k3 {
+
+struct LoadHooks {
+  /// A line of progress (model generation, loading); may be empty.
+  std::function<void(const std::string&)> on_status;
+  /// Progress of long work (bytes done of total); may be empty.
+  std::function<void(const std::string& what, std::uint64_t done, std::uint64_t total)> on_progress;
+  /// The memory plan (printed table) once the model is loaded, before any compute.
+  std::function<void(const std::string& plan_table)> on_plan;
+};
+
+class Runtime {
+ public:
+  /// UsageError (exit 2) for anything wrong in the pipeline's plugin or model sections.
+  Runtime(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {});
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  [[nodiscard]] Model& model() noexcept { return *model_; }
+  [[nodiscard]] sdk::Tokenizer& tokenizer() noexcept { return *tokenizer_; }
+  [[nodiscard]] const ModelSettings& settings() const noexcept { return settings_; }
+  /// model.path: a folder or a URL, as the storage plugin reads it.
+  [[nodiscard]] const std::string& model_uri() const noexcept { return uri_; }
+  /// Seconds from the start of loading (after any generation) to a usable model.
+  [[nodiscard]] double load_seconds() const noexcept { return load_seconds_; }
+
+  /// Plain text to ids (no special tokens). UsageError when the tokenizer refuses it.
+  [[nodiscard]] std::vector<std::uint32_t> encode(const std::string& text) const;
+  /// Ids to text. RuntimeError when the tokenizer fails.
+  [[nodiscard]] std::string decode(const std::vector<std::uint32_t>& ids) const;
+
+ private:
+  std::string uri_;
+  ModelSettings settings_;
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<sdk::Tokenizer> tokenizer_;
+  double load_seconds_ = 0;
+};
+
+/// The generation settings of the pipeline's job section (mode, prefill chunk, sampling,
+/// token limit, EOS; no prompt) for `config`'s model.
+GenerateSettings generate_settings_of(const Pipeline& pipeline, const ModelConfig& config);
+
+/// Turns generated ids into text as they come: each push() returns the text that became
+/// complete with that token (a BPE piece may end inside a UTF-8 sequence; its bytes wait
+/// for the token that completes them).
+class TextStream {
+ public:
+  explicit TextStream(const Runtime& runtime) : runtime_(runtime) {}
+  std::string push(std::uint32_t id);
+  /// Whatever push() held back (an unfinished UTF-8 sequence at the very end).
+  std::string flush();
+  [[nodiscard]] const std::vector<std::uint32_t>& ids() const noexcept { return ids_; }
+  void clear() noexcept;
+
+ private:
+  const Runtime& runtime_;
+  std::vector<std::uint32_t> ids_;
+  std::size_t printed_ = 0;  ///< bytes of decode(ids_) already returned
+};
+
+}  // namespace k3

@@ -1,0 +1,233 @@
+#include <k3/runtime.hpp>
+
+#include <chrono>
+
+#include <k3/error.hpp>
+#include <k3/geometry.hpp>
+#include <k3/make_model.hpp>
+
+#include "io/small_file.hpp"
+#include "io/uri.hpp"
+
+namespace k3 {
+namespace {
+
+/// Runs `f`; a UsageError it throws is reported at `key`'s place in the pipeline file.
+template <class F>
+void at_key(const Pipeline& p, std::string_view key, F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    p.refuse(key, e.what());
+  }
+}
+
+/// A plugin's leftover parameters, refused at `key`.
+void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& plugin,
+                    const std::vector<std::string>& unknown) {
+  if (unknown.empty()) return;
+  std::string names;
+  for (const auto& u : unknown) names += (names.empty() ? "'" : ", '") + u + "'";
+  p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
+}
+
+/// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
+/// runs on (each made once per run), created before the model loads so that a wrong name
+/// or parameter is reported at its line.
+ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
+  ModelPlugins out;
+  struct Section {
+    PluginKind kind;
+    const char* plugin_key;
+    const char* params_key;
+  };
+  for (const Section s : {Section{PluginKind::storage, "storage.plugin", "storage.params"},
+                          Section{PluginKind::cache, "cache.policy", "cache.params"},
+                          Section{PluginKind::kernels, "kernels.set", "kernels.params"}}) {
+    std::string name = p.get_string(s.plugin_key);
+    if (s.kind == PluginKind::kernels && name == "auto") name = host.best_kernels().name;
+    at_key(p, s.plugin_key, [&] { (void)host.find(s.kind, name); });
+    const PluginParams params = p.get_params(s.params_key);
+    std::vector<std::string> unknown;
+    at_key(p, s.params_key, [&] {
+      if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
+      if (s.kind == PluginKind::cache) out.cache = host.create_cache(name, params, &unknown);
+      if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
+    });
+    if (s.kind == PluginKind::kernels) out.kernel_name = name;
+    refuse_unknown(p, s.params_key, name, unknown);
+  }
+  return out;
+}
+
+/// True when `uri` (a file's URI) opens through `storage`; false when it is not there.
+bool exists_in_storage(sdk::StorageBackend& storage, const std::string& uri) {
+  return io::open_file(storage, uri, "a checkpoint file", true) != nullptr;
+}
+
+/// The tokenizer section, defaulting its files to the checkpoint's own, which the plugin
+/// reads through `storage` (the pipeline's storage plugin, HostServices::read_file).
+std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::string& model_uri,
+                                               const std::shared_ptr<sdk::StorageBackend>& storage) {
+  PluginParams params = p.get_params("tokenizer.params");
+  auto has = [&](const char* k) {
+    for (const auto& kv : params)
+      if (kv.first == k) return true;
+    return false;
+  };
+  if (!has("model")) params.emplace_back("model", io::join_uri(model_uri, "tiktoken.model"));
+  const std::string config = io::join_uri(model_uri, "tokenizer_config.json");
+  if (!has("config") && exists_in_storage(*storage, config)) params.emplace_back("config", config);
+  host.set_file_storage(storage);
+  const std::string name = p.get_string("tokenizer.plugin");
+  at_key(p, "tokenizer.plugin", [&] { (void)host.find(PluginKind::tokenizer, name); });
+  std::vector<std::string> unknown;
+  std::shared_ptr<sdk::Tokenizer> tok;
+  at_key(p, "tokenizer.params", [&] { tok = host.create_tokenizer(name, params, &unknown); });
+  refuse_unknown(p, "tokenizer.params", name, unknown);
+  return tok;
+}
+
+/// The configs/default.yaml of this source tree, and any configs/default.yaml the pipeline
+/// extends (an installed copy).
+std::vector<std::filesystem::path> default_pipelines(const Pipeline& p) {
+  std::vector<std::filesystem::path> out{std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml"};
+  for (const auto& f : p.files()) {
+    const std::filesystem::path file(f);
+    if (file.filename() == "default.yaml" && file.parent_path().filename() == "configs") out.push_back(file);
+  }
+  return out;
+}
+
+/// True when model.path is the demo location that configs/default.yaml names (whichever
+/// file set it): the one folder a synthetic model may be generated in on first use.
+bool is_demo_location(const Pipeline& p) {
+  if (io::has_uri_scheme(p.get_string("model.path"))) return false;
+  std::error_code ec;
+  const auto model = std::filesystem::weakly_canonical(p.get_path("model.path"), ec);
+  if (ec) return false;
+  for (const auto& file : default_pipelines(p)) {
+    if (!std::filesystem::is_regular_file(file, ec)) continue;
+    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file, {}).get_path("model.path"), ec);
+    if (!ec && demo == model) return true;
+  }
+  return false;
+}
+
+/// Makes sure a checkpoint is at model.path, generating the demo one where allowed.
+void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const std::string& uri, const LoadHooks& hooks) {
+  // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
+  if (exists_in_storage(storage, io::join_uri(uri, "config.json"))) return;
+  // Only the demo location may be filled with a synthetic model: anywhere else a missing
+  // checkpoint is a typo or an unreachable URL, and a fake model must never run instead.
+  const bool demo = is_demo_location(p);
+  if (!demo || !p.get_bool("model.generate_if_missing"))
+    throw UsageError(uri + ": no checkpoint there (no config.json; model.path from " + p.where("model.path") +
+                     "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " + uri +
+                     "`" +
+                     (demo ? " or set model.generate_if_missing: true"
+                           : "; only the demo location of configs/default.yaml is generated on first use"));
+  const std::string geometry = p.get_string("model.geometry");
+  if (hooks.on_status) hooks.on_status("generating the synthetic '" + geometry + "' checkpoint in " + uri + " (first run only)");
+  MakeModelOptions opts;
+  opts.out = uri;
+  opts.progress = [&](std::uint64_t done, std::uint64_t total) {
+    if (hooks.on_progress) hooks.on_progress("writing " + geometry + " checkpoint", done, total);
+  };
+  make_model(load_geometry(geometry), opts);
+}
+
+ModelSettings model_settings_of(const Pipeline& p) {
+  ModelSettings ms;
+  ms.storage = p.get_string("storage.plugin");
+  ms.storage_params = p.get_params("storage.params");
+  ms.kernels = p.get_string("kernels.set");
+  ms.kernel_params = p.get_params("kernels.params");
+  ms.threads = static_cast<int>(p.get_int("threads"));
+  ms.memory = plan_inputs(p);
+  ms.cache_policy = p.get_string("cache.policy");
+  ms.cache_params = p.get_params("cache.params");
+  ms.cache_future = p.get_path("cache.future");
+  ms.packed_trunk = p.get_path("model.packed_trunk");
+  return ms;
+}
+
+/// Bytes at the end of `s` that start a UTF-8 sequence the string does not complete.
+std::size_t incomplete_utf8_tail(const std::string& s) {
+  for (std::size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const std::size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
+  // Plugin names and parameters first: a typo is reported before minutes of model generation.
+  ModelPlugins plugins = create_plugins(p, host);
+  uri_ = p.get_path("model.path").string();
+  ensure_checkpoint(p, *plugins.storage, uri_, hooks);
+  const auto t0 = std::chrono::steady_clock::now();
+  settings_ = model_settings_of(p);
+  if (hooks.on_status) hooks.on_status("loading " + uri_);
+  model_ = std::make_unique<Model>(uri_, std::move(plugins), settings_);
+  tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (hooks.on_plan) hooks.on_plan(model_->plan().table());
+}
+
+std::vector<std::uint32_t> Runtime::encode(const std::string& text) const {
+  std::vector<std::uint32_t> ids;
+  const sdk::Status st = tokenizer_->encode(text, false, ids);
+  if (!st.ok()) throw UsageError("the text cannot be tokenised: " + st.detail);
+  return ids;
+}
+
+std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
+  std::string out;
+  const sdk::Status st = tokenizer_->decode(ids, out);
+  if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
+  return out;
+}
+
+GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& config) {
+  GenerateSettings g;
+  g.max_new_tokens = p.get_int("job.max_new_tokens");
+  g.mode = p.get_string("job.mode") == "recompute" ? DecodeMode::recompute : DecodeMode::incremental;
+  g.prefill_chunk = p.get_int("job.prefill_chunk");
+  g.sampling.temperature = p.get_double("job.sampling.temperature");
+  g.sampling.top_k = p.get_int("job.sampling.top_k");
+  g.sampling.top_p = p.get_double("job.sampling.top_p");
+  g.sampling.seed = static_cast<std::uint64_t>(p.get_int("job.sampling.seed"));
+  g.stop_at_eos = p.get_bool("job.stop_at_eos");
+  g.eos_token = static_cast<std::uint32_t>(config.eos_token_id);
+  g.dump_logits = p.get_path("job.dump_logits");
+  return g;
+}
+
+std::string TextStream::push(std::uint32_t id) {
+  ids_.push_back(id);
+  const std::string text = runtime_.decode(ids_);
+  const std::size_t complete = text.size() - incomplete_utf8_tail(text);
+  if (complete <= printed_) return {};
+  std::string out = text.substr(printed_, complete - printed_);
+  printed_ = complete;
+  return out;
+}
+
+std::string TextStream::flush() {
+  const std::string text = runtime_.decode(ids_);
+  std::string out = printed_ < text.size() ? text.substr(printed_) : std::string();
+  printed_ = text.size();
+  return out;
+}
+
+void TextStream::clear() noexcept {
+  ids_.clear();
+  printed_ = 0;
+}
+
+}  // namespace k3
