@@ -69,72 +69,19 @@ std::string shape_string(const std::vector<std::uint64_t>& s) {
   return out + "]";
 }
 
-// model.safetensors.index.json: every name in weight_map must be in the shard it names.
-// (On-demand parsing and no per-entry allocation: the full K3's index lists ~497,000 names.)
-void check_index_json(const std::string& file, const simdjson::padded_string& json, const CheckpointIndex& index) {
-  std::vector<std::string_view> shard_names;
-  for (const auto& f : index.files()) shard_names.push_back(f.name);
+// Calls visit(name, shard) for each entry of the index's weight_map, in file order. The
+// views point into `parser`'s string buffer and `json`: valid while both live. On-demand
+// parsing and no per-entry allocation: the full K3's index lists ~497,000 names.
+template <class Visit>
+void for_each_weight_map_entry(simdjson::ondemand::parser& parser, const std::string& file,
+                               const simdjson::padded_string& json, Visit&& visit) {
   auto bad_json = [&](simdjson::error_code e) {
     return UsageError(file + ": not valid JSON (" + simdjson::error_message(e) + ")");
   };
-  simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
   if (auto e = parser.iterate(json).get(doc); e) throw bad_json(e);
   simdjson::ondemand::object root;
   if (auto e = doc.get_object().get(root); e) throw bad_json(e);
-  bool have_map = false;
-  for (auto field : root) {
-    std::string_view key;
-    if (auto e = field.unescaped_key().get(key); e) throw bad_json(e);
-    if (key != "weight_map") continue;
-    have_map = true;
-    simdjson::ondemand::object weight_map;
-    if (field.value().get_object().get(weight_map)) throw UsageError(file + ": weight_map: must be an object");
-    // Collect first (the views stay valid while the document lives), then check in parallel.
-    struct Entry {
-      std::string_view name, shard;
-    };
-    std::vector<Entry> entries;
-    for (auto entry : weight_map) {
-      Entry en;
-      if (auto e = entry.unescaped_key().get(en.name); e) throw bad_json(e);
-      if (entry.value().get_string().get(en.shard))
-        throw UsageError(file + ": tensor '" + std::string(en.name) + "': shard name must be a string");
-      entries.push_back(en);
-    }
-    const auto n = static_cast<std::int64_t>(entries.size());
-    std::int64_t first_bad = n;
-#pragma omp parallel for reduction(min : first_bad)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const Entry& en = entries[static_cast<std::size_t>(i)];
-      const TensorInfo* t = index.find(en.name);
-      if (!t || shard_names[t->file] != en.shard) first_bad = std::min(first_bad, i);
-    }
-    if (first_bad < n) {  // the first bad entry in file order, whatever the thread count
-      const Entry& en = entries[static_cast<std::size_t>(first_bad)];
-      const TensorInfo* t = index.find(en.name);
-      const std::string name(en.name), shard(en.shard);
-      if (!t) throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but no shard holds it");
-      throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but found in '" +
-                       std::string(shard_names[t->file]) + "'");
-    }
-  }
-  if (!have_map) throw UsageError(file + ": weight_map: missing");
-}
-
-// The distinct shard names of the index's weight_map, sorted: the shard list of a
-// checkpoint whose storage plugin cannot list the folder. A name is joined to the
-// checkpoint URI, so it must be a plain file name.
-std::vector<std::string> shards_named_by(const std::string& file, const simdjson::padded_string& json) {
-  auto bad_json = [&](simdjson::error_code e) {
-    return UsageError(file + ": not valid JSON (" + simdjson::error_message(e) + ")");
-  };
-  simdjson::ondemand::parser parser;
-  simdjson::ondemand::document doc;
-  if (auto e = parser.iterate(json).get(doc); e) throw bad_json(e);
-  simdjson::ondemand::object root;
-  if (auto e = doc.get_object().get(root); e) throw bad_json(e);
-  std::set<std::string, std::less<>> names;
   bool have_map = false;
   for (auto field : root) {
     std::string_view key;
@@ -148,15 +95,57 @@ std::vector<std::string> shards_named_by(const std::string& file, const simdjson
       if (auto e = entry.unescaped_key().get(name); e) throw bad_json(e);
       if (entry.value().get_string().get(shard))
         throw UsageError(file + ": tensor '" + std::string(name) + "': shard name must be a string");
-      if (names.find(shard) != names.end()) continue;
-      if (shard.empty() || shard.find('/') != std::string_view::npos || shard == "." || shard == ".." ||
-          !shard.ends_with(kShardSuffix))
-        throw UsageError(file + ": tensor '" + std::string(name) + "': shard '" + std::string(shard) +
-                         "' is not a .safetensors file name of this folder");
-      names.emplace(shard);
+      visit(name, shard);
     }
   }
   if (!have_map) throw UsageError(file + ": weight_map: missing");
+}
+
+// model.safetensors.index.json: every name in weight_map must be in the shard it names.
+void check_index_json(const std::string& file, const simdjson::padded_string& json, const CheckpointIndex& index) {
+  std::vector<std::string_view> shard_names;
+  for (const auto& f : index.files()) shard_names.push_back(f.name);
+  // Collect first, then check in parallel.
+  struct Entry {
+    std::string_view name, shard;
+  };
+  std::vector<Entry> entries;
+  simdjson::ondemand::parser parser;  // owns the unescaped names the entries view
+  for_each_weight_map_entry(parser, file, json, [&](std::string_view name, std::string_view shard) {
+    entries.push_back({name, shard});
+  });
+  const auto n = static_cast<std::int64_t>(entries.size());
+  std::int64_t first_bad = n;
+#pragma omp parallel for reduction(min : first_bad)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Entry& en = entries[static_cast<std::size_t>(i)];
+    const TensorInfo* t = index.find(en.name);
+    if (!t || shard_names[t->file] != en.shard) first_bad = std::min(first_bad, i);
+  }
+  if (first_bad < n) {  // the first bad entry in file order, whatever the thread count
+    const Entry& en = entries[static_cast<std::size_t>(first_bad)];
+    const TensorInfo* t = index.find(en.name);
+    const std::string name(en.name), shard(en.shard);
+    if (!t) throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but no shard holds it");
+    throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but found in '" +
+                     std::string(shard_names[t->file]) + "'");
+  }
+}
+
+// The distinct shard names of the index's weight_map, sorted: the shard list of a
+// checkpoint whose storage plugin cannot list the folder. A name is joined to the
+// checkpoint URI, so it must be a plain file name.
+std::vector<std::string> shards_named_by(const std::string& file, const simdjson::padded_string& json) {
+  std::set<std::string, std::less<>> names;
+  simdjson::ondemand::parser parser;
+  for_each_weight_map_entry(parser, file, json, [&](std::string_view name, std::string_view shard) {
+    if (names.find(shard) != names.end()) return;
+    if (shard.empty() || shard.find('/') != std::string_view::npos || shard == "." || shard == ".." ||
+        !shard.ends_with(kShardSuffix))
+      throw UsageError(file + ": tensor '" + std::string(name) + "': shard '" + std::string(shard) +
+                       "' is not a .safetensors file name of this folder");
+    names.emplace(shard);
+  });
   return {names.begin(), names.end()};
 }
 
