@@ -45,19 +45,9 @@ done
 [ -n "$BASE" ] || { echo "demo_ab.sh: --base REV is required" >&2; exit 2; }
 CURRENT="$(cd "$BUILD" && pwd)/bin/k3host"
 [ -x "$CURRENT" ] || { echo "demo_ab.sh: $CURRENT not found (cmake --build $BUILD)" >&2; exit 2; }
-SHA=$(git -C "$REPO" rev-parse --verify --quiet "$BASE^{commit}") ||
-  { echo "demo_ab.sh: $BASE is not a commit of $REPO" >&2; exit 2; }
-
-TREE="$WORK/src-${SHA:0:12}"
-BASE_BUILD="$WORK/build-${SHA:0:12}"
-mkdir -p "$WORK"
-if [ ! -d "$TREE" ]; then
-  echo "# baseline worktree $TREE ($SHA)"
-  git -C "$REPO" worktree add --detach "$TREE" "$SHA" >/dev/null
-fi
-echo "# building the baseline's k3host and plugins in $BASE_BUILD"
-cmake -S "$TREE" -B "$BASE_BUILD" -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" >/dev/null
-cmake --build "$BASE_BUILD" --target k3host k3_all_plugins -- -j2 >/dev/null
+# shellcheck source=baseline_build.sh
+. "$HERE/baseline_build.sh"
+build_baseline demo_ab.sh "$REPO" "$BASE" "$WORK" RelWithDebInfo k3host k3_all_plugins
 
 exe_of() { if [ "$1" = base ]; then echo "$BASE_BUILD/bin/k3host"; else echo "$CURRENT"; fi; }
 tree_of() { if [ "$1" = base ]; then echo "$TREE"; else echo "$REPO"; fi; }

@@ -45,18 +45,9 @@ CURRENT="$BUILD/bin/k3bench-kernels"
 [ -x "$CURRENT" ] || { echo "kernel_ab.sh: $CURRENT not found (cmake --build $BUILD --target k3bench-kernels)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "kernel_ab.sh: taskset (util-linux) is needed" >&2; exit 2; }
 
-SHA=$(git -C "$REPO" rev-parse --verify --quiet "$BASE^{commit}") ||
-  { echo "kernel_ab.sh: $BASE is not a commit of $REPO" >&2; exit 2; }
-TREE="$WORK/src-${SHA:0:12}"
-BASE_BUILD="$WORK/build-${SHA:0:12}"
-mkdir -p "$WORK"
-if [ ! -d "$TREE" ]; then
-  echo "# baseline worktree $TREE ($SHA)"
-  git -C "$REPO" worktree add --detach "$TREE" "$SHA" >/dev/null
-fi
-echo "# building the baseline's k3bench-kernels and plugins in $BASE_BUILD"
-cmake -S "$TREE" -B "$BASE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BASE_BUILD" --target k3bench-kernels k3_all_plugins -- -j2 >/dev/null
+# shellcheck source=baseline_build.sh
+. "$HERE/baseline_build.sh"
+build_baseline kernel_ab.sh "$REPO" "$BASE" "$WORK" RelWithDebInfo k3bench-kernels k3_all_plugins
 
 LOG="$WORK/runs.tsv"
 : >"$LOG"
