@@ -98,7 +98,7 @@ inline sdk::Status open_local(const std::string& path, int extra_flags, UniqueFd
 }
 
 /// The regular files (symbolic links followed) directly inside the folder `path`.
-inline sdk::Status list_local(const std::string& path, std::vector<std::string>& names) {
+inline sdk::Status list_local_folder(const std::string& path, std::vector<std::string>& names) {
   names.clear();
   if (path.empty()) return sdk::Status::error(sdk::StatusCode::invalid_argument, "storage: empty path");
   const std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
@@ -120,6 +120,16 @@ inline sdk::Status list_local(const std::string& path, std::vector<std::string>&
   }
   if (errno != 0) return sdk::Status::error(sdk::StatusCode::io_error, path + ": cannot list the folder: " + errno_text(errno));
   return sdk::Status::success();
+}
+
+/// StorageBackend::list of every local backend: list_local_folder, with an allocation
+/// failure reported as a status (list is noexcept across the plugin boundary).
+inline sdk::Status list_local(std::string_view uri, std::vector<std::string>& names) noexcept {
+  try {
+    return list_local_folder(std::string(uri), names);
+  } catch (const std::exception& e) {
+    return sdk::Status::error(sdk::StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+  }
 }
 
 }  // namespace k3::storage::local

@@ -127,11 +127,7 @@ class DirectBackend final : public k3::sdk::StorageBackend {
       : host_(host), options_(options), pool_(std::make_shared<local::ReaderPool>(options.threads)) {}
 
   Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    try {
-      return k3::storage::local::list_local(std::string(uri), names);
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
+    return k3::storage::local::list_local(uri, names);
   }
 
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {

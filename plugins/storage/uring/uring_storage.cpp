@@ -278,11 +278,7 @@ class UringBackend final : public k3::sdk::StorageBackend {
       : host_(host), direct_(direct), rings_(std::move(rings)) {}
 
   Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    try {
-      return k3::storage::local::list_local(std::string(uri), names);
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
+    return k3::storage::local::list_local(uri, names);
   }
 
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
