@@ -63,6 +63,21 @@ k3_cli_config_test("an out-of-range value is exit 2 with file:line:col" 2
 k3_cli_config_test("an extends cycle is exit 2 naming the files" 2
   ARGS --config configs/test/bad-cycle-a.yaml --print-config
   STDERR "extends: cycle: configs/test/bad-cycle-a.yaml -> configs/test/bad-cycle-b.yaml -> configs/test/bad-cycle-a.yaml")
+k3_cli_config_test("a --set inside a value an earlier --set gave is exit 2 naming both" 2
+  ARGS --config presets/laptop.yaml --set storage.params.inner=uring --set storage.params.inner.queue_depth=8
+       --print-config
+  STDERR "--set storage.params.inner.queue_depth=8: storage.params.inner.queue_depth: goes inside storage.params.inner, which is 'uring' \\(from --set storage.params.inner=uring\\), not a map")
+k3_cli_config_test("a --set value over a map an earlier --set built is exit 2 naming both" 2
+  ARGS --config presets/laptop.yaml --set storage.params.inner.queue_depth=8 --set storage.params.inner=uring
+       --print-config
+  STDERR "--set storage.params.inner=uring: storage.params.inner: would replace the map that --set storage.params.inner.queue_depth=8 built")
+k3_cli_config_test("--set into a value a file gave is exit 2 naming the file" 2
+  ARGS --config presets/laptop.yaml --set tokenizer.params.pattern.name=x --print-config
+  STDERR "tokenizer.params.pattern.name: goes inside tokenizer.params.pattern, which is 'kimi' \\(from configs/default.yaml:[0-9]+:[0-9]+\\)")
+k3_cli_config_test("--set keys under one map compose" 0
+  ARGS --config presets/laptop.yaml --set storage.plugin=faulty --set storage.params.inner=uring
+       --set storage.params.seed=3 --print-config
+  STDOUT "inner: uring  # --set storage.params.inner=uring.*seed: 3  # --set storage.params.seed=3")
 k3_cli_config_test("an unknown --set key is exit 2 naming the --set" 2
   ARGS --config presets/laptop.yaml --set memory.trunkgb=2 --print-config
   STDERR "--set memory.trunkgb=2: memory.trunkgb: unknown key")

@@ -70,6 +70,37 @@ class ChainLoader {
   std::vector<std::string> files_;
 };
 
+bool from_set(const Origin& o) { return o.file.empty() && o.label.starts_with("--set "); }
+
+/// The rule that makes --set compose (docs/pipelines.md, "--set"): a later --set replaces
+/// a value or merges into a map, key by key; it never goes inside a value (a.b=x, then
+/// a.b.c=y) and never replaces a map that an earlier --set built with a value (a.b.c=y,
+/// then a.b=x): either would silently drop what the other said, so both are refused,
+/// naming the two places.
+void check_composes(const ConfigNode& root, const std::string& key, const ConfigNode& value, const Origin& where) {
+  const ConfigNode* node = &root;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', begin);
+    const std::string part = key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    const ConfigNode* next = node->is_map() ? node->find(part) : nullptr;
+    if (next == nullptr) return;  // new from here on
+    const std::string prefix = key.substr(0, dot);
+    if (dot == std::string::npos) {
+      if (next->is_map() && !value.is_map() && !next->entries.empty() && from_set(next->origin))
+        fail(where, key, "would replace the map that " + next->origin.str() +
+                             " built with a value; give the whole map in one --set, or drop one of them");
+      return;
+    }
+    if (!next->is_map() && !next->is_null())
+      fail(where, key, "goes inside " + prefix + ", which is " + config::describe(*next) + " (from " +
+                           next->origin.str() + "), not a map; set " + prefix + " as a map instead, e.g. --set '" +
+                           prefix + "={" + key.substr(dot + 1) + ": ...}'");
+    node = next;
+    begin = dot + 1;
+  }
+}
+
 /// `--set a.b=c`: the value parsed as YAML, merged over the tree like one more file.
 void apply_override(ConfigNode& root, const std::string& text, const fs::path& cwd) {
   Origin where;
@@ -88,6 +119,7 @@ void apply_override(ConfigNode& root, const std::string& text, const fs::path& c
   }
 
   ConfigNode value = config::parse_override_value(text.substr(eq + 1), where);
+  check_composes(root, key, value, where);
   // Wrap the value in one map per key part, innermost first: a.b=c -> {a: {b: c}}.
   std::size_t end = key.size();
   while (true) {
