@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "io/safetensors.hpp"
 #include "synth/make_model_parts.hpp"
 #include "util/atomic_file.hpp"
+#include "util/temp_dir.hpp"
 
 namespace k3 {
 namespace {
@@ -33,29 +35,15 @@ std::string human_bytes(std::uint64_t b) {
   return buf;
 }
 
-// The temporary directory; removed with everything in it unless committed.
-class TempDir {
- public:
-  TempDir(const fs::path& parent, const std::string& stem) {
-    std::string templ = (parent / ("." + stem + ".tmp-XXXXXX")).string();
-    if (!::mkdtemp(templ.data()))
-      throw RuntimeError(parent.string() + ": cannot create a temporary directory: " + std::strerror(errno));
-    path_ = templ;
-  }
-  ~TempDir() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  void release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
+/// True when `dir` holds a checkpoint that make-model wrote (its config.json says so), the
+/// only kind of folder --force may replace.
+bool written_by_make_model(const fs::path& dir) {
+  std::ifstream in(dir / "config.json", std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find("\"k3host_synthetic\"") != std::string::npos;
+}
 
 struct ShardPlan {
   std::vector<std::uint64_t> groups;      ///< groups per shard, in write order
@@ -196,6 +184,9 @@ fs::path checked_target(const MakeModelOptions& o) {
     if (!fs::is_directory(out, ec)) throw UsageError(out.string() + ": exists and is not a directory");
     if (!fs::is_empty(out, ec) && !o.force)
       throw UsageError(out.string() + ": exists and is not empty (use --force to replace it)");
+    if (!fs::is_empty(out, ec) && !written_by_make_model(out))
+      throw UsageError(out.string() + ": not a checkpoint make-model wrote (no k3host_synthetic in its config.json); "
+                       "--force replaces only those");
   }
   return out;
 }
@@ -233,7 +224,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   std::vector<std::string> shard_names;
   for (std::size_t i = 0; i < plan.groups.size(); ++i) shard_names.push_back(shard_name(i, plan.groups.size()));
 
-  TempDir tmp(parent, out.filename().string());
+  TempDir tmp(out);
   // Progress counts tensor data only (the headers are a rounding error next to it).
   std::uint64_t total = 0;
   for (auto b : plan.data_bytes) total += b;
@@ -261,27 +252,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   write_file_atomically(tmp.path() / "config.json", detail::make_config_json(geometry, res.seed, options.headers_only));
   write_file_atomically(tmp.path() / "tiktoken.model", make_tiktoken_ranks(geometry.writer.tokenizer_ranks));
   write_file_atomically(tmp.path() / "tokenizer_config.json", detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
-  // mkdtemp made the directory 0700; a model directory is readable by all, like its files.
-  // (Not 0777 & ~umask: reading the umask means setting it, which races with other threads.)
-  if (::chmod(tmp.path().c_str(), 0755) != 0)
-    throw RuntimeError(tmp.path().string() + ": cannot set permissions: " + std::strerror(errno));
-  sync_directory(tmp.path());
-
-  // Commit: move an old target aside (force), rename the new one in, then drop the old one.
-  std::optional<TempDir> old;
-  if (fs::exists(out, ec)) {
-    if (fs::is_empty(out, ec)) {
-      fs::remove(out, ec);
-    } else {
-      old.emplace(parent, out.filename().string() + ".old");
-      if (::rename(out.c_str(), (old->path() / "model").c_str()) != 0)
-        throw RuntimeError(out.string() + ": cannot move the existing directory aside: " + std::strerror(errno));
-    }
-  }
-  if (::rename(tmp.path().c_str(), out.c_str()) != 0)
-    throw RuntimeError(out.string() + ": cannot rename the finished model into place: " + std::strerror(errno));
-  tmp.release();
-  sync_directory(parent);
+  tmp.commit(written_by_make_model);
   res.dir = out;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

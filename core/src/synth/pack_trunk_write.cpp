@@ -25,6 +25,7 @@
 #include "io/pack_trunk_format.hpp"
 #include "model/tensor_table.hpp"
 #include "util/atomic_file.hpp"
+#include "util/temp_dir.hpp"
 
 namespace k3 {
 namespace {
@@ -86,16 +87,35 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   return runs;
 }
 
-/// Removes the temporary folder unless the pack succeeded.
-struct TempFolder {
-  fs::path path;
-  bool keep = false;
-  ~TempFolder() {
-    if (keep) return;
-    std::error_code ec;
-    fs::remove_all(path, ec);
+/// True when `dir` holds only what pack-trunk writes: the one kind of folder --force may
+/// replace (so a mistyped OUT never deletes a checkpoint or a folder of other files).
+bool written_by_pack_trunk(const fs::path& dir) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != "trunk.bin" && name != "trunk.json") return false;
+    any = true;
   }
-};
+  return !ec && any;
+}
+
+/// OUT must not be the checkpoint, inside it, or a folder that holds it.
+void refuse_overlap(const fs::path& model, const fs::path& out) {
+  std::error_code ec;
+  const fs::path m = fs::weakly_canonical(model, ec);
+  const fs::path o = fs::weakly_canonical(out, ec);
+  auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto i = inner.begin();
+    for (auto it = outer.begin(); it != outer.end(); ++it, ++i)
+      if (i == inner.end() || *i != *it) return false;
+    return true;
+  };
+  if (within(o, m))
+    throw UsageError(out.string() + ": is the checkpoint folder or inside it; write the packed trunk elsewhere");
+  if (within(m, o))
+    throw UsageError(out.string() + ": holds the checkpoint " + model.string() + "; write the packed trunk elsewhere");
+}
 
 nlohmann::json run_json(const PackedRun& run) {
   nlohmann::json tensors = nlohmann::json::array();
@@ -121,8 +141,12 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   const ModelConfig config = read_model_config(*storage, options.model.string());
   const CheckpointIndex index = CheckpointIndex::open(*storage, options.model.string());
   const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
+  refuse_overlap(options.model, out);
   if (fs::exists(out) && !options.force)
     throw UsageError(out.string() + ": already exists (use --force to replace it)");
+  if (fs::exists(out) && !(fs::is_directory(out) && (fs::is_empty(out) || written_by_pack_trunk(out))))
+    throw UsageError(out.string() + ": not a folder pack-trunk wrote (only trunk.bin and trunk.json); --force "
+                     "replaces only those");
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
 
   std::vector<PlannedRun> runs = plan_runs(index, config);
@@ -135,10 +159,8 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   }
   result.runs = runs.size();
 
-  TempFolder temp{out.parent_path() / (out.filename().string() + ".tmp." + std::to_string(::getpid()))};
-  fs::remove_all(temp.path);
-  fs::create_directories(temp.path);
-  const fs::path bin = temp.path / "trunk.bin";
+  TempDir temp(out);
+  const fs::path bin = temp.path() / "trunk.bin";
 
   std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards;
   auto shard = [&](std::uint32_t file) -> sdk::StorageFile& {
@@ -219,19 +241,9 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
                                    {"n_layers", config.num_hidden_layers},
                                    {"layers", std::move(layers)},
                                    {"globals", std::move(globals)}};
-  write_file_atomically(temp.path / "trunk.json", manifest.dump(1) + "\n");
+  write_file_atomically(temp.path() / "trunk.json", manifest.dump(1) + "\n");
 
-  // Install: move an old OUT aside (force), rename the finished folder into place.
-  if (fs::exists(out)) {
-    const fs::path old = out.parent_path() / (out.filename().string() + ".old." + std::to_string(::getpid()));
-    fs::rename(out, old);
-    fs::rename(temp.path, out);
-    std::error_code ec;
-    fs::remove_all(old, ec);
-  } else {
-    fs::rename(temp.path, out);
-  }
-  temp.keep = true;
+  temp.commit(written_by_pack_trunk);
   result.dir = out;
   return result;
 }

@@ -1,6 +1,8 @@
 // make-model on the tiny geometries: every tensor of the spec with its dtype and shape, the
 // config round trip, the tokenizer files, MXFP4 magnitudes, determinism and atomicity.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -259,21 +261,21 @@ TEST_CASE("make-model is deterministic: same seed same bytes, other seed other w
 
 TEST_CASE("make-model refuses to overwrite a non-empty directory unless forced", "[make_model][atomic]") {
   const fs::path dir = fresh_dir("overwrite") / "model";
-  fs::create_directories(dir);
-  k3::test::write_file(dir / "precious.txt", "keep me");
   MakeModelOptions o;
   o.out = dir;
   const auto g = load_geometry(geometry_file("tiny").string());
+  make_model(g, o);
+  k3::test::write_file(dir / "extra.txt", "written into the checkpoint");
   try {
     make_model(g, o);
     FAIL("expected a refusal");
   } catch (const UsageError& e) {
     CHECK_THAT(e.what(), Catch::Contains("not empty") && Catch::Contains("--force"));
   }
-  CHECK(read_file(dir / "precious.txt") == "keep me");
-  o.force = true;
+  CHECK(read_file(dir / "extra.txt") == "written into the checkpoint");
+  o.force = true;  // a checkpoint make-model wrote may be replaced
   make_model(g, o);
-  CHECK_FALSE(fs::exists(dir / "precious.txt"));
+  CHECK_FALSE(fs::exists(dir / "extra.txt"));
   CHECK(fs::exists(dir / "config.json"));
   // An empty existing directory is simply used.
   const fs::path empty = fresh_dir("empty-target") / "model";
@@ -288,6 +290,45 @@ TEST_CASE("make-model refuses to overwrite a non-empty directory unless forced",
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(p)) ++entries;
     CHECK(entries == 1);
   }
+}
+
+TEST_CASE("make-model --force never replaces a folder it did not write", "[make_model][atomic]") {
+  const fs::path dir = fresh_dir("foreign") / "data";
+  fs::create_directories(dir);
+  k3::test::write_file(dir / "precious.txt", "keep me");
+  MakeModelOptions o;
+  o.out = dir;
+  o.force = true;
+  try {
+    make_model(load_geometry(geometry_file("tiny").string()), o);
+    FAIL("expected a refusal");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("not a checkpoint make-model wrote"));
+  }
+  CHECK(read_file(dir / "precious.txt") == "keep me");
+}
+
+TEST_CASE("a temporary folder left by a killed writer is removed by the next write", "[make_model][atomic]") {
+  const fs::path parent = fresh_dir("stale");
+  // A pid that is certainly gone: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const fs::path stale = parent / (".model.k3tmp." + std::to_string(child) + ".AbCdEf");
+  const fs::path live = parent / (".model.k3tmp." + std::to_string(::getpid()) + ".AbCdEf");  // a writer still running
+  const fs::path other = parent / (".other.k3tmp." + std::to_string(child) + ".AbCdEf");    // another target's
+  for (const auto& p : {stale, live, other}) {
+    fs::create_directories(p);
+    k3::test::write_file(p / "model-00001-of-00002.safetensors", "half");
+  }
+  MakeModelOptions o;
+  o.out = parent / "model";
+  make_model(load_geometry(geometry_file("tiny").string()), o);
+  CHECK_FALSE(fs::exists(stale));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(other));
 }
 
 TEST_CASE("make-model that fails mid-write leaves no directory behind", "[make_model][atomic]") {

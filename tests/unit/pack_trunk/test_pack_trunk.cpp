@@ -163,14 +163,13 @@ TEST_CASE("pack-trunk: a fingerprint mismatch is refused", "[pack_trunk]") {
 
 TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced with it", "[pack_trunk]") {
   const fs::path out = k3::test::scratch_dir() / "trunk-exists";
-  fs::create_directories(out);
-  std::ofstream(out / "keep.txt") << "old";
+  fs::remove_all(out);
   k3::PackTrunkOptions o;
   o.model = k3::test::test_model("tiny");
   o.out = out;
+  k3::pack_trunk(o);
   CHECK_THROWS_AS(k3::pack_trunk(o), k3::UsageError);
   CHECK_THROWS_WITH(k3::pack_trunk(o), Catch::Contains("--force"));
-  CHECK(fs::exists(out / "keep.txt"));
   o.force = true;
   std::vector<std::string> phases;
   o.progress = [&](std::string_view phase, std::uint64_t, std::uint64_t) {
@@ -178,12 +177,51 @@ TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced w
   };
   const auto r = k3::pack_trunk(o);
   CHECK(phases == std::vector<std::string>{"copy", "verify"});
-  CHECK_FALSE(fs::exists(out / "keep.txt"));
   CHECK(fs::exists(out / "trunk.json"));
   CHECK(fs::file_size(out / "trunk.bin") == r.bin_bytes);
   CHECK_NOTHROW(k3::PackedTrunk::open(k3::test::local_storage(), out.string(), tiny_fingerprint()));
   for (const auto& entry : fs::directory_iterator(out.parent_path()))
     CHECK(entry.path().filename().string().find("trunk-exists.") == std::string::npos);  // no .tmp/.old left
+}
+
+TEST_CASE("pack-trunk --force replaces only a folder pack-trunk wrote", "[pack_trunk]") {
+  const fs::path out = k3::test::scratch_dir() / "trunk-foreign";
+  fs::create_directories(out);
+  std::ofstream(out / "keep.txt") << "old";
+  k3::PackTrunkOptions o;
+  o.model = k3::test::test_model("tiny");
+  o.out = out;
+  o.force = true;
+  CHECK_THROWS_WITH(k3::pack_trunk(o), Catch::Contains("not a folder pack-trunk wrote"));
+  CHECK(fs::exists(out / "keep.txt"));
+}
+
+TEST_CASE("pack-trunk refuses an OUT that is the checkpoint, inside it or holds it", "[pack_trunk]") {
+  // A copy of tiny, so that a failure of this test cannot damage the shared test model.
+  const fs::path parent = k3::test::scratch_dir() / "overlap";
+  fs::remove_all(parent);
+  const fs::path model = parent / "model";
+  fs::create_directories(parent);
+  fs::copy(k3::test::test_model("tiny"), model, fs::copy_options::recursive);
+  std::ofstream(parent / "notes.txt") << "a file beside the checkpoint";
+  std::set<std::string> before;
+  for (const auto& e : fs::recursive_directory_iterator(parent)) before.insert(e.path().string());
+  k3::PackTrunkOptions o;
+  o.model = model;
+  o.force = true;
+  for (const auto& [out, says] : std::vector<std::pair<fs::path, std::string>>{
+           {model, "is the checkpoint folder or inside it"},
+           {model / ".", "is the checkpoint folder or inside it"},
+           {model / "packed", "is the checkpoint folder or inside it"},
+           {parent, "holds the checkpoint"},
+           {model / ".." / "..", "holds the checkpoint"}}) {
+    o.out = out;
+    CAPTURE(out);
+    CHECK_THROWS_WITH(k3::pack_trunk(o), Catch::Contains(says));
+  }
+  std::set<std::string> after;
+  for (const auto& e : fs::recursive_directory_iterator(parent)) after.insert(e.path().string());
+  CHECK(after == before);
 }
 
 TEST_CASE("pack-trunk: a missing model is a usage error", "[pack_trunk]") {
