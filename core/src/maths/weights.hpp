@@ -17,7 +17,8 @@ namespace k3::model {
 
 /// An fp32 vector (norm weights, AttnRes vectors, convolution kernels, biases): it points at
 /// F32 bytes where they were loaded, or holds the exact fp32 widening of BF16 bytes (done
-/// once when the layer is bound, never per token). Copies stay valid.
+/// when the layer is bound, never inside the maths), in its own memory or in memory the
+/// loader placed next to the layer's tensors (widen_into). Copies stay valid.
 class F32Vector {
  public:
   void point(const float* p, std::size_t n) {
@@ -29,6 +30,14 @@ class F32Vector {
     own_.resize(n);
     for (std::size_t i = 0; i < n; ++i) own_[i] = bf16_to_f32(p[i]);
     at_ = nullptr;
+    n_ = n;
+  }
+  /// As widen(), into `dst` (n floats the caller owns, which outlive every copy): a
+  /// streamed slot is rebound every token, and owned memory would be allocated each time.
+  void widen_into(const std::uint16_t* p, std::size_t n, float* dst) {
+    own_.clear();
+    for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(p[i]);
+    at_ = dst;
     n_ = n;
   }
   [[nodiscard]] const float* data() const noexcept { return at_ != nullptr ? at_ : own_.data(); }

@@ -1,8 +1,8 @@
 #include "streaming/expert_cache.hpp"
 
 #include <algorithm>
-#include <map>
 #include <string>
+#include <utility>
 
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
@@ -14,6 +14,10 @@ namespace k3::cache {
 
 namespace {
 constexpr std::uint64_t kTensorAlign = 64;
+// Experts are read in disk order in groups of at least this many bytes (read_batch()).
+constexpr std::uint64_t kGroupBytes = 8ull << 20;
+// Job lists kept for reuse, and the reader queue's room: batches rarely overlap.
+constexpr std::size_t kSpareJobLists = 8;
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
@@ -23,14 +27,12 @@ class ExpertCache::Arena final : public sdk::VictimQuery {
  public:
   Arena(ExpertCache& c, Lease& lease, std::vector<Job>& jobs) : c_(c), lease_(lease), jobs_(jobs) {}
   [[nodiscard]] bool evictable(sdk::ExpertKey key) const noexcept override {
-    const auto it = c_.where_.find(key.packed());
-    if (it == c_.where_.end()) return false;
-    const Slot& s = c_.slot_[it->second];
-    return s.state == State::ready && s.leases == 0;
+    const std::uint32_t s = c_.slot_of(key);
+    return s != kNoSlot && c_.slot_[s].state == State::ready && c_.slot_[s].leases == 0;
   }
-  [[nodiscard]] bool resident(sdk::ExpertKey key) const { return c_.where_.contains(key.packed()); }
+  [[nodiscard]] bool resident(sdk::ExpertKey key) const { return c_.slot_of(key) != kNoSlot; }
   void lease(sdk::ExpertKey key) {
-    const std::uint32_t s = c_.where_.at(key.packed());
+    const std::uint32_t s = c_.slot_of(key);
     ++c_.slot_[s].leases;
     lease_.slots_.push_back(s);
   }
@@ -42,16 +44,18 @@ class ExpertCache::Arena final : public sdk::VictimQuery {
     return true;
   }
   void replace(sdk::ExpertKey victim, sdk::ExpertKey key) {
-    const auto it = c_.where_.find(victim.packed());
-    const std::uint32_t s = it->second;
-    c_.where_.erase(it);
+    const std::uint32_t s = c_.slot_of(victim);
+    c_.forget(victim.packed());
     load(s, key);
   }
 
  private:
+  // serve() checked that every requested key is a routed expert, so it has an index.
   void load(std::uint32_t s, sdk::ExpertKey key) {
     c_.slot_[s] = {key.packed(), State::loading, 1};
-    c_.where_[key.packed()] = s;
+    std::size_t at = 0;
+    (void)c_.routed_key(key, at);
+    c_.where_[at] = s;
     lease_.slots_.push_back(s);
     jobs_.push_back({s, key.layer, key.expert});
   }
@@ -89,6 +93,18 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
         tensors_.push_back(&table::require(index, t));
       });
   }
+  // The shards that hold experts are opened now rather than at their first miss, which may
+  // come at any token (opening allocates). A shard that does not open now is tried again at
+  // that read, which then fails and is reported like any failed read.
+  std::vector<bool> holds_experts(index.files().size(), false);
+  for (const TensorInfo* t : tensors_) holds_experts[t->file] = true;
+  for (std::uint32_t f = 0; f < holds_experts.size(); ++f) {
+    if (!holds_experts[f]) continue;
+    try {
+      (void)files_.file(f);
+    } catch (const std::exception&) {
+    }
+  }
   std::uint64_t at = 0;
   for (int k = 0; k < 6; ++k) {
     at = align_up(at, kTensorAlign);
@@ -109,11 +125,32 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   slot_.resize(slot_count_);
   free_.reserve(slot_count_);
   for (std::size_t s = slot_count_; s-- > 0;) free_.push_back(static_cast<std::uint32_t>(s));
-  // read_batch() publishes each group of a batch itself as it lands.
+  where_.assign(moe_layers * NE, kNoSlot);
+  routed_.assign(NE, 0);
+
+  // What one batch needs, reserved now: a batch names at most slot_count_ experts, and a
+  // read group holds at most the experts of kGroupBytes (at least one).
+  const std::size_t most_jobs = slot_count_;
+  std::uint64_t expert_bytes = 0;  // as read_batch() counts them: the tensors' bytes
+  for (std::size_t k = 0; k < 6 && !tensors_.empty(); ++k) expert_bytes += tensors_[k]->nbytes;
+  expert_bytes = std::max<std::uint64_t>(1, expert_bytes);
+  const std::size_t group_experts = std::min<std::size_t>(most_jobs, kGroupBytes / expert_bytes + 1);
+  order_.reserve(most_jobs);
+  errors_.reserve(most_jobs);
+  items_.reserve(6 * group_experts);
+  reads_.reserve(6 * group_experts);
+  // Two lists cover a batch queued while another is being read; more are made if ever needed.
+  spare_jobs_.reserve(kSpareJobLists);
+  for (int k = 0; k < 2; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
+  // read_batch() publishes each group of a batch itself as it lands; the list then goes
+  // back to the pool.
   reader_.start(
-      4, [this](std::vector<Job>& jobs) { read_batch(jobs); },
+      kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs); },
       [this](std::vector<Job>& jobs, std::exception_ptr error) {
         if (error) fail_batch(jobs, std::move(error));
+        if (spare_jobs_.size() == spare_jobs_.capacity()) return;  // pushing would allocate: let it go
+        jobs.clear();
+        spare_jobs_.push_back(std::move(jobs));
       });
 }
 
@@ -132,7 +169,7 @@ void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr er
       Slot& s = slot_[j.slot];
       if (s.state != State::loading) continue;
       s.state = State::failed;
-      where_.erase(s.key);
+      forget(s.key);
       policy_->on_remove(sdk::ExpertKey::unpack(s.key));
       counters_.add_failure("layer " + std::to_string(j.layer) + " expert " + std::to_string(j.expert) + ": " + why);
     }
@@ -147,118 +184,159 @@ const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert,
   return *tensors_[(m * static_cast<std::size_t>(c_.num_experts) + expert) * 6 + static_cast<std::size_t>(k)];
 }
 
+bool ExpertCache::routed_key(sdk::ExpertKey key, std::size_t& index) const noexcept {
+  const auto first = static_cast<std::uint64_t>(c_.first_k_dense_replace);
+  const auto NE = static_cast<std::uint64_t>(c_.num_experts);
+  if (key.layer < first || key.expert >= NE) return false;
+  const std::uint64_t at = (key.layer - first) * NE + key.expert;
+  if (at >= where_.size()) return false;
+  index = static_cast<std::size_t>(at);
+  return true;
+}
+
+std::uint32_t ExpertCache::slot_of(sdk::ExpertKey key) const noexcept {
+  std::size_t at = 0;
+  return routed_key(key, at) ? where_[at] : kNoSlot;
+}
+
+void ExpertCache::forget(std::uint64_t packed) noexcept {
+  std::size_t at = 0;
+  if (routed_key(sdk::ExpertKey::unpack(packed), at)) where_[at] = kNoSlot;
+}
+
 void ExpertCache::follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const {
   const CacheFuture& f = *future_;
-  const std::string head = "cache.future " + f.source + ": this run diverged from the recorded trace at request ";
+  // Called for every serving group: the message is built only when it is thrown.
+  const auto head = [&] { return "cache.future " + f.source + ": this run diverged from the recorded trace at request "; };
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const std::uint64_t seq = seq_ + i;
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), requests[i]};
     if (seq >= f.keys.size())
-      throw UsageError(head + std::to_string(seq) + ": the trace ends after " + std::to_string(f.keys.size()) +
+      throw UsageError(head() + std::to_string(seq) + ": the trace ends after " + std::to_string(f.keys.size()) +
                        " requests (this run computes more tokens; record the trace again with the same pipeline)");
     if (!(f.keys[seq] == key))
-      throw UsageError(head + std::to_string(seq) + ": this run requests " + describe_key(key) + ", the trace " +
+      throw UsageError(head() + std::to_string(seq) + ": this run requests " + describe_key(key) + ", the trace " +
                        describe_key(f.keys[seq]) + " (another prompt, sampling or decode mode?)");
     if ((f.starts_group[seq] != 0) != (i == 0))
-      throw UsageError(head + std::to_string(seq) + ": the trace serves requests in other groups (another "
+      throw UsageError(head() + std::to_string(seq) + ": the trace serves requests in other groups (another "
                        "job.prefill_chunk or decode mode?)");
   }
   const std::uint64_t end = seq_ + requests.size();
   if (end < f.keys.size() && f.starts_group[end] == 0)
-    throw UsageError(head + std::to_string(end) + ": the trace serves requests in other groups (another "
+    throw UsageError(head() + std::to_string(end) + ": the trace serves requests in other groups (another "
                      "job.prefill_chunk or decode mode?)");
 }
 
 void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> requests) {
   const auto lk = reader_.lock();
   if (future_) follow_future(layer, requests);
-  routed_.clear();
+  routed_layer_ = layer;
+  std::fill(routed_.begin(), routed_.end(), 0);
   for (std::uint32_t e : requests) {
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
     policy_->on_access(key, seq_++);
-    ++routed_[key.packed()];
+    if (e < routed_.size()) ++routed_[e];
   }
   counters_.expert_requests += requests.size();
 }
 
-ExpertCache::Lease ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids) {
+void ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
   if (ids.size() > slot_count_)
     throw RuntimeError("expert cache: " + std::to_string(ids.size()) + " experts requested at once, " +
                        std::to_string(slot_count_) + " slots");
-  // The lease outlives the lock: if serving fails, the lock is dropped before the lease
-  // releases its slots (release() takes the lock).
-  Lease lease;
+  for (const std::uint32_t e : ids) {
+    std::size_t at = 0;
+    if (!routed_key({static_cast<std::uint32_t>(layer), e}, at))
+      throw RuntimeError("expert cache: " + describe_key({static_cast<std::uint32_t>(layer), e}) +
+                         " is not a routed expert of this model");
+  }
+  lease.reset();  // keeps its slot list's capacity
   lease.cache_ = this;
-  std::vector<Job> jobs;
+  lease.slots_.reserve(slot_count_);
+  try {
+    serve(layer, ids, lease);
+  } catch (...) {
+    // serve() dropped the lock before this releases the slots (release() takes it).
+    lease.reset();
+    throw;
+  }
+}
+
+void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
   const auto lk = reader_.lock();
+  std::vector<Job> jobs;
+  if (!spare_jobs_.empty()) {
+    jobs = std::move(spare_jobs_.back());
+    spare_jobs_.pop_back();
+  }
   Arena arena(*this, lease, jobs);
   ServeCounts counts;
   const auto uses = [&](std::size_t i) -> std::uint64_t {
-    const auto it = routed_.find(sdk::ExpertKey{static_cast<std::uint32_t>(layer), ids[i]}.packed());
-    return it == routed_.end() ? 1 : it->second;
+    const bool counted = layer == routed_layer_ && ids[i] < routed_.size() && routed_[ids[i]] != 0;
+    return counted ? routed_[ids[i]] : 1;
   };
   serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
               [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
   counters_.expert_hits += counts.hits;
   // serve_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
   // out[i], so the lease lists the slots in the order of `ids`.
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    lease.slots_[i] = where_.at(sdk::ExpertKey{static_cast<std::uint32_t>(layer), ids[i]}.packed());
-  if (!jobs.empty()) reader_.push(std::move(jobs));
-  return lease;
+  for (std::size_t i = 0; i < ids.size(); ++i) lease.slots_[i] = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
+  if (!jobs.empty())
+    reader_.push(std::move(jobs));
+  else if (spare_jobs_.size() < spare_jobs_.capacity())
+    spare_jobs_.push_back(std::move(jobs));
+}
+
+void ExpertCache::append_items(const Job& job, std::size_t j) {
+  for (int k = 0; k < 6; ++k) {
+    const TensorInfo& t = tensor(job.layer, job.expert, k);
+    items_.push_back({j, t.file, {t.offset, t.nbytes, slot_data(job.slot) + offsets_[k], sdk::StatusCode::ok}});
+  }
+}
+
+void ExpertCache::read_items(std::span<Item> items) {
+  // Per shard one batch, in offset order.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return std::pair(a.file, a.req.offset) < std::pair(b.file, b.req.offset);
+  });
+  for (std::size_t begin = 0; begin < items.size();) {
+    const std::uint32_t file = items[begin].file;
+    std::size_t end = begin;
+    reads_.clear();
+    for (; end < items.size() && items[end].file == file; ++end) reads_.push_back(items[end].req);
+    sdk::Status st;
+    try {
+      runtime::ScopedTimer t(counters_.read_ns);
+      st = files_.file(file).read(reads_);
+    } catch (const std::exception& ex) {
+      st = sdk::Status{sdk::StatusCode::io_error, ex.what()};
+      for (auto& r : reads_) r.result = sdk::StatusCode::io_error;
+    }
+    for (std::size_t i = begin; i < end; ++i) {
+      Item& it = items[i];
+      it.req.result = reads_[i - begin].result;
+      if (it.req.result != sdk::StatusCode::ok)
+        errors_[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
+    }
+    begin = end;
+  }
 }
 
 void ExpertCache::read_batch(std::vector<Job>& jobs) {
   // One request per tensor; per shard one batch in offset order.
-  struct Item {
-    std::size_t job;
-    std::uint32_t file;
-    sdk::ReadRequest req;
-  };
-  auto items_of = [&](std::size_t j) {
-    std::vector<Item> out;
-    for (int k = 0; k < 6; ++k) {
-      const TensorInfo& t = tensor(jobs[j].layer, jobs[j].expert, k);
-      out.push_back({j, t.file, {t.offset, t.nbytes, slot_data(jobs[j].slot) + offsets_[k], sdk::StatusCode::ok}});
-    }
-    return out;
-  };
-  std::vector<std::string> error(jobs.size());
-  auto read_items = [&](std::vector<Item>& items) {
-    std::map<std::uint32_t, std::vector<std::size_t>> by_file;
-    for (std::size_t i = 0; i < items.size(); ++i) by_file[items[i].file].push_back(i);
-    for (auto& [file, idx] : by_file) {
-      std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return items[a].req.offset < items[b].req.offset; });
-      std::vector<sdk::ReadRequest> batch;
-      for (std::size_t i : idx) batch.push_back(items[i].req);
-      sdk::Status st;
-      try {
-        runtime::ScopedTimer t(counters_.read_ns);
-        st = files_.file(file).read(batch);
-      } catch (const std::exception& ex) {
-        st = sdk::Status{sdk::StatusCode::io_error, ex.what()};
-        for (auto& r : batch) r.result = sdk::StatusCode::io_error;
-      }
-      for (std::size_t b = 0; b < idx.size(); ++b) {
-        Item& it = items[idx[b]];
-        it.req.result = batch[b].result;
-        if (it.req.result != sdk::StatusCode::ok)
-          error[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
-      }
-    }
-  };
+  errors_.assign(jobs.size(), std::string());
 
   // Experts in disk order, read in groups of at least kGroupBytes. Each group is published
   // as soon as it lands, so the compute thread multiplies the first experts of a layer while
   // the later ones are still being read; a group stays large enough for the backend to keep
   // many requests in flight.
-  constexpr std::uint64_t kGroupBytes = 8ull << 20;
   auto expert_bytes = [&](std::size_t j) {
     std::uint64_t n = 0;
     for (int k = 0; k < 6; ++k) n += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
     return n;
   };
-  std::vector<std::size_t> order(jobs.size());
+  std::vector<std::size_t>& order = order_;
+  order.resize(jobs.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     const TensorInfo &ta = tensor(jobs[a].layer, jobs[a].expert, 0), &tb = tensor(jobs[b].layer, jobs[b].expert, 0);
@@ -267,22 +345,22 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
   for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
     std::uint64_t group_bytes = 0;
-    std::vector<Item> items;
+    items_.clear();
     while (end < order.size() && (end == begin || group_bytes < kGroupBytes)) {
-      auto its = items_of(order[end]);
-      items.insert(items.end(), its.begin(), its.end());
+      append_items(jobs[order[end]], order[end]);
       group_bytes += expert_bytes(order[end]);
       ++end;
     }
-    read_items(items);
+    read_items(items_);
     // Retry the failed experts one by one.
     for (int attempt = 1; attempt < attempts_; ++attempt)
       for (std::size_t g = begin; g < end; ++g) {
         const std::size_t j = order[g];
-        if (error[j].empty()) continue;
-        error[j].clear();
-        auto again = items_of(j);
-        read_items(again);
+        if (errors_[j].empty()) continue;
+        errors_[j].clear();
+        items_.clear();
+        append_items(jobs[j], j);
+        read_items(items_);
       }
 
     std::uint64_t bytes = 0;
@@ -290,16 +368,16 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     for (std::size_t g = begin; g < end; ++g) {
       const std::size_t j = order[g];
       Slot& s = slot_[jobs[j].slot];
-      if (error[j].empty()) {
+      if (errors_[j].empty()) {
         bytes += expert_bytes(j);
         s.state = State::ready;
         continue;
       }
       s.state = State::failed;
-      where_.erase(s.key);
+      forget(s.key);
       policy_->on_remove(sdk::ExpertKey::unpack(s.key));
       counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
-                            ": read failed after " + std::to_string(attempts_) + " attempts: " + error[j]);
+                            ": read failed after " + std::to_string(attempts_) + " attempts: " + errors_[j]);
     }
     counters_.expert_bytes += bytes;
     reader_.notify_all();

@@ -19,12 +19,17 @@
 // Failures: a read that fails is retried (attempts in total); then the expert is recorded
 // in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
 // matrices (zero contribution). The run goes on; the job exits 4.
+//
+// Nothing here allocates per token once the first tokens ran: the residency map and the
+// chunk's request counts are flat arrays over (layer, expert), a lease keeps its slot list
+// from one request to the next, reader batches come from a pool of reserved job lists,
+// the reader's scratch is kept, and messages are built only on failure.
 #pragma once
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <span>
-#include <unordered_map>
+#include <string>
 #include <vector>
 
 #include <k3/cache_policy.hpp>
@@ -53,7 +58,8 @@ class ExpertCache {
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
-  /// Holds the slots of one request() (leased: never evicted) until destroyed. Move-only.
+  /// Holds the slots of one request() (leased: never evicted) until reset or destroyed.
+  /// Move-only. Its slot list is kept across reset(), so reusing a lease allocates nothing.
   class Lease {
    public:
     Lease() = default;
@@ -77,9 +83,10 @@ class ExpertCache {
   /// on_access for every request of the chunk (token-major, top-k order); counts requests.
   /// With a future: UsageError when the requests or their grouping differ from the trace.
   void route(std::size_t layer, std::span<const std::uint32_t> requests);
-  /// Leases the experts `ids` (distinct, at most slots()) of `layer`: hits at once, misses
-  /// read as one batch by the reader thread. Returns immediately.
-  Lease request(std::size_t layer, std::span<const std::uint32_t> ids);
+  /// Leases the experts `ids` (distinct, at most slots()) of MoE layer `layer` into `lease`
+  /// (which first releases what it held): hits at once, misses read as one batch by the
+  /// reader thread. Returns immediately.
+  void request(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease);
 
  private:
   enum class State : std::uint8_t { empty, loading, ready, failed };
@@ -93,14 +100,33 @@ class ExpertCache {
     std::uint32_t layer, expert;
   };
   class Arena;
+  /// A tensor read of read_batch(): job `job`'s tensor, from shard `file`.
+  struct Item {
+    std::size_t job;
+    std::uint32_t file;
+    sdk::ReadRequest req;
+  };
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
 
+  void serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease);
   void read_batch(std::vector<Job>& jobs);
+  /// Reads `items` (sorted here by shard and offset), one batch per shard; a failed read
+  /// records its message in errors_[job].
+  void read_items(std::span<Item> items);
+  void append_items(const Job& job, std::size_t j);
   /// A batch whose reading threw: its experts still loading fail (under the lock).
   void fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept;
   void release(std::span<const std::uint32_t> slots) noexcept;
   void follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const;
   [[nodiscard]] std::byte* slot_data(std::uint32_t s) { return arena_.data() + std::size_t{s} * slot_bytes_; }
   [[nodiscard]] const TensorInfo& tensor(std::uint32_t layer, std::uint32_t expert, int k) const;
+  /// Sets `index` to (layer, expert)'s place in the flat per-expert arrays; false for a key
+  /// outside the routed experts (a policy may name anything).
+  [[nodiscard]] bool routed_key(sdk::ExpertKey key, std::size_t& index) const noexcept;
+  /// The slot holding `key` (loading or ready), or kNoSlot.
+  [[nodiscard]] std::uint32_t slot_of(sdk::ExpertKey key) const noexcept;
+  /// The key (packed) no longer occupies a slot.
+  void forget(std::uint64_t packed) noexcept;
 
   const ModelConfig& c_;
   const CheckpointIndex& index_;
@@ -115,11 +141,18 @@ class ExpertCache {
   AlignedBuffer arena_;
   std::vector<Slot> slot_;
   std::vector<std::uint32_t> free_;
-  std::unordered_map<std::uint64_t, std::uint32_t> where_;  // key → slot (loading or ready)
-  std::unordered_map<std::uint64_t, std::uint64_t> routed_;  // key → requests in this chunk
+  std::vector<std::uint32_t> where_;  // [moe layer][expert] → slot (loading or ready), or kNoSlot
+  std::size_t routed_layer_ = 0;      // the layer route() saw last
+  std::vector<std::uint64_t> routed_;  // [expert] → requests of routed_layer_ in this chunk
+  std::vector<std::vector<Job>> spare_jobs_;  // job lists the reader is done with, capacity kept
   std::uint64_t seq_ = 0;
 
   model::TensorReader files_;  // shard handles, used by the reader thread only
+  // read_batch()'s scratch (the reader thread only), reserved for the largest batch.
+  std::vector<std::size_t> order_;
+  std::vector<Item> items_;
+  std::vector<sdk::ReadRequest> reads_;
+  std::vector<std::string> errors_;
   // Its lock guards everything above that changes (slots, maps, policy calls).
   runtime::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
 };
@@ -130,7 +163,7 @@ class StreamedExperts final : public model::ExpertSource {
   explicit StreamedExperts(ExpertCache& cache) : cache_(cache) {}
   void route(std::size_t layer, std::span<const std::uint32_t> requests) override { cache_.route(layer, requests); }
   [[nodiscard]] std::size_t max_batch() const override { return cache_.slots(); }
-  void request(std::size_t layer, std::span<const std::uint32_t> ids) override { lease_ = cache_.request(layer, ids); }
+  void request(std::size_t layer, std::span<const std::uint32_t> ids) override { cache_.request(layer, ids, lease_); }
   model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
   void release(std::size_t) override { lease_.reset(); }
 

@@ -4,7 +4,7 @@
 // before any pointer is formed.
 #pragma once
 #include <cstdint>
-#include <memory>
+#include <span>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
@@ -28,19 +28,27 @@ class LayerLoader {
   ~LayerLoader();
   LayerLoader(const LayerLoader&) = delete;
   LayerLoader& operator=(const LayerLoader&) = delete;
-  /// Queues layer `li` (dtype and shape checked against the config); returns the bytes it
-  /// needs. `without_dense_ffn`: leave a dense layer's FFN out (a split layer streams it).
+  /// Selects layer `li` for read_and_bind(); returns the bytes its tensors need. The first
+  /// time (per layer and flags) its tensors are checked against the config (dtype, shape)
+  /// and its reads and bindings planned; after that this is a lookup, so refilling a ring
+  /// slot allocates nothing. `without_dense_ffn`: leave a dense layer's FFN out (a split
+  /// layer streams it).
   std::uint64_t queue(std::size_t li, bool with_experts, bool without_dense_ffn = false);
-  /// Reads what queue() listed into `base` (at least that many bytes, 64-byte aligned) and
-  /// binds `out` to it. Throws RuntimeError naming the shard and tensor on a failed read.
-  void read_and_bind(std::byte* base, LayerWeights& out);
+  /// The floats the fp32 copies of the selected layer's BF16 vectors take.
+  [[nodiscard]] std::uint64_t widened_floats() const;
+  /// Reads the layer queue() selected into `base` (at least that many bytes, 64-byte
+  /// aligned) and binds `out` to it. BF16 vectors are widened into `widening` when it holds
+  /// widened_floats() (a ring slot's, reused at every refill), else into memory of their
+  /// own (a layer bound once). Throws RuntimeError naming the shard and tensor on a failed
+  /// read.
+  void read_and_bind(std::byte* base, LayerWeights& out, std::span<float> widening = {});
 
  private:
-  struct Handles;
+  struct Layer;
   const ModelConfig& c_;
   TensorReader& reader_;
   std::size_t layer_ = 0;
-  std::unique_ptr<Handles> hd_;
+  std::vector<Layer> layers_;  // by layer index
 };
 
 /// The global tensors (norms, output AttnRes); the embedding table and lm_head only when

@@ -6,7 +6,8 @@
 // and joins it; jobs still queued are dropped.
 //
 // The queue is a ring sized at start(): pushing allocates only when more jobs are queued at
-// once than that, so the per-token path does not allocate.
+// once than that, so the per-token path does not allocate. work() and publish() are set
+// once, at start(); a job is a plain value moved through the ring, never a new callable.
 #pragma once
 #include <algorithm>
 #include <condition_variable>

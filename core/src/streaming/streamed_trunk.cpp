@@ -77,7 +77,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   // Pinned layers now; every streamed layer is checked (dtype, shape) and sized for a slot.
   model::LayerLoader pin_loader(c, main_reader_);
   pinned_layers_.resize(layers);
-  std::uint64_t slot_bytes = 0;
+  std::uint64_t slot_bytes = 0, slot_floats = 0;
   const std::uint64_t before = main_reader_.bytes_read();
   for (std::size_t li = 0; li < layers; ++li) {
     if (pinned_[li]) {
@@ -86,13 +86,17 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
       pin_loader.read_and_bind(keep_.back().data(), pinned_layers_[li]);
     } else {
       slot_bytes = std::max(slot_bytes, ring_loader_.queue(li, false, split_[li]));
+      slot_floats = std::max(slot_floats, ring_loader_.widened_floats());
       ++n_streamed_;
     }
   }
   counters_.trunk_bytes += main_reader_.bytes_read() - before;
   if (n_streamed_ == 0) return;
   slots_.resize(std::max<std::size_t>(1, std::min(plan.ring_slots, n_streamed_)));
-  for (auto& s : slots_) s.buf = AlignedBuffer(slot_bytes);
+  for (auto& s : slots_) {
+    s.buf = AlignedBuffer(slot_bytes);
+    s.widened.resize(slot_floats);
+  }
   upcoming_.reserve(slots_.size());
   // A slot is queued only when it starts loading, so the queue never holds more than the ring.
   reader_.start(
@@ -115,7 +119,7 @@ void StreamedTrunk::fill(const Fill& job) {
   try {
     ScopedTimer t(counters_.read_ns);
     ring_loader_.queue(layer, false, split_[layer]);
-    ring_loader_.read_and_bind(slot.buf.data(), slot.w);
+    ring_loader_.read_and_bind(slot.buf.data(), slot.w, slot.widened);
     if (split_[layer]) {
       slot.w.dense_w.gate_stream = ffn_[layer][0].get();
       slot.w.dense_w.up_stream = ffn_[layer][1].get();

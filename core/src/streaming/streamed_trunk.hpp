@@ -61,6 +61,7 @@ class StreamedTrunk final : public model::WeightSource {
     std::int64_t layer = -1;
     SlotState state = SlotState::empty;
     bool held = false;
+    std::vector<float> widened;  ///< the fp32 copies of the layer's BF16 vectors (sized once)
     model::LayerWeights w;
     std::exception_ptr error;
   };

@@ -136,44 +136,61 @@ AlignedBuffer TensorReader::read_all() {
   return buf;
 }
 
-void TensorReader::read_into(std::byte* base) {
+void TensorReader::read_into(std::byte* base) { read(plan(), base); }
+
+ReadPlan TensorReader::plan() {
+  ReadPlan out;
+  out.bytes = layout();
+  out.tensors.reserve(wanted_.size());
+  for (const Wanted& w : wanted_) out.tensors.push_back({w.info, w.buffer_offset});
   // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
   // in memory (alignment padding of a packed run) are merged into one request.
   constexpr std::uint64_t kMaxGap = 4096;
   std::map<std::uint32_t, std::vector<std::size_t>> by_file;
   for (std::size_t i = 0; i < wanted_.size(); ++i) by_file[wanted_[i].src_file].push_back(i);
+  std::size_t most = 0;
   for (auto& [fi, handles] : by_file) {
     std::sort(handles.begin(), handles.end(),
               [&](std::size_t a, std::size_t b) { return wanted_[a].src_offset < wanted_[b].src_offset; });
-    std::vector<sdk::ReadRequest> batch;
-    std::vector<std::size_t> first_of;  // per request, the first handle it covers
-    for (std::size_t k = 0; k < handles.size(); ++k) {
-      const Wanted& w = wanted_[handles[k]];
-      if (!batch.empty()) {
-        sdk::ReadRequest& last = batch.back();
-        const std::uint64_t src_end = last.offset + last.length;
-        const std::byte* dst_end = last.dest + last.length;
-        const std::byte* dst = base + w.buffer_offset;
-        if (w.src_offset >= src_end && dst >= dst_end && w.src_offset - src_end <= kMaxGap &&
-            static_cast<std::uint64_t>(dst - dst_end) == w.src_offset - src_end) {
-          last.length = w.src_offset + w.info->nbytes - last.offset;
+    ReadPlan::File& file = out.files.emplace_back();
+    file.index = fi;
+    for (const std::size_t h : handles) {
+      const Wanted& w = wanted_[h];
+      file.bytes += w.info->nbytes;
+      if (!file.requests.empty()) {
+        ReadPlan::Request& last = file.requests.back();
+        const std::uint64_t src_end = last.src_offset + last.length;
+        const std::uint64_t dst_end = last.buffer_offset + last.length;
+        if (w.src_offset >= src_end && w.buffer_offset >= dst_end && w.src_offset - src_end <= kMaxGap &&
+            w.buffer_offset - dst_end == w.src_offset - src_end) {
+          last.length = w.src_offset + w.info->nbytes - last.src_offset;
           continue;
         }
       }
-      batch.push_back({w.src_offset, w.info->nbytes, base + w.buffer_offset, sdk::StatusCode::ok});
-      first_of.push_back(k);
+      file.requests.push_back({w.src_offset, w.info->nbytes, w.buffer_offset, h});
     }
-    const sdk::Status st = read_with_retry(file(fi), batch);
+    most = std::max(most, file.requests.size());
+  }
+  batch_.reserve(most);
+  return out;
+}
+
+void TensorReader::read(const ReadPlan& plan, std::byte* base) {
+  for (const ReadPlan::File& f : plan.files) {
+    batch_.clear();  // keeps the capacity plan() reserved
+    for (const ReadPlan::Request& r : f.requests)
+      batch_.push_back({r.src_offset, r.length, base + r.buffer_offset, sdk::StatusCode::ok});
+    const sdk::Status st = read_with_retry(file(f.index), batch_);
     if (!st.ok()) {
       std::string tensor;
-      for (std::size_t j = 0; j < batch.size(); ++j)
-        if (batch[j].result != sdk::StatusCode::ok) {
-          tensor = wanted_[handles[first_of[j]]].info->name;
+      for (std::size_t j = 0; j < batch_.size(); ++j)
+        if (batch_[j].result != sdk::StatusCode::ok) {
+          tensor = plan.tensors[f.requests[j].tensor].info->name;
           break;
         }
-      throw RuntimeError(file_name(fi) + ": reading tensor '" + tensor + "' failed: " + st.detail);
+      throw RuntimeError(file_name(f.index) + ": reading tensor '" + tensor + "' failed: " + st.detail);
     }
-    for (std::size_t h : handles) bytes_read_ += wanted_[h].info->nbytes;
+    bytes_read_ += f.bytes;
   }
 }
 

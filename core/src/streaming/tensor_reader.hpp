@@ -41,6 +41,33 @@ struct TensorSource {
   std::string file_name;  ///< for messages
 };
 
+/// A queue laid out and grouped into read batches once (TensorReader::plan()), so that
+/// reading the same tensors again (a ring slot refilled every token) builds nothing and
+/// allocates nothing.
+struct ReadPlan {
+  struct Tensor {
+    const TensorInfo* info = nullptr;
+    std::uint64_t buffer_offset = 0;  ///< from the memory the plan is read into
+  };
+  /// One read: neighbouring tensors merged when their gap is the same in file and memory.
+  struct Request {
+    std::uint64_t src_offset = 0, length = 0, buffer_offset = 0;
+    std::size_t tensor = 0;  ///< the first tensor it covers, for messages
+  };
+  struct File {
+    std::uint32_t index = 0;  ///< shard index, or files().size() for trunk.bin
+    std::vector<Request> requests;  ///< in file-offset order
+    std::uint64_t bytes = 0;        ///< the tensor bytes it reads (bytes_read())
+  };
+  std::vector<Tensor> tensors;  ///< in queue order: a handle indexes it
+  std::vector<File> files;      ///< ascending file index
+  std::uint64_t bytes = 0;      ///< the memory the tensors need (64-byte aligned each)
+
+  [[nodiscard]] const std::byte* data(const std::byte* base, std::size_t handle) const {
+    return base + tensors[handle].buffer_offset;
+  }
+};
+
 class TensorReader {
  public:
   /// `packed` (optional, outlives the reader): read the tensors it holds from trunk.bin.
@@ -61,6 +88,12 @@ class TensorReader {
   /// Reads the queued tensors into `base` (at least layout() bytes), one batch per shard in
   /// offset order. Throws like read_all().
   void read_into(std::byte* base);
+  /// Lays the queue out (layout()) and groups it into read batches, to read it with read()
+  /// as often as wanted. Reserves what read() needs, so reading the plan never allocates.
+  ReadPlan plan();
+  /// Reads `plan` into `base` (at least plan.bytes), one batch per file in offset order.
+  /// Throws RuntimeError naming the file and tensor on a failed read.
+  void read(const ReadPlan& plan, std::byte* base);
   /// Pointer to a tensor in the buffer returned by the last read_all().
   [[nodiscard]] const std::byte* data(const AlignedBuffer& buf, std::size_t handle) const;
   /// Pointer to a tensor in memory laid out by layout() at `base`.
@@ -96,6 +129,7 @@ class TensorReader {
   const PackedLocations* packed_ = nullptr;
   std::vector<std::unique_ptr<sdk::StorageFile>> files_;
   std::vector<Wanted> wanted_;
+  std::vector<sdk::ReadRequest> batch_;  // read()'s requests, reserved by plan()
   std::uint64_t bytes_read_ = 0;
 };
 

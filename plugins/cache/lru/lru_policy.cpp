@@ -8,30 +8,36 @@
 // is leased. on_access of a key that is not resident changes nothing (its on_insert
 // follows); on_remove of an unknown key is ignored.
 //
-// Cost: a hash map from the packed key to its entry, and a doubly linked list threaded
-// through the entries (intrusive: no second allocation). Every event is O(1);
-// choose_victim is O(1 + number of leased keys it skips).
+// Cost: the nodes live in a slab and the recency order is a doubly linked list threaded
+// through them (common/key_list.hpp); a flat hash index finds a key's node
+// (common/key_index.hpp). Both are sized by reset() for the capacity, so no event allocates
+// while the host keeps at most that many keys resident (the host calls the policy on every
+// expert request of every token). Every event is O(1); choose_victim is O(1 + number of
+// leased keys it skips).
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <k3/plugin.hpp>
+
+#include "key_index.hpp"
+#include "key_list.hpp"
 
 namespace {
 
 using k3::sdk::ExpertKey;
 using k3::sdk::Status;
 using k3::sdk::StatusCode;
+using k3cache::kNil;
 
 class LruPolicy final : public k3::sdk::CachePolicy {
  public:
   Status reset(std::uint64_t capacity_slots) noexcept override {
     if (capacity_slots == 0) return Status::error(StatusCode::invalid_argument, "lru: capacity must be > 0 slots");
     try {
-      entries_.clear();
-      oldest_ = newest_ = nullptr;
-      entries_.reserve(static_cast<std::size_t>(capacity_slots));
+      order_.clear();
+      slab_.reset(static_cast<std::size_t>(capacity_slots));
+      index_.reset(static_cast<std::size_t>(capacity_slots));
       return Status::success();
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, std::string("lru: reset: ") + e.what());
@@ -39,37 +45,49 @@ class LruPolicy final : public k3::sdk::CachePolicy {
   }
 
   void on_access(ExpertKey key, std::uint64_t /*seq*/) noexcept override {
-    const auto it = entries_.find(key.packed());
-    if (it != entries_.end()) make_newest(it->second);
+    const std::uint32_t n = index_.find(key.packed());
+    if (n != kNil) make_newest(n);
   }
 
   void on_insert(ExpertKey key) noexcept override {
+    const std::uint32_t found = index_.find(key.packed());
+    if (found != kNil) {
+      make_newest(found);
+      return;
+    }
     try {
-      auto [it, inserted] = entries_.try_emplace(key.packed());
-      Entry& e = it->second;
-      if (inserted) {
-        e.key = key;
-        link_newest(e);
-      } else {
-        make_newest(e);
+      // Beyond the capacity reset() was given, the slab and the index grow (and allocate).
+      const std::uint32_t n = slab_.alloc(Node{key});
+      try {
+        index_.insert(key.packed(), n);
+      } catch (...) {
+        slab_.release(n);
+        throw;
       }
+      order_.push_head(slab_, n);
     } catch (...) {
-      // Out of memory while growing the map: the key stays untracked, so it is never
-      // offered as a victim (safe), and the host's slot accounting is unaffected.
+      // Out of memory while growing: the key stays untracked, so it is never offered as a
+      // victim (safe), and the host's slot accounting is unaffected.
     }
   }
 
   void on_remove(ExpertKey key) noexcept override {
-    const auto it = entries_.find(key.packed());
-    if (it == entries_.end()) return;
-    unlink(it->second);
-    entries_.erase(it);
+    const std::uint32_t n = index_.find(key.packed());
+    if (n == kNil) return;
+    order_.unlink(slab_, n);
+    index_.erase(key.packed());
+    try {
+      slab_.release(n);
+    } catch (...) {
+      // Out of memory while recording the free node: it is simply not reused.
+    }
   }
 
   Status choose_victim(ExpertKey /*incoming*/, const k3::sdk::VictimQuery& query, ExpertKey& victim) noexcept override {
-    for (const Entry* e = oldest_; e != nullptr; e = e->newer) {
-      if (query.evictable(e->key)) {
-        victim = e->key;
+    // From the least recent end (the list's tail) toward the newest.
+    for (std::uint32_t n = order_.tail(); n != kNil; n = slab_[n].prev) {
+      if (query.evictable(slab_[n].key)) {
+        victim = slab_[n].key;
         return Status::success();
       }
     }
@@ -83,37 +101,21 @@ class LruPolicy final : public k3::sdk::CachePolicy {
   }
 
  private:
-  struct Entry {
+  struct Node {
     ExpertKey key;
-    Entry* older = nullptr;
-    Entry* newer = nullptr;
+    std::uint32_t prev = kNil;  ///< toward the newest
+    std::uint32_t next = kNil;  ///< toward the oldest
   };
 
-  void link_newest(Entry& e) noexcept {
-    e.older = newest_;
-    e.newer = nullptr;
-    if (newest_ != nullptr) newest_->newer = &e;
-    newest_ = &e;
-    if (oldest_ == nullptr) oldest_ = &e;
+  void make_newest(std::uint32_t n) noexcept {
+    if (n == order_.head()) return;
+    order_.unlink(slab_, n);
+    order_.push_head(slab_, n);
   }
 
-  void unlink(Entry& e) noexcept {
-    (e.older != nullptr ? e.older->newer : oldest_) = e.newer;
-    (e.newer != nullptr ? e.newer->older : newest_) = e.older;
-    e.older = e.newer = nullptr;
-  }
-
-  void make_newest(Entry& e) noexcept {
-    if (&e == newest_) return;
-    unlink(e);
-    link_newest(e);
-  }
-
-  // Entries live in the map's nodes, whose addresses never change (rehashing moves no
-  // node), so the list can point at them directly.
-  std::unordered_map<std::uint64_t, Entry> entries_;
-  Entry* oldest_ = nullptr;  // next victim candidate
-  Entry* newest_ = nullptr;
+  k3cache::NodeSlab<Node> slab_;
+  k3cache::KeyList<Node> order_;  // head = most recent, tail = next victim candidate
+  k3cache::KeyIndex index_;       // packed key → node
 };
 
 }  // namespace
