@@ -51,6 +51,21 @@ k3_cli_config_test("list-presets prints every preset from the files, smallest fi
 k3_cli_config_test("print-schema prints the key reference" 0
   ARGS --print-schema
   STDOUT "`memory.trunk_gb` \\| GB or fit \\|")
+k3_cli_config_test("a YAML alias inside itself is exit 2, not a stack overflow" 2
+  ARGS --config configs/test/bad-alias-loop.yaml --print-config
+  STDERR "bad-alias-loop.yaml:2:[0-9]+: an alias that contains itself")
+k3_cli_config_test("a one-character file that yaml-cpp reads as endless documents is exit 2" 2
+  ARGS --config configs/test/bad-comma.yaml --print-config
+  STDERR "bad-comma.yaml:[0-9]+:[0-9]+: a pipeline file holds one YAML document, found a second")
+k3_cli_config_test("a second YAML document is exit 2 at its line" 2
+  ARGS --config configs/test/bad-two-documents.yaml --print-config
+  STDERR "bad-two-documents.yaml:3:1: a pipeline file holds one YAML document, found a second")
+k3_cli_config_test("nesting deeper than 64 levels is exit 2" 2
+  ARGS --config configs/test/bad-deep.yaml --print-config
+  STDERR "bad-deep.yaml:2:[0-9]+: nested more than 64 levels deep")
+k3_cli_config_test("a device as the pipeline is exit 2, never an endless read" 2
+  ARGS --config /dev/zero --print-config
+  STDERR "pipeline file '/dev/zero' is not a regular file")
 k3_cli_config_test("a YAML syntax error is exit 2 with file:line:col" 2
   ARGS --config configs/test/bad-syntax.yaml --print-config
   STDERR "k3host: error: configs/test/bad-syntax.yaml:[0-9]+:[0-9]+: YAML syntax error: ")

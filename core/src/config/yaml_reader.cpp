@@ -2,7 +2,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <k3/error.hpp>
@@ -16,11 +18,16 @@ namespace {
 // A pipeline is a few dozen values. YAML aliases can make a small file expand to an
 // enormous tree ("billion laughs"); refuse anything far beyond a real pipeline instead.
 constexpr std::size_t kMaxNodes = 100000;
+// A real pipeline nests four levels; the bound keeps the recursion far from the stack's end.
+constexpr std::size_t kMaxDepth = 64;
+// A real pipeline is a few KiB; reading stops here (a symlink to /dev/zero never ends).
+constexpr std::size_t kMaxFileBytes = 1 << 20;
 
 struct FileContext {
   std::string display;
   fs::path dir;  // absolute folder of the file
   std::size_t* nodes;  // values converted so far
+  std::vector<YAML::Node>* open;  // the maps and lists being converted, outermost first
 };
 
 Origin origin_at(const FileContext& ctx, const YAML::Mark& mark) {
@@ -41,6 +48,21 @@ ConfigNode convert(const YAML::Node& node, const FileContext& ctx, const Origin&
   if (++*ctx.nodes > kMaxNodes)
     fail_at(origin_at(ctx, node.Mark()), "more than " + std::to_string(kMaxNodes) +
                                              " values (aliases expanding without end?); a pipeline is far smaller");
+  if (ctx.open->size() >= kMaxDepth)
+    fail_at(origin_at(ctx, node.Mark()), "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+  if (node.IsMap() || node.IsSequence()) {
+    // An alias inside the node it names (a: &a {x: *a}) would expand without end.
+    for (const YAML::Node& outer : *ctx.open)
+      if (outer.is(node)) fail_at(origin_at(ctx, node.Mark()), "an alias that contains itself");
+    ctx.open->push_back(node);
+  }
+  struct Leave {
+    std::vector<YAML::Node>* open;
+    bool pushed;
+    ~Leave() {
+      if (pushed) open->pop_back();
+    }
+  } leave{ctx.open, node.IsMap() || node.IsSequence()};
   ConfigNode out;
   out.key_origin = key_origin;
   // A null value written as `key:` has no position of its own (yaml-cpp gives the next
@@ -77,22 +99,55 @@ ConfigNode convert(const YAML::Node& node, const FileContext& ctx, const Origin&
   return out;
 }
 
-}  // namespace
+/// Counts documents without building them: yaml-cpp's LoadAll keeps producing empty
+/// documents for some one-character files (",") until memory runs out.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  YAML::Mark start;  ///< where the last document began
+};
 
-ConfigNode read_pipeline_file(const fs::path& path, const std::string& display) {
+/// The file's text: a regular file (symbolic links followed) of at most kMaxFileBytes.
+std::string read_pipeline_text(const fs::path& path, const std::string& display) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw UsageError("pipeline file '" + display + "' does not exist");
   if (fs::is_directory(path, ec)) throw UsageError("pipeline file '" + display + "' is a folder, not a YAML file");
+  if (!fs::is_regular_file(path, ec))
+    throw UsageError("pipeline file '" + display + "' is not a regular file (a device or a pipe?)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot open pipeline file '" + display + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes)
+    throw UsageError("pipeline file '" + display + "' is larger than " + std::to_string(kMaxFileBytes >> 10) +
+                     " KiB; a pipeline is a few KiB");
+  return text;
+}
 
+}  // namespace
+
+ConfigNode read_pipeline_file(const fs::path& path, const std::string& display) {
+  const std::string text = read_pipeline_text(path, display);
   std::size_t nodes = 0;
-  const FileContext ctx{display, fs::absolute(path).lexically_normal().parent_path(), &nodes};
+  std::vector<YAML::Node> open;
+  const FileContext ctx{display, fs::absolute(path).lexically_normal().parent_path(), &nodes, &open};
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(buffer.str());
+    std::istringstream events(text);
+    YAML::Parser parser(events);
+    DocumentCounter counter;
+    for (int n = 0; parser.HandleNextDocument(counter);)
+      if (++n > 1) fail_at(origin_at(ctx, counter.start), "a pipeline file holds one YAML document, found a second");
+    docs.push_back(YAML::Load(text));
   } catch (const YAML::Exception& e) {
     fail_at(origin_at(ctx, e.mark), "YAML syntax error: " + e.msg);
   }
@@ -101,7 +156,6 @@ ConfigNode read_pipeline_file(const fs::path& path, const std::string& display) 
   top.line = 1;
   top.column = 1;
   top.dir = ctx.dir;
-  if (docs.size() > 1) fail_at(origin_at(ctx, docs[1].Mark()), "a pipeline file holds one YAML document, found a second");
   if (docs.empty() || docs[0].IsNull()) {
     ConfigNode empty;
     empty.kind = ConfigNode::Kind::map;
@@ -123,7 +177,8 @@ ConfigNode parse_override_value(const std::string& text, const Origin& where) {
     throw UsageError(where.str() + ": the value is not valid YAML: " + e.msg);
   }
   std::size_t nodes = 0;
-  const FileContext ctx{where.label, where.dir, &nodes};
+  std::vector<YAML::Node> open;
+  const FileContext ctx{where.label, where.dir, &nodes, &open};
   ConfigNode out = convert(node, ctx, where);
   out.set_origin_recursive(where);
   std::vector<ConfigNode*> stack{&out};
