@@ -126,3 +126,39 @@ TEST_CASE("a cache policy that needs the future is refused in a live run", "[mod
   s.cache_policy = "no-such-policy";
   CHECK_THROWS_AS(k3::Model(k3::test::test_model("tiny"), host, s), k3::UsageError);
 }
+
+TEST_CASE("a config.json that declares more of the model than the shards hold is refused before planning",
+          "[model][errors]") {
+  const fs::path dir = copy_of_tiny("declared");
+  const fs::path cfg = dir / "config.json";
+  const std::string text = slurp(cfg);
+  const std::regex experts("\"num_experts\"\\s*:\\s*[0-9]+");
+  REQUIRE(std::regex_search(text, experts));
+  SECTION("sixteen million experts") {
+    spit(cfg, std::regex_replace(text, experts, "\"num_experts\": 16777216"));
+    k3::PluginHost host;
+    try {
+      k3::Model model(dir, host, scalar());
+      FAIL("the model loaded");
+    } catch (const k3::Error& e) {
+      CHECK(e.code() == k3::ExitCode::usage);
+      CHECK_THAT(e.what(), Catch::Contains("config.json declares") && Catch::Contains("16777216 experts") &&
+                               Catch::Contains("do not match"));
+    }
+  }
+  SECTION("a hidden size the shards do not have") {
+    const std::regex hidden("\"hidden_size\"\\s*:\\s*([0-9]+)");
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, hidden));
+    const std::string bigger = std::to_string(std::stoll(m[1].str()) * 2);
+    spit(cfg, std::regex_replace(text, hidden, "\"hidden_size\": " + bigger, std::regex_constants::format_first_only));
+    k3::PluginHost host;
+    try {
+      k3::Model model(dir, host, scalar());
+      FAIL("the model loaded");
+    } catch (const k3::Error& e) {
+      CHECK(e.code() == k3::ExitCode::usage);
+      CHECK_THAT(e.what(), Catch::Contains(".safetensors"));
+    }
+  }
+}
