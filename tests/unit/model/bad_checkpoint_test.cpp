@@ -56,6 +56,19 @@ k3::ModelSettings scalar() {
   return s;
 }
 
+/// The message of the UsageError (exit 2) that loading `dir` must end in.
+std::string usage_error_loading(const fs::path& dir) {
+  k3::PluginHost host;
+  try {
+    k3::Model model(dir, host, scalar());
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::usage);
+    return e.what();
+  }
+  FAIL("the model at " << dir << " loaded");
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("a missing tensor is refused naming it", "[model][errors]") {
@@ -67,14 +80,7 @@ TEST_CASE("a missing tensor is refused naming it", "[model][errors]") {
   std::string index = slurp(dir / "model.safetensors.index.json");
   index = std::regex_replace(index, std::regex("\"language_model\\.model\\.layers\\.0\\.self_attn\\.o_norm\\.weight\"\\s*:\\s*\"[^\"]*\",?"), "");
   spit(dir / "model.safetensors.index.json", index);
-  k3::PluginHost host;
-  try {
-    k3::Model m(dir, host, scalar());
-    FAIL("the model loaded");
-  } catch (const k3::Error& e) {
-    CHECK(e.code() == k3::ExitCode::usage);
-    CHECK_THAT(e.what(), Catch::Contains("o_norm.weight"));
-  }
+  CHECK_THAT(usage_error_loading(dir), Catch::Contains("o_norm.weight"));
 }
 
 TEST_CASE("a tensor whose shape disagrees with config.json is refused naming file and tensor", "[model][errors]") {
@@ -87,30 +93,16 @@ TEST_CASE("a tensor whose shape disagrees with config.json is refused naming fil
   const long wider = std::stol(m[1]) + 32;
   cfg = std::regex_replace(cfg, key, "\"intermediate_size\": " + std::to_string(wider), std::regex_constants::format_first_only);
   spit(dir / "config.json", cfg);
-  k3::PluginHost host;
-  try {
-    k3::Model model(dir, host, scalar());
-    FAIL("the model loaded");
-  } catch (const k3::Error& e) {
-    CHECK(e.code() == k3::ExitCode::usage);
-    CHECK_THAT(e.what(), Catch::Contains("mlp.") && Catch::Contains(".safetensors"));
-  }
+  CHECK_THAT(usage_error_loading(dir), Catch::Contains("mlp.") && Catch::Contains(".safetensors"));
 }
 
 TEST_CASE("a tensor with the wrong dtype is refused", "[model][errors]") {
   const fs::path dir = copy_of_tiny("dtype");
   // Every tensor that is not a routed expert is BF16 or F32; relabel the first F32 one (a
   // release-mix convolution kernel, A_log or dt_bias) as I32 (same byte size and length).
-  const fs::path shard = patch_shards(dir, "\"dtype\":\"F32\",\"shape\"", "\"dtype\":\"I32\",\"shape\"");
-  (void)shard;
-  k3::PluginHost host;
-  try {
-    k3::Model model(dir, host, scalar());
-    FAIL("the model loaded");
-  } catch (const k3::Error& e) {
-    CHECK(e.code() == k3::ExitCode::usage);
-    CHECK_THAT(e.what(), Catch::Contains("dtype I32, expected BF16 or F32") && Catch::Contains(".safetensors"));
-  }
+  patch_shards(dir, "\"dtype\":\"F32\",\"shape\"", "\"dtype\":\"I32\",\"shape\"");
+  CHECK_THAT(usage_error_loading(dir),
+             Catch::Contains("dtype I32, expected BF16 or F32") && Catch::Contains(".safetensors"));
 }
 
 TEST_CASE("a missing checkpoint directory is a usage error", "[model][errors]") {
@@ -136,15 +128,8 @@ TEST_CASE("a config.json that declares more of the model than the shards hold is
   REQUIRE(std::regex_search(text, experts));
   SECTION("sixteen million experts") {
     spit(cfg, std::regex_replace(text, experts, "\"num_experts\": 16777216"));
-    k3::PluginHost host;
-    try {
-      k3::Model model(dir, host, scalar());
-      FAIL("the model loaded");
-    } catch (const k3::Error& e) {
-      CHECK(e.code() == k3::ExitCode::usage);
-      CHECK_THAT(e.what(), Catch::Contains("config.json declares") && Catch::Contains("16777216 experts") &&
-                               Catch::Contains("do not match"));
-    }
+    CHECK_THAT(usage_error_loading(dir), Catch::Contains("config.json declares") &&
+                                             Catch::Contains("16777216 experts") && Catch::Contains("do not match"));
   }
   SECTION("a hidden size the shards do not have") {
     const std::regex hidden("\"hidden_size\"\\s*:\\s*([0-9]+)");
@@ -152,13 +137,6 @@ TEST_CASE("a config.json that declares more of the model than the shards hold is
     REQUIRE(std::regex_search(text, m, hidden));
     const std::string bigger = std::to_string(std::stoll(m[1].str()) * 2);
     spit(cfg, std::regex_replace(text, hidden, "\"hidden_size\": " + bigger, std::regex_constants::format_first_only));
-    k3::PluginHost host;
-    try {
-      k3::Model model(dir, host, scalar());
-      FAIL("the model loaded");
-    } catch (const k3::Error& e) {
-      CHECK(e.code() == k3::ExitCode::usage);
-      CHECK_THAT(e.what(), Catch::Contains(".safetensors"));
-    }
+    CHECK_THAT(usage_error_loading(dir), Catch::Contains(".safetensors"));
   }
 }
