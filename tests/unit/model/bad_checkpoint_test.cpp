@@ -9,6 +9,7 @@
 #include <k3/error.hpp>
 #include <k3/model.hpp>
 
+#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -138,5 +139,64 @@ TEST_CASE("a config.json that declares more of the model than the shards hold is
     const std::string bigger = std::to_string(std::stoll(m[1].str()) * 2);
     spit(cfg, std::regex_replace(text, hidden, "\"hidden_size\": " + bigger, std::regex_constants::format_first_only));
     CHECK_THAT(usage_error_loading(dir), Catch::Contains(".safetensors"));
+  }
+}
+
+namespace {
+
+/// Overwrites every element of the BF16 tensor whose name ends in `suffix` with `bits`.
+void fill_bf16(const fs::path& dir, const std::string& suffix, std::uint16_t bits) {
+  const k3::CheckpointIndex index = k3::test::open_index(dir);
+  for (const k3::TensorInfo& t : index.tensors()) {
+    if (t.name.size() < suffix.size() || t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    REQUIRE(t.dtype == k3::DType::bf16);
+    std::fstream f(dir / index.files()[t.file].name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(t.offset));
+    for (std::uint64_t k = 0; k < t.nbytes / 2; ++k) f.write(reinterpret_cast<const char*>(&bits), 2);
+    REQUIRE(f.good());
+    return;
+  }
+  FAIL("no tensor ends in " << suffix);
+}
+
+std::string runtime_error_feeding(const fs::path& dir) {
+  k3::PluginHost host;
+  k3::Model model(dir, host, scalar());
+  k3::Session session(model, 16);
+  std::vector<float> logits;
+  const std::vector<std::uint32_t> ids = {1, 2, 3};
+  try {
+    session.feed(ids, false, logits);
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::runtime);
+    return e.what();
+  }
+  FAIL("non-finite weights ran without an error");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("non-finite weights stop the forward pass naming the block and layer where they first appear",
+          "[model][errors]") {
+  SECTION("NaN in layer 1's FFN norm") {
+    const fs::path dir = copy_of_tiny("nan");
+    fill_bf16(dir, "layers.1.post_attention_layernorm.weight", 0x7FC0);
+    CHECK_THAT(runtime_error_feeding(dir), Catch::Contains("NaN") && Catch::Contains("after the FFN of layer 1") &&
+                                               Catch::Contains("at position 0"));
+  }
+  SECTION("infinity in layer 2's attention norm") {
+    const fs::path dir = copy_of_tiny("inf");
+    fill_bf16(dir, "layers.2.input_layernorm.weight", 0x7F80);
+    CHECK_THAT(runtime_error_feeding(dir), Catch::Contains("after the attention of layer 2"));
+  }
+  SECTION("the untouched checkpoint runs") {
+    k3::PluginHost host;
+    k3::Model model(k3::test::test_model("tiny"), host, scalar());
+    k3::Session session(model, 16);
+    std::vector<float> logits;
+    const std::vector<std::uint32_t> ids = {1, 2, 3};
+    CHECK_NOTHROW(session.feed(ids, false, logits));
   }
 }
