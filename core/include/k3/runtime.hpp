@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <k3/generate.hpp>
@@ -53,6 +54,12 @@ class Runtime {
   std::shared_ptr<sdk::Tokenizer> tokenizer_;
   double load_seconds_ = 0;
 };
+
+/// True when the value of `key` was given for this run: by a --set override (the CLI's
+/// --prompt, --ids, ... are ones) or by a pipeline file other than configs/default.yaml.
+/// False for the schema default and for what configs/default.yaml sets (its demo prompt is
+/// the framework's example, not the user's input).
+bool set_by_user(const Pipeline& pipeline, std::string_view key);
 
 /// The generation settings of the pipeline's job section (mode, prefill chunk, sampling,
 /// token limit, EOS; no prompt) for `config`'s model.

@@ -193,6 +193,19 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
   return out;
 }
 
+bool set_by_user(const Pipeline& p, std::string_view key) {
+  if (p.where(key) == "default") return false;
+  const std::filesystem::path file = p.source_file(key);
+  if (file.empty()) return true;  // a --set override
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(file, ec);
+  for (const auto& base : default_pipelines(p)) {
+    std::error_code bc;
+    if (!ec && std::filesystem::weakly_canonical(base, bc) == canonical && !bc) return false;
+  }
+  return true;
+}
+
 GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& config) {
   GenerateSettings g;
   g.max_new_tokens = p.get_int("job.max_new_tokens");
