@@ -32,6 +32,10 @@ void add_run_options(CLI::App& app, RunOptions& run) {
                  "continues exactly where the saved run stopped");
   app.add_option("--dump-logits", run.dump_logits,
                  "Write the prompt's logits as raw float32 [positions, vocab] (sets job.dump_logits)");
+  app.footer("Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
+             "report (--out) are still written, then exit code 5; --load-state continues it exactly. A second "
+             "Ctrl-C exits at once, leaving no temporary file. Exit codes: 0 ok, 1 runtime failure, 2 usage or "
+             "configuration error, 3 the plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
 namespace {
