@@ -199,10 +199,9 @@ bool set_by_user(const Pipeline& p, std::string_view key) {
   if (file.empty()) return true;  // a --set override
   std::error_code ec;
   const auto canonical = std::filesystem::weakly_canonical(file, ec);
-  for (const auto& base : default_pipelines(p)) {
-    std::error_code bc;
-    if (!ec && std::filesystem::weakly_canonical(base, bc) == canonical && !bc) return false;
-  }
+  if (ec) return true;
+  for (const auto& base : default_pipelines(p))
+    if (std::filesystem::weakly_canonical(base, ec) == canonical && !ec) return false;
   return true;
 }
 
