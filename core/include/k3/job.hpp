@@ -2,10 +2,9 @@
 // checkpoint at the demo location of configs/default.yaml only; any other missing
 // model.path is a UsageError naming it), load it through the pipeline's plugins, tokenise
 // the prompt, generate, and write the trace, the state and the JSON report. A run stopped
-// early (JobHooks::stop) writes them too, with what it did. The CLI prints; this library
+// early (LoadHooks::stop) writes them too, with what it did. The CLI prints; this library
 // code does not.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -25,10 +24,9 @@ struct JobHooks : LoadHooks {
   std::function<void(const std::string& text, const std::vector<std::uint32_t>& ids)> on_prompt;
   /// Each generated token with the text that became complete with it (TextStream).
   std::function<void(std::uint32_t id, const std::string& text)> on_token;
-  /// When set and it becomes true (the CLI's StopSignal), generation stops at the next
-  /// token or prefill chunk and the job still writes the trace, the state and the report
-  /// of what was done (JobReport::result.interrupted). Not owned.
-  const std::atomic<bool>* stop = nullptr;
+  // LoadHooks::stop also stops generation: at the next token or prefill chunk, after which
+  // the job still writes the trace, the state and the report of what was done
+  // (JobReport::result.interrupted).
 };
 
 /// Storage traffic and cache outcome of one generated token (its forward pass).

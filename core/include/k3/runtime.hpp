@@ -4,6 +4,7 @@
 // configs/default.yaml is generated on first use), loads the model through the storage
 // plugin and creates the tokenizer, which reads its files through the same plugin.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,11 @@ struct LoadHooks {
   std::function<void(const std::string& what, std::uint64_t done, std::uint64_t total)> on_progress;
   /// The memory plan (printed table) once the model is loaded, before any compute.
   std::function<void(const std::string& plan_table)> on_plan;
+  /// When set and it becomes true (the CLI's StopSignal), work stops at its next boundary:
+  /// writing the synthetic demo checkpoint ends with k3::Error(ExitCode::interrupted),
+  /// keeping nothing of it; the batch job's generation stops at the next token or prefill
+  /// chunk and still writes its files (JobHooks). Not owned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Runtime {

@@ -1,4 +1,5 @@
-// State files (docs/architecture.md, "State files"): a conversation saved and resumed.
+// State files (docs/architecture.md, "Stopping a run, and state files"): a conversation
+// saved and resumed.
 //
 //   offset 0   char[8]  "K3STATE\0"
 //          8   u32      format version (2)

@@ -38,8 +38,8 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   if (input.empty())
     throw UsageError(session.position() == 0
                          ? "nothing to continue: the prompt is empty and no state was loaded"
-                         : "nothing to continue from: every token of the loaded conversation was fed and no logits "
-                           "were saved (it was saved after a prefill-only run); give a prompt to continue it");
+                         : "nothing to continue from: every id of the conversation was fed and its last logits are "
+                           "not kept (a state saved after a prefill-only run); give a prompt to continue it");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
   std::vector<float> logits, last;
   std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all

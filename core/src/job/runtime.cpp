@@ -132,6 +132,11 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
   MakeModelOptions opts;
   opts.out = uri;
   opts.progress = [&](std::uint64_t done, std::uint64_t total) {
+    // Minutes of work for the demo model: a stop request ends it between batches, and
+    // make_model's temporary folder goes with the exception.
+    if (hooks.stop != nullptr && hooks.stop->load())
+      throw Error(ExitCode::interrupted, "interrupted while writing the synthetic '" + geometry + "' checkpoint in " +
+                                             uri + ": nothing of it was kept (the next run writes it again)");
     if (hooks.on_progress) hooks.on_progress("writing " + geometry + " checkpoint", done, total);
   };
   make_model(load_geometry(geometry), opts);
