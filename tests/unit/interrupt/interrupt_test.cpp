@@ -6,7 +6,7 @@
 //   - a second SIGINT exits at once with 5: nothing more is written and the temporary of
 //     the trace being recorded is gone too.
 // The runs wait for generated text on stdout before signalling, so the signal lands in the
-// decode; the second-signal case reads its experts and trunk through `throttle` (40 ms a
+// decode; the second-signal case reads its experts and trunk through `throttle` (100 ms a
 // batch) so that a token takes long enough for both signals to land inside it.
 #include <fcntl.h>
 #include <poll.h>
@@ -282,7 +282,7 @@ TEST_CASE("a second Ctrl-C exits at once with 5 and leaves no temporary file", "
   Child run(common_args() + std::vector<std::string>{
                                 "--set", "memory.trunk_gb=0.00005", "--set", "memory.expert_cache_gb=0.00005",
                                 "--set", "storage.plugin=throttle",
-                                "--set", "storage.params={inner: posix, latency_us: 40000}",
+                                "--set", "storage.params={inner: posix, latency_us: 100000}",
                                 "--set", "job.max_new_tokens=2000",
                                 "--out", (out / "report.json").string(),
                                 "--save-state", (out / "state.k3state").string(),
