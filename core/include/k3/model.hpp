@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <k3/model_config.hpp>
@@ -151,8 +152,13 @@ class Session {
   /// the pending ids and the carried state (core/src/engine/session_impl.hpp); written to a
   /// temporary name and renamed. load() refuses another model's state, another format
   /// version and a damaged file (UsageError naming the file).
-  void save(const std::filesystem::path& file) const;
-  void load(const std::filesystem::path& file);
+  ///
+  /// A state is unsound when the run that produced it lost a routed expert (its
+  /// contributions were zero, so the carried state is not the model's): save() records the
+  /// reason given, and load() refuses such a file naming it unless `accept_unsound`. A state
+  /// loaded unsound stays unsound in every later save.
+  void save(const std::filesystem::path& file, std::string_view unsound = {}) const;
+  void load(const std::filesystem::path& file, bool accept_unsound = false);
 
   struct Impl;
 

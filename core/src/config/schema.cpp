@@ -139,6 +139,10 @@ std::vector<KeySpec> build_schema() {
        "configs/default.yaml; without one the run continues where the saved one stopped (needs job.mode "
        "incremental)",
        "a run starts fresh unless asked"},
+      {"job.accept_unsound_state", T::boolean, "false", {}, {},
+       "Load a job.load_state file marked unsound (saved by a run in which a routed expert failed to load, so its "
+       "state is not the model's) instead of refusing it; what it saves stays marked",
+       "an unsound state continues another conversation than the model's; refused unless asked"},
 
       {"trace.out", T::path, "''", {}, {},
        "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future; an interrupted "

@@ -31,6 +31,7 @@ struct Session::Impl {
   std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
   model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
   ListenerBridge bridge;
+  std::string unsound;  ///< why the carried state is not the model's (an accepted unsound load)
 };
 
 Session::Session(Model& model, std::int64_t max_positions) {
@@ -39,7 +40,7 @@ Session::Session(Model& model, std::int64_t max_positions) {
   const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
   impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {},
                                       model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
-                                      {}});
+                                      {}, {}});
 }
 
 Session::~Session() = default;
@@ -91,16 +92,24 @@ void Session::set_pending(std::vector<std::uint32_t> ids) {
 void Session::reset() {
   impl_->state = model::make_state(impl_->model.config(), impl_->max_positions);
   impl_->pending.clear();
+  impl_->unsound.clear();
 }
 
 void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->bridge.listener = listener; }
 
-void Session::save(const std::filesystem::path& file) const {
-  model::save_state(file, impl_->model.config(), impl_->state, impl_->pending);
+void Session::save(const std::filesystem::path& file, std::string_view unsound) const {
+  // Once unsound, always: a state resumed from an unsound one is saved unsound too.
+  std::string reason = impl_->unsound;
+  if (!unsound.empty()) reason += (reason.empty() ? "" : "; ") + std::string(unsound);
+  model::save_state(file, impl_->model.config(), impl_->state, impl_->pending, reason);
 }
 
-void Session::load(const std::filesystem::path& file) {
+void Session::load(const std::filesystem::path& file, bool accept_unsound) {
   model::SavedState saved = model::load_state(file, impl_->model.config());
+  if (!saved.unsound.empty() && !accept_unsound)
+    throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
+                     "); continuing it would continue another conversation than the model's, so it is refused "
+                     "unless accepted explicitly (job.accept_unsound_state: true)");
   const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
   if (total > impl_->max_positions)
     throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
@@ -108,6 +117,7 @@ void Session::load(const std::filesystem::path& file) {
   model::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
   impl_->state = std::move(saved.state);
   impl_->pending = std::move(saved.pending);
+  impl_->unsound = std::move(saved.unsound);
 }
 
 }  // namespace k3

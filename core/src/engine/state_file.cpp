@@ -17,6 +17,7 @@ namespace {
 
 constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '\0'};
 constexpr std::size_t kHeader = 40;
+constexpr std::uint32_t kUnsound = 1;  ///< header flags bit 0
 
 class Writer {
  public:
@@ -56,7 +57,7 @@ class Reader {
   void get_array(std::vector<T>& v, std::uint64_t n) {
     if (n > (n_ - at_) / sizeof(T)) ends_early();  // before n * sizeof(T), which may overflow
     v.resize(n);
-    std::memcpy(v.data(), p_ + at_, n * sizeof(T));
+    if (n != 0) std::memcpy(v.data(), p_ + at_, n * sizeof(T));  // an empty vector's data() may be null
     at_ += n * sizeof(T);
   }
   [[nodiscard]] bool done() const { return at_ == n_; }
@@ -77,7 +78,7 @@ class Reader {
 }  // namespace
 
 void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st,
-                std::span<const std::uint32_t> pending) {
+                std::span<const std::uint32_t> pending, std::string_view unsound) {
   Writer w;
   w.put(st.position);
   w.put(static_cast<std::uint64_t>(st.tokens.size()));
@@ -95,14 +96,18 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
       w.put_array(st.kda[i].conv_v);
     }
   }
+  if (!unsound.empty()) {
+    w.put(static_cast<std::uint32_t>(unsound.size()));
+    w.bytes().insert(w.bytes().end(), unsound.begin(), unsound.end());
+  }
   const std::vector<char>& payload = w.bytes();
   std::vector<char> out(kHeader);
   std::memcpy(out.data(), kMagic, 8);
-  const std::uint32_t version = kStateVersion, reserved = 0;
+  const std::uint32_t version = kStateVersion, flags = unsound.empty() ? 0 : kUnsound;
   const std::uint64_t fp = c.fingerprint(), size = payload.size();
   const std::uint64_t sum = XXH64(payload.data(), payload.size(), 0);
   std::memcpy(out.data() + 8, &version, 4);
-  std::memcpy(out.data() + 12, &reserved, 4);
+  std::memcpy(out.data() + 12, &flags, 4);
   std::memcpy(out.data() + 16, &fp, 8);
   std::memcpy(out.data() + 24, &size, 8);
   std::memcpy(out.data() + 32, &sum, 8);
@@ -112,14 +117,19 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
 
 SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
   const std::string name = file.string();
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw UsageError(name + ": not a state file (" +
+                     (std::filesystem::is_directory(file, ec) ? "a folder" : "not a regular file") + ")");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError(name + ": cannot open the state file");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw UsageError(name + ": not a k3host state file (bad magic)");
-  std::uint32_t version;
+  std::uint32_t version, flags;
   std::uint64_t fp, size, sum;
   std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&flags, bytes.data() + 12, 4);
   std::memcpy(&fp, bytes.data() + 16, 8);
   std::memcpy(&size, bytes.data() + 24, 8);
   std::memcpy(&sum, bytes.data() + 32, 8);
@@ -130,6 +140,8 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
   if (version != kStateVersion)
     throw UsageError(name + ": state format version " + std::to_string(version) + ", this k3host reads version " +
                      std::to_string(kStateVersion) + " (written by another k3host?)");
+  if ((flags & ~kUnsound) != 0)
+    throw UsageError(name + ": unknown flags " + std::to_string(flags) + " in the header (written by another k3host?)");
   if (fp != c.fingerprint()) throw UsageError(name + ": the state was saved with a different model architecture");
   if (size != bytes.size() - kHeader)
     throw UsageError(name + ": payload is " + std::to_string(bytes.size() - kHeader) + " bytes, header says " +
@@ -137,7 +149,7 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
   if (XXH64(bytes.data() + kHeader, size, 0) != sum) throw UsageError(name + ": payload checksum mismatch (corrupt)");
 
   Reader r(bytes.data() + kHeader, size, name);
-  SavedState saved{make_state(c, 1), {}};
+  SavedState saved{make_state(c, 1), {}, {}};
   SequenceState& st = saved.state;
   st.position = r.get<std::int64_t>();
   const auto n = r.get<std::uint64_t>();
@@ -163,6 +175,12 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
       r.get_array(st.kda[i].conv_k, st.kda[i].conv_k.size());
       r.get_array(st.kda[i].conv_v, st.kda[i].conv_v.size());
     }
+  }
+  if ((flags & kUnsound) != 0) {
+    std::vector<char> reason;
+    r.get_array(reason, r.get<std::uint32_t>());
+    saved.unsound.assign(reason.begin(), reason.end());
+    if (saved.unsound.empty()) saved.unsound = "marked unsound, no reason recorded";
   }
   if (!r.done()) throw UsageError(name + ": trailing bytes after the state payload");
   return saved;

@@ -96,7 +96,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = runtime.decode(g.prompt);
 
   Session session(model, p.get_int("memory.context"));
-  if (!load_state.empty()) session.load(load_state);
+  if (!load_state.empty()) session.load(load_state, p.get_bool("job.accept_unsound_state"));
   if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
   // A trace's prompt hash covers what this run feeds first: a resumed conversation's
   // pending ids, then the prompt.
@@ -163,7 +163,14 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.pending = session.pending();
   const std::filesystem::path save_state = p.get_path("job.save_state");
   if (!save_state.empty()) {
-    session.save(save_state);
+    // A run that lost a routed expert carries a state that is not the model's: saved, but
+    // marked, so that resuming it is refused instead of silently continuing another
+    // conversation.
+    std::string unsound;
+    if (!rep.expert_failures.empty())
+      unsound = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed in the run that saved it, " +
+                "first " + rep.expert_failures.front();
+    session.save(save_state, unsound);
     rep.state_file = save_state;
   }
   rep.report_file = p.get_path("job.report");

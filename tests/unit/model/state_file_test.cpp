@@ -133,3 +133,61 @@ TEST_CASE("pending ids outside the vocabulary or the context are refused", "[mod
   roomy.load(file);
   CHECK(roomy.pending().size() == 4);
 }
+
+TEST_CASE("an unsound state is refused naming why unless accepted, and stays unsound", "[model][state][errors]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  const auto sound = k3::test::scratch_dir() / "sound.k3state";
+  const auto unsound = k3::test::scratch_dir() / "unsound.k3state";
+  const auto again = k3::test::scratch_dir() / "again.k3state";
+  const std::vector<std::uint32_t> fed = {3, 1, 4, 1, 5};
+  {
+    k3::Session s(m, 64);
+    std::vector<float> logits;
+    s.feed(fed, false, logits);
+    s.save(sound);
+    s.save(unsound, "layer 2 expert 5: read failed");
+  }
+  // The flag is in the header (bit 0 of the u32 at offset 12).
+  auto flags_of = [](const std::filesystem::path& f) {
+    const std::vector<char> bytes = read_bytes(f);
+    std::uint32_t flags = 0;
+    std::memcpy(&flags, bytes.data() + 12, sizeof flags);
+    return flags;
+  };
+  CHECK(flags_of(sound) == 0);
+  CHECK(flags_of(unsound) == 1);
+
+  k3::Session s(m, 64);
+  CHECK_NOTHROW(s.load(sound));
+  CHECK_THROWS_WITH(s.load(unsound), Catch::Contains(unsound.string()) && Catch::Contains("unsound") &&
+                                         Catch::Contains("layer 2 expert 5: read failed"));
+  k3::Session t(m, 64);
+  t.load(unsound, /*accept_unsound=*/true);
+  CHECK(t.tokens() == fed);
+  t.save(again);  // no new reason: the loaded one is kept
+  CHECK(flags_of(again) == 1);
+  k3::Session u(m, 64);
+  CHECK_THROWS_WITH(u.load(again), Catch::Contains("layer 2 expert 5: read failed"));
+  t.reset();  // a fresh conversation is sound again
+  t.save(again);
+  CHECK(flags_of(again) == 0);
+}
+
+TEST_CASE("a folder or unknown header flags where a state file should be are refused", "[model][state][errors]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  k3::Session s(m, 64);
+  const auto folder = k3::test::scratch_dir() / "a-folder.k3state";
+  std::filesystem::create_directories(folder);
+  CHECK_THROWS_AS(s.load(folder), k3::UsageError);
+  CHECK_THROWS_WITH(s.load(folder), Catch::Contains(folder.string()) && Catch::Contains("a folder"));
+
+  const auto file = k3::test::scratch_dir() / "flags.k3state";
+  s.save(file);
+  std::vector<char> bytes = read_bytes(file);
+  const std::uint32_t flags = 6;
+  std::memcpy(bytes.data() + 12, &flags, sizeof flags);
+  write_bytes(file, bytes);
+  CHECK_THROWS_WITH(s.load(file), Catch::Contains("unknown flags 6"));
+}
