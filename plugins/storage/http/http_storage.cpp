@@ -235,10 +235,12 @@ Verdict judge(Transfer& t, CURLcode rc) {
     return {transient_curl_error(rc), Status::error(StatusCode::io_error, t.where() + ": " + why)};
   }
   const long s = t.headers.status;
-  if (t.probe && s == 416) {  // an empty object: "bytes */0"
+  if (t.probe && (s == 416 || s == 200)) {
+    // An empty object: 416 with "bytes */0", or (nginx) 200 with an empty body, which is the
+    // whole object (a non-empty body would have been refused in on_body).
     const auto cr = t.headers.content_range ? http::parse_content_range(*t.headers.content_range) : std::nullopt;
-    if (cr && cr->unsatisfied && cr->total) {
-      t.identity->size = *cr->total;
+    if (s == 200 || (cr && cr->unsatisfied && cr->total)) {
+      t.identity->size = s == 200 ? 0 : *cr->total;
       t.identity->etag = t.headers.etag;
       t.identity->last_modified = t.headers.last_modified;
       return {};
