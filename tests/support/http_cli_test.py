@@ -11,6 +11,11 @@ CASE:
              mid-body, a stall, a truncated body): retried, exit 0, ids identical to posix.
   permanent  each fault on every request for a routed expert's bytes: exit 4, naming the
              layer and expert and the fault; on the trunk's bytes: exit 1 with the fault.
+  tiered     the tiered backend in front of http (nginx): a cold run and a warm run give
+             posix's ids, the warm one reads nothing through http; `storage warm` fills the
+             tier; kill -9 during a fill (throttled) leaves no block that is served torn: the
+             next run gives posix's ids, a corrupted block is dropped and fetched again,
+             and the killed writer's temporary files are removed.
   secret     a bearer token from an environment variable reaches the server and appears in
              no output, report or trace; without it, HTTP 401 is named.
 Exit 77 (skipped) when nginx is not installed. Servers listen on 127.0.0.1 only, and stop
@@ -249,12 +254,80 @@ def case_secret(t):
     s.stop()
 
 
+def tier_stats(err):
+    m = re.search(r"\[storage/tiered\] info: (\d+) bytes from the tier, (\d+) from the inner backend.*?(\d+) torn", err)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def case_tiered(t):
+    model = t.make_model(one_shard=False)
+    base = t.nginx(model) + "/"
+    plain = t.generate(model, True, "plain.json")
+    check(plain.code == 0, "the posix run failed", plain)
+    want = t.report_ids("plain.json")
+    tier = os.path.join(t.work, "tier")
+    params = {"dir": tier, "block_kb": "16"}
+    for label in ("cold", "warm"):
+        r = t.generate(base, True, label + ".json", storage="tiered", params=params, extra=["--verbose"])
+        check(r.code == 0 and t.report_ids(label + ".json") == want, "tiered %s run: ids differ from posix" % label, r)
+        stats = tier_stats(r.err)
+        check(stats is not None, "tiered %s run: no summary line" % label, r)
+        if label == "cold":
+            check(stats[1] > 0, "the cold run read nothing from http", r)
+        else:
+            check(stats[1] == 0 and stats[0] > 0, "the warm run read %d bytes through http" % stats[1], r)
+    # A cap below the model: blocks are evicted, output unchanged, the tier stays under it.
+    capped = os.path.join(t.work, "tier-capped")
+    r = t.generate(base, True, "capped.json", storage="tiered", params={"dir": capped, "block_kb": "16", "max_mb": "1"},
+                   extra=["--verbose"])
+    check(r.code == 0 and t.report_ids("capped.json") == want, "a capped tier changed the ids", r)
+    # storage warm, then a run that needs nothing from http.
+    warmed = os.path.join(t.work, "tier-warmed")
+    common = ["--config", os.path.join(t.src, "configs/default.yaml"), "--set", "model.path=" + base,
+              "--set", "storage.plugin=tiered", "--set", "storage.params={dir: '%s', block_kb: 16}" % warmed]
+    r = t.k3("storage", "warm", *common)
+    check(r.code == 0 and "warm: read" in r.out and "100%" in r.err, "storage warm failed or showed no progress", r)
+    r = t.generate(base, True, "warmed.json", storage="tiered", params={"dir": warmed, "block_kb": "16"}, extra=["--verbose"])
+    stats = tier_stats(r.err)
+    check(r.code == 0 and t.report_ids("warmed.json") == want and stats and stats[1] == 0,
+          "after storage warm: expected posix's ids and nothing read through http", r)
+    # kill -9 during a slow fill, several times at different moments.
+    killed = os.path.join(t.work, "tier-killed")
+    slow = ["--config", os.path.join(t.src, "configs/default.yaml"), "--set", "model.path=" + base,
+            "--set", "storage.plugin=tiered",
+            "--set", "storage.params={dir: '%s', block_kb: 16, inner: throttle, inner.inner: http, "
+                     "inner.bandwidth_mbps: 1}" % killed]
+    for delay in (0.15, 0.3, 0.45):
+        proc = subprocess.Popen([t.exe, "storage", "warm", *slow], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    blocks = [os.path.join(d, f) for d, _, fs in os.walk(killed) for f in fs if f.endswith(".blk")]
+    check(len(blocks) > 0, "nothing reached the tier before kill -9 (the fill was too fast to test)")
+    # Corrupt one block's data, truncate another: both must be dropped, never served.
+    with open(blocks[0], "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xFF]))
+    if len(blocks) > 1:
+        os.truncate(blocks[1], 60)
+    open(os.path.join(os.path.dirname(blocks[0]), ".0.blk.tmp.999999999.1"), "wb").write(b"half")
+    r = t.generate(base, True, "after-kill.json", storage="tiered", params={"dir": killed, "block_kb": "16"},
+                   extra=["--verbose"])
+    stats = tier_stats(r.err)
+    check(r.code == 0 and t.report_ids("after-kill.json") == want, "after kill -9 the tiered run differs from posix", r)
+    check(stats is not None and stats[2] >= 1, "the corrupted block was not detected as torn", r)
+    leftovers = [f for _, _, fs in os.walk(killed) for f in fs if ".tmp." in f]
+    check(not leftovers, "temporary files of dead writers remain: %s" % leftovers, r)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--exe", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret"])
+    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered"])
     a = p.parse_args()
     if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK) and a.case == "nginx":
         print("SKIP: nginx is not installed")

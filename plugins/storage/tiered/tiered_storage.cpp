@@ -384,7 +384,7 @@ class TieredFile final : public k3::sdk::StorageFile {
   Status read_batch(std::span<k3::sdk::ReadRequest> batch) {
     const std::uint64_t B = tier_->settings().block_bytes;
     std::vector<k3::sdk::ReadRequest> inner;
-    std::vector<std::size_t> passthrough;            ///< batch index of each pass-through request
+    std::vector<std::size_t> passthrough;  ///< requests the tier cannot serve (past the end, no destination)
     std::map<std::uint64_t, std::vector<Want>> missing;  ///< block index -> parts wanted
     for (std::size_t i = 0; i < batch.size(); ++i) {
       auto& r = batch[i];
@@ -412,16 +412,16 @@ class TieredFile final : public k3::sdk::StorageFile {
       inner.push_back({b * B, length, blocks.back().data(), StatusCode::ok});
     }
     Status st = inner_->read(inner);
-    for (std::size_t j = 0; j < passthrough.size(); ++j) batch[passthrough[j]].result = inner[j].result;
+    if (!st.ok()) {
+      // A failure is the inner backend's to describe, request by request (a short read
+      // names the request's offset, not a block's): the batch goes to it as it came.
+      return inner_->read(batch);
+    }
     std::size_t j = passthrough.size();
     for (auto& [b, wants] : missing) {
-      const StatusCode code = inner[j].result;
-      auto& data = blocks[j - passthrough.size()];
-      for (const Want& w : wants) {
-        if (code == StatusCode::ok) std::memcpy(w.dest, data.data() + w.offset, w.length);
-        else if (batch[w.request].result == StatusCode::ok) batch[w.request].result = code;
-      }
-      if (code == StatusCode::ok) tier_->store(key_, size_, b, std::move(data));
+      auto& data = blocks[j - passthrough.size()];  // every block was read: the batch succeeded
+      for (const Want& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
+      tier_->store(key_, size_, b, std::move(data));
       ++j;
     }
     return st;

@@ -196,6 +196,8 @@ TEST_CASE("tiny: streamed output is the same through every storage plugin, fault
       s.storage_params = {{"seed", "7"}, {"eio_rate", "0.05"}, {"short_read_rate", "0.05"}, {"transient", "true"}};
     } else if (p.name == "throttle") {
       s.storage_params = {{"bandwidth_mbps", "2000"}};
+    } else if (p.name == "tiered") {  // over posix; run twice below: filling, then served from the tier
+      s.storage_params = {{"inner", "posix"}, {"dir", (k3::test::scratch_dir() / "tier").string()}, {"block_kb", "8"}};
     }
     CAPTURE(p.name);
     RunResult r;
@@ -208,6 +210,10 @@ TEST_CASE("tiny: streamed output is the same through every storage plugin, fault
     }
     require_streamed(r);
     require_same(base, r);
+    if (p.name == "tiered") {
+      const RunResult warm = run(uri, host, s, 4);
+      require_same(base, warm);
+    }
   }
   if (!saw_faulty) WARN("SKIP recoverable faults: the faulty storage plugin is not built");
 }
