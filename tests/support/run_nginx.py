@@ -5,7 +5,8 @@
 
 Writes PREFIX/nginx.conf (pid, logs and temp paths inside PREFIX), starts nginx in the
 foreground on 127.0.0.1 and a free port, and writes that port to FILE once nginx answers.
-DIR is served at /m/ (nginx answers Range requests natively, with ETag and Last-Modified).
+DIR is served at /m/ (nginx answers Range requests natively, with ETag and Last-Modified);
+--directio makes nginx read with O_DIRECT, as the `direct` backend does (benchmarks).
 nginx is stopped when this launcher gets SIGTERM, when its parent exits, or after
 --lifetime seconds: it never outlives the test. Exit 77 when nginx is not installed.
 """
@@ -19,7 +20,7 @@ import sys
 import time
 import urllib.request
 
-CONF = """worker_processes 1;
+CONF = """worker_processes 2;
 daemon off;
 error_log {prefix}/error.log warn;
 pid {prefix}/nginx.pid;
@@ -35,7 +36,7 @@ http {{
   keepalive_requests 100000;
   server {{
     listen 127.0.0.1:{port};
-    location /m/ {{ alias {root}/; }}
+    location /m/ {{ alias {root}/;{directio} }}
   }}
 }}
 """
@@ -53,6 +54,8 @@ def main():
     p.add_argument("--prefix", required=True)
     p.add_argument("--port-file", required=True)
     p.add_argument("--lifetime", type=float, default=900.0)
+    p.add_argument("--directio", action="store_true",
+                   help="nginx reads files with O_DIRECT (directio 4k): no byte from the page cache (benchmarks)")
     args = p.parse_args()
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
     if nginx is None:
@@ -65,7 +68,9 @@ def main():
         port = free_port()
         conf = os.path.join(prefix, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(CONF.format(prefix=prefix, port=port, root=os.path.abspath(args.root)))
+            f.write(CONF.format(prefix=prefix, port=port, root=os.path.abspath(args.root),
+                                directio=" directio 4k; directio_alignment 4k; aio threads; output_buffers 2 1m;"
+                                if args.directio else ""))
         child = subprocess.Popen([nginx, "-p", prefix, "-c", conf, "-e", os.path.join(prefix, "error.log")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         up = False
