@@ -429,6 +429,19 @@ class Transport {
     waiting.push_back(&t);
   }
 
+  /// launch(), finishing the transfer instead of letting an exception leave the worker.
+  void guarded_launch(Transfer& t) noexcept {
+    try {
+      launch(t);
+    } catch (...) {
+      if (t.easy) {
+        curl_multi_remove_handle(multi_.get(), t.easy.get());
+        t.easy.reset();
+      }
+      finish(t, Status{StatusCode::out_of_memory, {}});
+    }
+  }
+
   void work() {
     std::vector<Transfer*> fresh, waiting;
     for (;;) {
@@ -438,12 +451,12 @@ class Transport {
         fresh.assign(incoming_.begin(), incoming_.end());
         incoming_.clear();
       }
-      for (Transfer* t : fresh) launch(*t);
+      for (Transfer* t : fresh) guarded_launch(*t);
       const auto now = Clock::now();
       auto next_retry = Clock::time_point::max();
       std::erase_if(waiting, [&](Transfer* t) {
         if (t->not_before <= now) {
-          launch(*t);
+          guarded_launch(*t);
           return true;
         }
         next_retry = std::min(next_retry, t->not_before);
@@ -457,7 +470,15 @@ class Transport {
         Transfer* t = nullptr;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
         const CURLcode rc = msg->data.result;
-        settle(*t, rc, waiting);
+        try {
+          settle(*t, rc, waiting);
+        } catch (...) {  // out of memory while formatting: the transfer still finishes
+          if (t->easy) {
+            curl_multi_remove_handle(multi_.get(), t->easy.get());
+            t->easy.reset();
+          }
+          finish(*t, Status{StatusCode::out_of_memory, {}});
+        }
       }
       for (Transfer* t : waiting) next_retry = std::min(next_retry, t->not_before);
       int timeout_ms = 1000;
