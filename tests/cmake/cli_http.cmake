@@ -4,7 +4,8 @@
 # 200 instead of 206, a changed ETag): retried and identical, or exit 4 (a routed expert) /
 # exit 1 (the trunk) naming the URL, the range and the fault; a bearer token that reaches
 # the server and no output; the tiered backend in front of http (cold, warm, capped,
-# storage warm, kill -9 during a fill, corrupted blocks). The driver is tests/support/http_cli_test.py (its header says
+# storage warm, kill -9 during a fill, corrupted blocks); https with a self-signed
+# certificate (verified with ca_bundle, HTTP/2 on one connection, refused by default). The driver is tests/support/http_cli_test.py (its header says
 # what each case checks); exit 77 = skipped (nginx not installed).
 if(NOT TARGET k3-storage-http)
   message(STATUS "cli-http tests: the http storage plugin is not built (no libcurl)")
@@ -23,6 +24,7 @@ set(k3_http_cases
   "transient|500, reset, stall and truncated body are retried and the ids are posix's"
   "permanent|each fault on an expert is exit 4 naming layer, expert, URL and range, on the trunk exit 1"
   "tiered|the tiered backend over http: cold and warm runs give posix's ids, storage warm fills it, kill -9 mid-fill never serves a torn block"
+  "tls|https verified against a CA bundle gives posix's ids over one HTTP/2 connection, a self-signed server is refused by default"
   "secret|a bearer token from the environment reaches the server and appears in no output, report or trace")
 foreach(entry IN LISTS k3_http_cases)
   string(FIND "${entry}" "|" bar)

@@ -16,6 +16,10 @@ CASE:
              tier; kill -9 during a fill (throttled) leaves no block that is served torn: the
              next run gives posix's ids, a corrupted block is dropped and fetched again,
              and the killed writer's temporary files are removed.
+  tls        https from nginx with a self-signed certificate: verified against ca_bundle
+             (posix's ids; HTTP/2 puts every range on one connection, HTTP/1.1 on several),
+             refused without it (verification is on by default), allowed with a warning
+             with tls_verify: false.
   secret     a bearer token from an environment variable reaches the server and appears in
              no output, report or trace; without it, HTTP 401 is named.
 Exit 77 (skipped) when nginx is not installed. Servers listen on 127.0.0.1 only, and stop
@@ -117,12 +121,12 @@ class Test:
         check(r.code == 0, "make-model failed", r)
         return model
 
-    def nginx(self, root):
+    def nginx(self, root, tls=None):
         s = Server([sys.executable, os.path.join(HERE, "run_nginx.py"), "--root", root,
                     "--prefix", os.path.join(self.work, "nginx"), "--port-file", os.path.join(self.work, "nginx.port"),
-                    "--lifetime", "600"], os.path.join(self.work, "nginx.port"))
+                    "--lifetime", "600", *(["--tls", *tls] if tls else [])], os.path.join(self.work, "nginx.port"))
         self.servers.append(s)
-        return "http://127.0.0.1:%d/m" % s.port
+        return "%s://127.0.0.1:%d/m" % ("https" if tls else "http", s.port)
 
     def fault_server(self, root, fault, target, times, extra=()):
         port_file = os.path.join(self.work, "fault.port")
@@ -322,12 +326,43 @@ def case_tiered(t):
     check(not leftovers, "temporary files of dead writers remain: %s" % leftovers, r)
 
 
+def case_tls(t):
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        print("SKIP: openssl is not installed")
+        sys.exit(77)
+    cert, key = os.path.join(t.work, "cert.pem"), os.path.join(t.work, "key.pem")
+    r = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "openssl could not make a certificate: " + r.stderr)
+    model = t.make_model(one_shard=False)
+    base = t.nginx(model, tls=(cert, key)) + "/"
+    plain = t.generate(model, True, "plain.json")
+    check(plain.code == 0, "the posix run failed", plain)
+    # Verified against the test CA: posix's ids; HTTP/2 multiplexes every range on one connection.
+    r = t.generate(base, True, "tls.json", storage="http", params={"ca_bundle": cert}, extra=["--verbose"])
+    check(r.code == 0 and t.report_ids("tls.json") == t.report_ids("plain.json"), "https with ca_bundle: ids differ", r)
+    m = re.search(r"(\d+) connections opened", r.err)
+    check(m is not None and int(m.group(1)) == 1, "https with HTTP/2 offered: expected one multiplexed connection", r)
+    r = t.generate(base, True, "tls11.json", storage="http", params={"ca_bundle": cert, "http_version": "1.1"},
+                   extra=["--verbose"])
+    m = re.search(r"(\d+) connections opened", r.err)
+    check(r.code == 0 and t.report_ids("tls11.json") == t.report_ids("plain.json") and m and int(m.group(1)) > 1,
+          "https with HTTP/1.1: expected posix's ids over several connections", r)
+    # Verification is on by default: a self-signed certificate is refused, naming it.
+    r = t.generate(base, True, "noca.json", storage="http")
+    check(r.code != 0 and "TLS verification failed" in r.err, "https without the CA: expected a TLS verification failure", r)
+    r = t.generate(base, True, "insecure.json", storage="http", params={"tls_verify": "false"}, extra=["--verbose"])
+    check(r.code == 0 and "tls_verify is false" in r.err, "tls_verify: false: expected a run with a warning", r)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--exe", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered"])
+    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered", "tls"])
     a = p.parse_args()
     if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK) and a.case == "nginx":
         print("SKIP: nginx is not installed")

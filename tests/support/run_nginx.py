@@ -6,7 +6,7 @@
 Writes PREFIX/nginx.conf (pid, logs and temp paths inside PREFIX), starts nginx in the
 foreground on 127.0.0.1 and a free port, and writes that port to FILE once nginx answers.
 DIR is served at /m/ (nginx answers Range requests natively, with ETag and Last-Modified);
---directio makes nginx read with O_DIRECT, as the `direct` backend does (benchmarks).
+--tls CERT KEY serves https with HTTP/2 offered; --directio makes nginx read with O_DIRECT, as the `direct` backend does (benchmarks).
 nginx is stopped when this launcher gets SIGTERM, when its parent exits, or after
 --lifetime seconds: it never outlives the test. Exit 77 when nginx is not installed.
 """
@@ -35,7 +35,7 @@ http {{
   sendfile on;
   keepalive_requests 100000;
   server {{
-    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{port}{tls};
     location /m/ {{ alias {root}/;{directio} }}
   }}
 }}
@@ -54,6 +54,8 @@ def main():
     p.add_argument("--prefix", required=True)
     p.add_argument("--port-file", required=True)
     p.add_argument("--lifetime", type=float, default=900.0)
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
+                   help="serve https (and HTTP/2 over TLS) with this certificate and key (PEM)")
     p.add_argument("--directio", action="store_true",
                    help="nginx reads files with O_DIRECT (directio 4k): no byte from the page cache (benchmarks)")
     args = p.parse_args()
@@ -70,7 +72,9 @@ def main():
         with open(conf, "w") as f:
             f.write(CONF.format(prefix=prefix, port=port, root=os.path.abspath(args.root),
                                 directio=" directio 4k; directio_alignment 4k; aio threads; output_buffers 2 1m;"
-                                if args.directio else ""))
+                                if args.directio else "",
+                                tls=(" ssl http2;\n    ssl_certificate %s;\n    ssl_certificate_key %s" %
+                                     (os.path.abspath(args.tls[0]), os.path.abspath(args.tls[1]))) if args.tls else ""))
         child = subprocess.Popen([nginx, "-p", prefix, "-c", conf, "-e", os.path.join(prefix, "error.log")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         up = False
@@ -78,7 +82,10 @@ def main():
             if child.poll() is not None:
                 break
             try:
-                urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=1)
+                if args.tls:  # nginx answers once it accepts connections
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                else:
+                    urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=1)
                 up = True
             except urllib.error.HTTPError:
                 up = True  # 404 for /: nginx answers
