@@ -248,8 +248,13 @@ def case_secret(t):
     check(r.code == 0, "with the token: expected a successful run", r)
     check(t.report_ids("s.json") == t.report_ids("plain.json"), "with the token: other ids than posix", r)
     outputs = [r.out, r.err, open(os.path.join(t.work, "s.json")).read()]
-    if os.path.exists(trace):
-        outputs.append(open(trace, errors="replace").read())
+    check(os.path.exists(trace), "the run wrote no trace at %s" % trace, r)
+    outputs.append(open(trace, errors="replace").read())
+    log = os.path.join(t.work, "secret.log")
+    r2 = t.generate(base + "/", True, "s2.json", storage="http", params={"bearer_token_env": "K3_TEST_TOKEN"}, env=env,
+                    extra=["--verbose", "--verbose", "--log-file", log])
+    check(r2.code == 0 and os.path.exists(log), "a -vv run with a log file failed", r2)
+    outputs += [r2.out, r2.err, open(log, errors="replace").read()]
     check(not any(secret in o for o in outputs), "the token appears in the output, the report or the trace", r)
     r = t.generate(base + "/", True, "n.json", storage="http", params={"bearer_token_env": "K3_TEST_TOKEN_UNSET"})
     check(r.code == 2 and "K3_TEST_TOKEN_UNSET is not set" in r.err, "an unset token variable: expected exit 2", r)
