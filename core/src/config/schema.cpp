@@ -45,7 +45,7 @@ std::vector<KeySpec> build_schema() {
        "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
       {"storage.plugin", T::name, "posix", {}, {},
-       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, throttle, faulty)",
+       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, tiered, throttle, faulty)",
        "posix (buffered pread) works on every file system"},
       {"storage.params", T::params, "{}", {}, {}, "Parameters for the storage plugin (see its README)",
        "every plugin has working defaults"},
