@@ -13,7 +13,7 @@ CASE:
              layer and expert and the fault; on the trunk's bytes: exit 1 with the fault.
   tiered     the tiered backend in front of http (nginx): a cold run and a warm run give
              posix's ids, the warm one reads nothing through http; `storage warm` fills the
-             tier; kill -9 during a fill (throttled) leaves no block that is served torn: the
+             tier; kill -9 during a fill over a slow link (nginx limit_rate) leaves no block that is served torn: the
              next run gives posix's ids, a corrupted block is dropped and fetched again,
              and the killed writer's temporary files are removed.
   tls        https from nginx with a self-signed certificate: verified against ca_bundle
@@ -300,12 +300,14 @@ def case_tiered(t):
     stats = tier_stats(r.err)
     check(r.code == 0 and t.report_ids("warmed.json") == want and stats and stats[1] == 0,
           "after storage warm: expected posix's ids and nothing read through http", r)
-    # kill -9 during a slow fill, several times at different moments.
+    # kill -9 during a fill over a slow link (nginx's limit_rate at /slow/), several times at
+    # different moments.
     killed = os.path.join(t.work, "tier-killed")
-    slow = ["--config", os.path.join(t.src, "configs/default.yaml"), "--set", "model.path=" + base,
+    slow_base = base.replace("/m/", "/slow/")
+    check(slow_base != base, "the nginx base URL has no /m/ to turn into /slow/: " + base)
+    slow = ["--config", os.path.join(t.src, "configs/default.yaml"), "--set", "model.path=" + slow_base,
             "--set", "storage.plugin=tiered",
-            "--set", "storage.params={dir: '%s', block_kb: 16, inner: throttle, inner.inner: http, "
-                     "inner.bandwidth_mbps: 1}" % killed]
+            "--set", "storage.params={dir: '%s', block_kb: 16, inner: http, inner.connections: 1}" % killed]
     for delay in (0.15, 0.3, 0.45):
         proc = subprocess.Popen([t.exe, "storage", "warm", *slow], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
@@ -322,7 +324,8 @@ def case_tiered(t):
     if len(blocks) > 1:
         os.truncate(blocks[1], 60)
     open(os.path.join(os.path.dirname(blocks[0]), ".0.blk.tmp.999999999.1"), "wb").write(b"half")
-    r = t.generate(base, True, "after-kill.json", storage="tiered", params={"dir": killed, "block_kb": "16"},
+    # The same URL as the fill (the tier is keyed by URI and size), now over 8 connections.
+    r = t.generate(slow_base, True, "after-kill.json", storage="tiered", params={"dir": killed, "block_kb": "16"},
                    extra=["--verbose"])
     stats = tier_stats(r.err)
     check(r.code == 0 and t.report_ids("after-kill.json") == want, "after kill -9 the tiered run differs from posix", r)

@@ -5,7 +5,8 @@
 
 Writes PREFIX/nginx.conf (pid, logs and temp paths inside PREFIX), starts nginx in the
 foreground on 127.0.0.1 and a free port, and writes that port to FILE once nginx answers.
-DIR is served at /m/ (nginx answers Range requests natively, with ETag and Last-Modified);
+DIR is served at /m/ (nginx answers Range requests natively, with ETag and Last-Modified),
+and at /slow/ over a slow link (limit_rate 1 MB/s per connection);
 --tls CERT KEY serves https with HTTP/2 offered; --directio makes nginx read with O_DIRECT, as the `direct` backend does (benchmarks).
 nginx is stopped when this launcher gets SIGTERM, when its parent exits, or after
 --lifetime seconds: it never outlives the test. Exit 77 when nginx is not installed.
@@ -37,6 +38,7 @@ http {{
   server {{
     listen 127.0.0.1:{port}{tls};
     location /m/ {{ alias {root}/;{directio} }}
+    location /slow/ {{ alias {root}/; limit_rate 1m; }}
   }}
 }}
 """
