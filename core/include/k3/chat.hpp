@@ -148,6 +148,14 @@ class CompletionParser {
   /// The whole-payload decode so far (think channel, response channel), independent of the
   /// deltas: what parse_completion returns.
   [[nodiscard]] Completion result() const;
+  /// The segments that end the message from where the parser stands, for a completion cut
+  /// short (a stop request, the token limit, a token the format does not allow): each open
+  /// element is closed in order (think, then an empty response, then any tools element),
+  /// then <|close|>message<|sep|> and <|end_of_msg|>; empty once done(). A tag header the
+  /// model left unfinished is ended with <|sep|> as it stands, and counts as the tag the
+  /// phase expects only when its text is that tag. After a failed feed() it answers for the
+  /// tokens before the one refused, which was not taken in.
+  [[nodiscard]] std::vector<Segment> closing() const;
 
  private:
   struct State;
