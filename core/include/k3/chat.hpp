@@ -44,6 +44,7 @@ struct Message {
   std::string reasoning_content;     ///< assistant: the think channel (dropped with thinking off)
   std::vector<ToolCall> tool_calls;  ///< assistant
   std::string tool_call_id;          ///< tool: the id of the call this result answers
+  bool operator==(const Message&) const = default;
 };
 
 /// How much the model thinks. "medium" appears in K3's own effort prompt but the official
