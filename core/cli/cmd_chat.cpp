@@ -223,10 +223,8 @@ class Chat {
     settings_.stop_tokens = tokens_.stop_ids();
     settings_.dump_logits.clear();
     pending_system_ = !system_.empty();
-    if (!opt.resume.empty()) {
-      load(opt.resume);
-      history_ = opt.resume;
-    } else if (!opt.history.empty()) {
+    resume_ = opt.resume;
+    if (!opt.history.empty()) {
       std::error_code ec;
       if (std::filesystem::file_size(opt.history, ec) > 0 && !ec)
         throw UsageError(opt.history + ": holds a conversation already; continue it with --resume " + opt.history);
@@ -240,6 +238,10 @@ class Chat {
     PromptInterrupt prompt_interrupt;
     out(std::string("k3host chat: ") + runtime_.model_uri() + " | thinking " + (render_.thinking ? "on" : "off") +
         " | /help for commands, Ctrl-D to quit\n");
+    if (!resume_.empty()) {
+      load(resume_);
+      history_ = resume_;
+    }
     for (;;) {
       const Input in = read_input(editor);
       if (in.kind == Input::Kind::interrupted) continue;
@@ -528,6 +530,7 @@ class Chat {
   std::string system_;
   bool pending_system_ = false;
   std::filesystem::path history_;
+  std::filesystem::path resume_;  ///< --resume FILE, loaded when the chat starts
   std::size_t written_ = 0;  ///< entries already in history_
   std::optional<TurnStats> last_;
   bool quit_ = false;
