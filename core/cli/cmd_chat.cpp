@@ -252,12 +252,20 @@ class Chat {
         if (!command(in.text)) break;
         continue;
       }
-      turn(in.text[0] == '/' ? in.text.substr(1) : in.text);
+      try {
+        turn(in.text[0] == '/' ? in.text.substr(1) : in.text);
+      } catch (const UsageError& e) {
+        // Ids the model refuses (a history of another model): nothing of the turn is kept,
+        // and the model state starts over, so the next turn feeds the conversation whole.
+        if (conversation_.replying()) conversation_.abandon_reply();
+        session_.reset();
+        out(std::string("[") + e.what() + "]\n");
+      }
       if (quit_) break;
     }
     out("\n");
     finish();
-    return 0;
+    return quit_ ? static_cast<int>(ExitCode::interrupted) : 0;  // quit_: SIGTERM stopped an answer
   }
 
  private:
@@ -279,7 +287,6 @@ class Chat {
       return;
     }
     pending_system_ = false;
-    write_history();  // this turn's messages, before the reply
 
     GenerateSettings g = settings_;
     g.prompt.assign(unfed.begin(), unfed.end());
@@ -332,7 +339,7 @@ class Chat {
                           : stopped                  ? Ending::interrupted
                                                      : Ending::length;
     conversation_.end_reply(ending);
-    write_history();
+    write_history();  // the turn's messages and the reply, once the reply is whole
     st.after = runtime_.model().stream_stats();
     st.prefill_seconds = std::chrono::duration<double>((st.generated > 0 ? first : Clock::now()) - t0).count();
     const double decode = std::chrono::duration<double>(last - first).count();
@@ -557,21 +564,25 @@ int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
 Command register_chat(CLI::App& app, GlobalOptions& global) {
   auto* sub = app.add_subcommand(
       "chat",
-      "Chat with the model in the terminal, in K3's chat format (docs/chat.md).\n"
+      "Chat with the model in the terminal, in K3's chat format (docs/chat.md):\n"
+      "  k3host chat --config PIPELINE [--set key=value]... [options]\n"
       "Line editing and history (libedit); end a line with \\ to continue it, or enclose a message in\n"
       "lines of \"\"\". Commands: /help /reset /save FILE /load FILE /stats /system TEXT /think on|off\n"
       "/reasoning show|hide /quit. Ctrl-C stops an answer (it is kept) or clears the line; Ctrl-D quits.");
   auto opt = std::make_shared<ChatOptions>();
   sub->add_option("--history", opt->history,
-                  "Append every message to FILE (JSON Lines; the model state goes to FILE.state at the end)");
+                  "Append every message to FILE (JSON Lines; the model state goes to FILE.state at the end)")
+      ->type_name("FILE");
   sub->add_option("--resume", opt->resume,
-                  "Continue the conversation in FILE with its model state FILE.state, and go on appending to FILE");
+                  "Continue the conversation in FILE with its model state FILE.state, and go on appending to FILE")
+      ->type_name("FILE");
   sub->add_option("--system", opt->system, "System prompt, sent with the first message");
   sub->add_flag("--no-think", opt->no_think, "Start with K3's thinking off (/think on turns it on)");
-  sub->add_option("--effort", opt->effort, "Thinking effort: low, high or max (default max)");
+  sub->add_option("--effort", opt->effort, "Thinking effort: low, high or max (default max)")->type_name("EFFORT");
   sub->add_flag("--hide-reasoning", opt->hide_thinking, "Do not show the think channel (/reasoning show shows it)");
   sub->add_option("--max-tokens", opt->max_tokens,
                   "At most N generated tokens per answer (default: as many as the context holds)")
+      ->type_name("N")
       ->check(CLI::NonNegativeNumber);
   return {sub, [&global, opt]() { return run_chat(global, *opt); }};
 }
