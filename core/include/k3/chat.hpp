@@ -153,9 +153,10 @@ class CompletionParser {
   /// short (a stop request, the token limit, a token the format does not allow): each open
   /// element is closed in order (think, then an empty response, then any tools element),
   /// then <|close|>message<|sep|> and <|end_of_msg|>; empty once done(). A tag header the
-  /// model left unfinished is ended with <|sep|> as it stands, and counts as the tag the
-  /// phase expects only when its text is that tag. After a failed feed() it answers for the
-  /// tokens before the one refused, which was not taken in.
+  /// model left unfinished is finished when its text so far starts a tag on that way out
+  /// (the rest of the name, then <|sep|>); any other (a call or argument header) is ended
+  /// with <|sep|> as it stands, which the format does not allow. After a failed feed() it
+  /// answers for the tokens before the one refused, which was not taken in.
   [[nodiscard]] std::vector<Segment> closing() const;
 
  private:

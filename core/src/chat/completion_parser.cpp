@@ -276,18 +276,33 @@ std::vector<Segment> CompletionParser::closing() const {
   Phase p = s.phase;
   if (p == Phase::done) return out;
   if (s.in_tag) {
-    out.push_back({"<|sep|>", true});
+    // The header being written: finished when it is the start of a tag on the way out (the
+    // rest of the name, then <|sep|>), else ended as it stands (a call or argument header).
+    struct Way {
+      bool opens;
+      std::string_view name;
+      Phase next;
+    };
+    std::vector<Way> ways;
+    switch (p) {
+      case Phase::think: ways = {{false, "think", Phase::after_think}}; break;
+      case Phase::after_think: ways = {{true, "response", Phase::response}}; break;
+      case Phase::response: ways = {{false, "response", Phase::after_response}}; break;
+      case Phase::after_response: ways = {{false, "message", Phase::last}, {true, "tools", Phase::tools}}; break;
+      case Phase::tools: ways = {{false, "tools", Phase::after_tools}}; break;
+      case Phase::call: ways = {{false, "call", Phase::tools}}; break;
+      case Phase::argument: ways = {{false, s.argument_is_json ? "json" : "argument", Phase::call}}; break;
+      case Phase::after_tools: ways = {{false, "message", Phase::last}}; break;
+      default: break;
+    }
     const std::string text = s.tokens->decode(s.tag_ids);
-    auto is = [&](bool opens, std::string_view name) { return s.tag_opens == opens && text == name; };
-    if (p == Phase::think && is(false, "think")) p = Phase::after_think;
-    else if (p == Phase::after_think && is(true, "response")) p = Phase::response;
-    else if (p == Phase::response && is(false, "response")) p = Phase::after_response;
-    else if (p == Phase::after_response && is(true, "tools")) p = Phase::tools;
-    else if ((p == Phase::after_response || p == Phase::after_tools) && is(false, "message")) p = Phase::last;
-    else if (p == Phase::tools && is(false, "tools")) p = Phase::after_tools;
-    else if (p == Phase::call && is(false, "call")) p = Phase::tools;
-    else if (p == Phase::argument && is(false, s.argument_is_json ? "json" : "argument")) p = Phase::call;
-    // else: a header K3 has no place for here, ended as it stands; the phase is unchanged
+    for (const Way& w : ways) {
+      if (w.opens != s.tag_opens || w.name.substr(0, text.size()) != text) continue;
+      if (text.size() < w.name.size()) out.push_back({std::string(w.name.substr(text.size())), false});
+      p = w.next;
+      break;
+    }
+    out.push_back({"<|sep|>", true});
   }
   // Each phase's way out, in the order the format nests them.
   while (p != Phase::done) {
