@@ -67,6 +67,30 @@ void out(std::string_view text) {
   std::fflush(stdout);
 }
 
+/// Model text made safe for a terminal: a model can write any byte, and an ESC or a C1 control
+/// (U+0080..U+009F) would be taken as a command by the terminal. Control characters other than
+/// newline and tab are shown in caret notation (^[), C1 ones as <U+009B>.
+std::string printable(std::string_view text) {
+  std::string safe;
+  safe.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      safe += '^';
+      safe += static_cast<char>(c == 0x7f ? '?' : c + 0x40);
+    } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "<U+%04X>", static_cast<unsigned char>(text[i + 1]));
+      safe += buf;
+      ++i;
+    } else {
+      safe += text[i];
+    }
+  }
+  return safe;
+}
+
 // Ctrl-C at the prompt: the read returns (no SA_RESTART) and the line is dropped. While an
 // answer is written a StopSignal replaces this handler (and puts it back afterwards).
 std::atomic<bool> g_prompt_interrupt{false};
@@ -318,14 +342,14 @@ class Chat {
           ++st.generated;
           for (const auto& ev : events) {
             if (ev.kind == StreamEvent::Kind::think_text && show_thinking_) {
-              out(std::string(style_.dim()) + ev.text + style_.reset());
+              out(std::string(style_.dim()) + printable(ev.text) + style_.reset());
               think_shown = true;
             } else if (ev.kind == StreamEvent::Kind::response_text) {
               if (!response_started && think_shown) out("\n\n");
               response_started = true;
-              out(ev.text);
+              out(printable(ev.text));
             } else if (ev.kind == StreamEvent::Kind::tool_call) {
-              out("\n[tool call " + ev.call.name + " " + ev.call.arguments + " (not run: chat runs no tools)]");
+              out("\n[tool call " + printable(ev.call.name + " " + ev.call.arguments) + " (not run: chat runs no tools)]");
             }
           }
         });
@@ -347,7 +371,8 @@ class Chat {
     last_ = st;
     if (ending == Ending::interrupted) out(std::string(response_started || think_shown ? "\n" : "") + "[stopped]");
     if (ending == Ending::length) out("\n[token limit]");
-    if (ending == Ending::format_error) out("\n[the answer ends here: the model broke K3's chat format: " + format_error + "]");
+    if (ending == Ending::format_error)
+      out("\n[the answer ends here: the model broke K3's chat format: " + printable(format_error) + "]");
     out("\n" + std::string(style_.dim()) + status_line(st) + style_.reset() + "\n");
     if (stop_signal == SIGTERM) quit_ = true;
   }
@@ -515,7 +540,7 @@ class Chat {
     for (const auto& e : conversation_.entries()) {
       if (e.internal) continue;
       const char* who = e.message.role == Role::user ? "> " : e.message.role == Role::system ? "[system] " : "";
-      out(std::string(style_.dim()) + who + e.message.content + style_.reset() + "\n");
+      out(std::string(style_.dim()) + who + printable(e.message.content) + style_.reset() + "\n");
     }
   }
 

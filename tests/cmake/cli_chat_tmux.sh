@@ -8,9 +8,12 @@
 #     takes seconds): the conversation and its model state come back, the next turn feeds
 #     only its new ids (status line against /stats); Ctrl-C during an answer stops it, keeps
 #     it closed in the history, and the prompt goes on; Ctrl-D exits 0.
+#   C (a fresh conversation, streaming and throttled): Ctrl-C while the answer's tokens
+#     stream stops it, and the stopped answer is kept, closed.
 # Exit 77 (skipped) without tmux.
 #   cli_chat_tmux.sh <k3host> <source dir> <scratch dir>
 set -u
+tries=0
 EXE=$1 SRC=$2 WORK=$3
 command -v tmux >/dev/null || { echo "SKIP: tmux is not installed (apt-get install tmux)"; exit 77; }
 
@@ -145,6 +148,51 @@ tail -n 1 "$H" | grep -Eq '"closing":[1-9]' || fail "the stopped answer was not 
 type_line "/stats"
 wait_count '^conversation: 10 messages' 1 10 "the conversation kept after Ctrl-C"
 
+T send-keys -t chat C-d
+wait_count '^EXIT=0$' 1 60 "exit 0 after Ctrl-D"
+
+# --- C ---------------------------------------------------------------------------------------
+# Ctrl-C while tokens stream, as soon as an answer shows text (a fresh conversation over the
+# throttled storage: a forward takes about a second). The random tiny model soon breaks
+# K3's format and ends its answers, so a few first messages may be needed for one that lasts.
+start "${common[@]}" --set memory.trunk_gb=0.00005 --set memory.expert_cache_gb=0.00005 \
+  --set storage.plugin=throttle --set "storage.params={latency_us: 100000}"
+wait_count '^k3host chat: ' 1 120 "the banner"
+wait_prompt 10 "the first prompt"
+stopped_decoding=0
+for msg in "Hello there" "What is the capital of France?" "abc" "Tell me a story"; do
+  statuses=$(count "$STATUS")
+  type_line "$msg"
+  end=$((SECONDS + 120))
+  shown=0
+  while ((SECONDS < end)); do
+    after=$(pane | grep -v '^$' | awk -v m="> $msg" '$0 == m { buf = ""; found = 1; next } found { buf = buf $0 "\n" } END { printf "%s", buf }')
+    if [[ -n $after ]]; then
+      grep -Eq "$STATUS" <<<"$after" || shown=1
+      break
+    fi
+    sleep 0.1
+  done
+  if ((shown)); then
+    T send-keys -t chat C-c
+    wait_count "$STATUS" $((statuses + 1)) 60 "the status line after Ctrl-C during decoding"
+    st=$(pane | grep -E "$STATUS" | tail -n 1)
+    if pane | grep -v '^$' | tail -n 3 | grep -q '^\[stopped\]$' && [[ ! $st =~ ^--\ 0\ tokens ]]; then
+      stopped_decoding=1
+      break
+    fi
+  fi
+  wait_count "$STATUS" $((statuses + 1)) 120 "the status line of '$msg'"
+  wait_prompt 10 "the prompt after '$msg'"
+  type_line "/reset"
+  wait_count '^\[new conversation\]' $((tries += 1)) 10 "/reset"
+done
+((stopped_decoding)) || fail "no answer lasted long enough to be stopped while its tokens streamed"
+wait_prompt 10 "the prompt after Ctrl-C during decoding"
+type_line "/save $WORK/c.jsonl"
+wait_count "^\[saved $WORK/c.jsonl" 1 20 "/save after Ctrl-C during decoding"
+tail -n 1 "$WORK/c.jsonl" | grep -q '"ending":"interrupted"' || fail "the answer stopped while streaming is not recorded as interrupted"
+tail -n 1 "$WORK/c.jsonl" | grep -Eq '"closing":[1-9]' || fail "the answer stopped while streaming was not closed"
 T send-keys -t chat C-d
 wait_count '^EXIT=0$' 1 60 "exit 0 after Ctrl-D"
 echo "ok"

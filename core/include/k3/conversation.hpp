@@ -26,8 +26,8 @@ namespace k3::chat {
 /// message boundary.
 enum class Ending {
   stop,          ///< the model wrote the closure and its stop id
-  interrupted,   ///< a stop request (Ctrl-C) or the end of the context
-  length,        ///< the token limit of the reply
+  interrupted,   ///< a stop request (Ctrl-C, SIGTERM)
+  length,        ///< the token limit of the reply (a set limit, or what the context holds)
   format_error,  ///< the model wrote a token K3's format does not allow there (left out)
 };
 std::string_view to_string(Ending ending);
