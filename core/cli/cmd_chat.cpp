@@ -312,11 +312,14 @@ class Chat {
     }
     pending_system_ = false;
 
+    // The conversation's ids the model has not seen are the session's pending ids: generate()
+    // feeds them first (and leaves what it did not feed there).
+    session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
     GenerateSettings g = settings_;
-    g.prompt.assign(unfed.begin(), unfed.end());
+    g.prompt.clear();
     g.max_new_tokens = max_tokens_ > 0 ? std::min(max_tokens_, room) : room;
     TurnStats st;
-    st.fed = g.prompt.size();
+    st.fed = unfed.size();
     st.before = runtime_.model().stream_stats();
     std::string format_error;
     bool think_shown = false, response_started = false;
@@ -497,8 +500,16 @@ class Chat {
     for (; written_ < complete; ++written_) chat::append_history(history_, entries[written_]);
   }
 
+  /// The conversation's ids the model has not seen, as the session's pending ids: a state
+  /// file then continues exactly (the chat's own resume, or the batch job's --load-state).
+  void sync_pending() {
+    const auto unfed = conversation_.unfed(session_.tokens());
+    session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
+  }
+
   void save(const std::filesystem::path& file) {
     chat::write_history(file, conversation_.entries());
+    sync_pending();
     session_.save(chat::history_state_file(file));
     history_ = file;
     written_ = conversation_.entries().size();
@@ -520,7 +531,10 @@ class Chat {
     if (std::filesystem::exists(state, ec)) {
       try {
         session_.load(state);
-        (void)loaded.unfed(session_.tokens());
+        // What the state holds, fed and pending, must be the start of this conversation.
+        std::vector<std::uint32_t> held = session_.tokens();
+        held.insert(held.end(), session_.pending().begin(), session_.pending().end());
+        (void)loaded.unfed(held);
       } catch (const Error&) {
         session_.reset();  // the current conversation's ids are fed again at its next turn
         throw;
@@ -547,6 +561,7 @@ class Chat {
   /// At the end: the model state next to the history file, so --resume feeds nothing old.
   void finish() {
     if (history_.empty()) return;
+    sync_pending();
     session_.save(chat::history_state_file(history_));
     log(LogLevel::info, "chat", "saved the model state to " + chat::history_state_file(history_).string());
   }

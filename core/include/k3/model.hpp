@@ -135,13 +135,22 @@ class Session {
   [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
   [[nodiscard]] std::int64_t position() const noexcept;
   [[nodiscard]] std::int64_t max_positions() const noexcept;
-  /// Forget everything fed (keeps max_positions).
+  /// Ids of the conversation not fed yet: generate() leaves its last token here (its
+  /// successor was not needed) and the rest of a prefill it stopped early, and feeds them
+  /// first the next time. feed() does not look at them; save() and load() keep them, so a
+  /// resumed conversation continues exactly where the saved one stopped.
+  [[nodiscard]] const std::vector<std::uint32_t>& pending() const noexcept;
+  /// Replaces the pending ids. Ids outside the vocabulary are refused (UsageError).
+  void set_pending(std::vector<std::uint32_t> ids);
+  /// Forget everything fed and pending (keeps max_positions).
   void reset();
   /// Sees every routing decision from now on (nullptr to stop). Not owned.
   void set_routing_listener(RoutingListener* listener) noexcept;
 
-  /// State files: magic, version, architecture fingerprint, payload checksum; written to a
-  /// temporary name and renamed. load() refuses another model's state (UsageError).
+  /// State files: magic, version, architecture fingerprint, payload checksum; the ids fed,
+  /// the pending ids and the carried state (core/src/engine/session_impl.hpp); written to a
+  /// temporary name and renamed. load() refuses another model's state, another format
+  /// version and a damaged file (UsageError naming the file).
   void save(const std::filesystem::path& file) const;
   void load(const std::filesystem::path& file);
 

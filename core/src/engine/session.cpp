@@ -28,6 +28,7 @@ struct Session::Impl {
   Model& model;
   std::int64_t max_positions;
   model::SequenceState state;
+  std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
   model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
   ListenerBridge bridge;
 };
@@ -36,21 +37,29 @@ Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
   // The run buffers are allocated here, once: the forward pass only works in them.
   const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
-  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions),
+  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {},
                                       model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
                                       {}});
 }
 
 Session::~Session() = default;
 
-void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
-  Impl& s = *impl_;
-  const ModelConfig& c = s.model.config();
-  if (tokens.empty()) throw UsageError("feed: no tokens");
+namespace {
+
+void check_vocabulary(std::span<const std::uint32_t> tokens, const ModelConfig& c) {
   for (std::uint32_t id : tokens)
     if (id >= static_cast<std::uint64_t>(c.vocab_size))
       throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary of " +
                        std::to_string(c.vocab_size) + " ids");
+}
+
+}  // namespace
+
+void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
+  Impl& s = *impl_;
+  const ModelConfig& c = s.model.config();
+  if (tokens.empty()) throw UsageError("feed: no tokens");
+  check_vocabulary(tokens, c);
   if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
     throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
                      " tokens exceed the context of " + std::to_string(s.max_positions) +
@@ -72,22 +81,33 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
 const std::vector<std::uint32_t>& Session::tokens() const noexcept { return impl_->state.tokens; }
 std::int64_t Session::position() const noexcept { return impl_->state.position; }
 std::int64_t Session::max_positions() const noexcept { return impl_->max_positions; }
+const std::vector<std::uint32_t>& Session::pending() const noexcept { return impl_->pending; }
 
-void Session::reset() { impl_->state = model::make_state(impl_->model.config(), impl_->max_positions); }
+void Session::set_pending(std::vector<std::uint32_t> ids) {
+  check_vocabulary(ids, impl_->model.config());
+  impl_->pending = std::move(ids);
+}
+
+void Session::reset() {
+  impl_->state = model::make_state(impl_->model.config(), impl_->max_positions);
+  impl_->pending.clear();
+}
 
 void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->bridge.listener = listener; }
 
 void Session::save(const std::filesystem::path& file) const {
-  model::save_state(file, impl_->model.config(), impl_->state);
+  model::save_state(file, impl_->model.config(), impl_->state, impl_->pending);
 }
 
 void Session::load(const std::filesystem::path& file) {
-  model::SequenceState st = model::load_state(file, impl_->model.config());
-  if (st.position > impl_->max_positions)
-    throw UsageError(file.string() + ": the saved conversation has " + std::to_string(st.position) +
+  model::SavedState saved = model::load_state(file, impl_->model.config());
+  const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
+  if (total > impl_->max_positions)
+    throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
-  model::reserve_state(st, impl_->model.config(), impl_->max_positions);
-  impl_->state = std::move(st);
+  model::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
+  impl_->state = std::move(saved.state);
+  impl_->pending = std::move(saved.pending);
 }
 
 }  // namespace k3

@@ -43,8 +43,10 @@ k3::ModelSettings scalar() {
 /// the first token the format refuses (left out, not fed). Returns the ids it fed.
 std::size_t reply(k3::Session& s, Conversation& c, std::int64_t max_tokens) {
   k3::GenerateSettings g;
+  // The conversation's ids the model has not seen are fed first, as the session's pending ids.
   const auto unfed = c.unfed(s.tokens());
-  g.prompt.assign(unfed.begin(), unfed.end());
+  s.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
+  const std::size_t fed = unfed.size();  // the span ends with the conversation's growth
   g.max_new_tokens = max_tokens;
   g.stop_tokens = chat_tokens().stop_ids();
   struct Refused {};
@@ -61,7 +63,7 @@ std::size_t reply(k3::Session& s, Conversation& c, std::int64_t max_tokens) {
   } catch (const Refused&) {
   }
   c.end_reply(c.reply_done() ? Ending::stop : refused ? Ending::format_error : Ending::length);
-  return g.prompt.size();
+  return fed;
 }
 
 /// The logits after the whole stream: what the model would see next.
@@ -142,6 +144,9 @@ TEST_CASE("history: a resumed conversation feeds only the new ids and gives the 
   k3::Session resumed(m, 512);
   resumed.load(k3::chat::history_state_file(file));
   CHECK(resumed.position() > 0);
+  std::vector<std::uint32_t> held = resumed.tokens();
+  held.insert(held.end(), resumed.pending().begin(), resumed.pending().end());
+  CHECK_NOTHROW(r.unfed(held));
   const auto in_state = static_cast<std::size_t>(resumed.position());
   r.begin_reply(turn2, opt);
   const std::size_t turn2_end = r.ids().size();
