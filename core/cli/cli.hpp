@@ -41,5 +41,6 @@ Command register_sim(CLI::App& app, GlobalOptions& global);
 Command register_plan(CLI::App& app, GlobalOptions& global);
 Command register_pack_trunk(CLI::App& app, GlobalOptions& global);
 Command register_storage(CLI::App& app, GlobalOptions& global);
+Command register_chat(CLI::App& app, GlobalOptions& global);
 
 }  // namespace k3::cli

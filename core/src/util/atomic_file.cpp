@@ -163,4 +163,16 @@ void write_file_atomically(const fs::path& file, const void* data, std::size_t s
   f.commit();
 }
 
+void append_record(const fs::path& file, std::string_view record) {
+  if (file.has_parent_path()) {
+    std::error_code ec;  // a folder that cannot be made shows up as "cannot append" below
+    fs::create_directories(file.parent_path(), ec);
+  }
+  const OwnedFd fd(::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
+  // One write(2): only a full disk or a signal makes it short, and then the rest follows.
+  write_all(fd.get(), record.data(), record.size(), file.string());
+  if (::fdatasync(fd.get()) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
+}
+
 }  // namespace k3

@@ -101,4 +101,12 @@ inline void write_file_atomically(const std::filesystem::path& file, std::string
   write_file_atomically(file, text.data(), text.size());
 }
 
+/// Appends one whole record (a line of a log such as chat history) to `file`, creating it
+/// and its folders when missing: one write(2) on an O_APPEND descriptor, then fdatasync.
+/// Rewriting the whole file by temp+rename for every record would cost its size each time;
+/// an O_APPEND write lands at the end as one piece (other appenders never split it), so a
+/// crash can leave at most a torn last record, which the file's reader must detect. Throws
+/// RuntimeError "<file>: cannot append: <reason>".
+void append_record(const std::filesystem::path& file, std::string_view record);
+
 }  // namespace k3

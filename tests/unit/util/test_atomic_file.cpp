@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <k3/error.hpp>
@@ -202,4 +203,34 @@ TEST_CASE("writers beyond the registry's capacity still work, unregistered", "[u
   CHECK(k3::live_temporary_count() == 0);
   // A path no file could be created under is not registered.
   CHECK_FALSE(k3::LiveTemporary(fs::path(std::string(PATH_MAX, 'x'))).registered());
+}
+
+TEST_CASE("append_record adds whole records at the end, creating the file and its folders", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("append");
+  const fs::path log = dir / "chats/a.jsonl";
+  k3::append_record(log, "one\n");
+  k3::append_record(log, "two\n");
+  CHECK(k3::test::read_whole(log) == "one\ntwo\n");
+  CHECK(k3::test::listing(log.parent_path()) == "a.jsonl\n");  // no temporary file
+
+  // Two writers at once: every record lands whole, none split by the other's.
+  const fs::path shared = dir / "shared.log";
+  auto writer = [&](char c) {
+    for (int i = 0; i < 100; ++i) k3::append_record(shared, std::string(8192, c) + "\n");
+  };
+  std::thread a(writer, 'a'), b(writer, 'b');
+  a.join();
+  b.join();
+  const std::string all = k3::test::read_whole(shared);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; at < all.size(); at += 8193, ++lines) {
+    REQUIRE(at + 8193 <= all.size());
+    const std::string_view rec(all.data() + at, 8193);
+    CHECK(rec.back() == '\n');
+    CHECK(rec.find_first_not_of(rec[0]) == 8192);
+  }
+  CHECK(lines == 200);
+
+  fs::create_directories(dir / "folder");
+  CHECK_THROWS_WITH(k3::append_record(dir / "folder", "x\n"), Contains("folder: cannot append: "));
 }
