@@ -119,6 +119,30 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+/// An in-memory copy of everything a Session carries (its tokens, the KDA recurrent state,
+/// the MLA latent cache), taken by Session::snapshot(). The KDA state cannot be rewound, so a
+/// conversation that wants to go back to an earlier point (a server's prefix reuse, a chat's
+/// edit of the last turn) keeps snapshots. Exactness: a session restored from a snapshot is
+/// indistinguishable from one that never left that point; what it is fed next gives
+/// bit-identical logits. Immutable once taken: copies share the same bytes, and a snapshot
+/// may be read from any thread while sessions restore from it.
+class SessionSnapshot {
+ public:
+  SessionSnapshot() = default;  ///< empty: no tokens, nothing to restore
+  [[nodiscard]] bool empty() const noexcept { return impl_ == nullptr; }
+  /// The tokens the session had consumed (empty for an empty snapshot).
+  [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
+  [[nodiscard]] std::int64_t position() const noexcept;
+  /// Bytes held (state floats and token ids): what a budget of snapshots counts.
+  [[nodiscard]] std::size_t bytes() const noexcept;
+
+  struct Impl;
+
+ private:
+  friend class Session;
+  std::shared_ptr<const Impl> impl_;
+};
+
 class Session {
  public:
   /// A fresh conversation of up to `max_positions` tokens.
@@ -144,6 +168,14 @@ class Session {
   /// temporary name and renamed. load() refuses another model's state (UsageError).
   void save(const std::filesystem::path& file) const;
   void load(const std::filesystem::path& file);
+
+  /// The state now, in memory (see SessionSnapshot). Costs a copy of the state.
+  [[nodiscard]] SessionSnapshot snapshot() const;
+  /// Goes back (or forward) to `snap`: afterwards tokens(), position() and everything fed
+  /// next are exactly as if this session had been fed snap.tokens() from fresh. UsageError
+  /// for an empty snapshot, one of another model architecture, or one longer than
+  /// max_positions; the session is unchanged then.
+  void restore(const SessionSnapshot& snap);
 
   struct Impl;
 
