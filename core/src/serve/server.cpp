@@ -3,6 +3,7 @@
 #include <k3/serve.hpp>
 
 #include <arpa/inet.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -466,7 +467,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     }
   };
   auto out = std::make_shared<TextOut>(engine->runtime(), cr.gen.stop, engine->eos());
-  auto body_of = [&](const std::string& text, const json& finish) {
+  auto body_of = [job, model](const std::string& text, const json& finish) {
     return json{{"id", job->id}, {"object", "text_completion"}, {"created", job->created}, {"model", model},
                 {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
   };
@@ -559,6 +560,13 @@ void Server::Impl::routes() {
   });
   // The API key, before routing: /v1/* and /metrics.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // cpp-httplib 0.11 enforces the body limit on Content-Length only, so a chunked body
+    // (which it would read whole, however long) is refused before it is read.
+    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+      send_error(res, ApiError(411, "Send the request body with a Content-Length (chunked bodies are not accepted).",
+                               "invalid_request_error", "", "length_required"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (req.path.rfind("/v1/", 0) != 0 && req.path != "/metrics") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -626,6 +634,16 @@ int Server::port() const noexcept { return impl_->port; }
 void Server::start() {
   Impl& s = *impl_;
   if (s.listener.joinable()) return;
+  // cpp-httplib 0.11 writes without MSG_NOSIGNAL: a client that went away would raise
+  // SIGPIPE and end the process. Ignored (when nobody handles it) so the write fails instead.
+  struct sigaction old{};
+  sigaction(SIGPIPE, nullptr, &old);
+  if (old.sa_handler == SIG_DFL) {
+    struct sigaction ign{};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, nullptr);
+  }
   s.listener = std::thread([&s] { s.http.listen_after_bind(); });
 }
 
