@@ -92,12 +92,12 @@ def main():
         per_sentence = (probe['usage']['prompt_tokens'] - base['usage']['prompt_tokens']) / 10
         for length in [int(x) for x in a.lengths.split(',')]:
             sentences = max(0, round((length - base['usage']['prompt_tokens']) / per_sentence))
-            warm_t, cold_t, t1_tokens, t2_tokens, cached = [], [], 0, 0, []
+            warm_t, cold_t, t1_tokens, t2_tokens, cached = [], [], [], [], []
             for rep in range(a.reps):
                 tag = f'{length}-{rep}-{time.time_ns()}'
                 msgs = [{'role': 'user', 'content': user_text(sentences, tag)}]
                 t1, _ = post(wport, '/v1/chat/completions', {'messages': msgs, 'max_tokens': a.reply_tokens, 'temperature': 0})
-                t1_tokens = t1['usage']['prompt_tokens']
+                t1_tokens.append(t1['usage']['prompt_tokens'])
                 msgs2 = msgs + [{'role': 'assistant', 'content': t1['choices'][0]['message']['content']},
                                 {'role': 'user', 'content': 'And then what happened?'}]
                 body = {'messages': msgs2, 'max_tokens': 1, 'temperature': 0}
@@ -111,12 +111,15 @@ def main():
                 if got['warm']['choices'][0]['message'] != got['cold']['choices'][0]['message']:
                     sys.exit(f'exactness: warm and cold turn 2 differ at length {length}: '
                              f'{got["warm"]["choices"][0]["message"]} vs {got["cold"]["choices"][0]["message"]}')
-                t2_tokens = got['warm']['usage']['prompt_tokens']
+                t2_tokens.append(got['warm']['usage']['prompt_tokens'])
                 cached.append(got['warm']['usage']['prompt_tokens_details']['cached_tokens'])
+                if cached[-1] < t1_tokens[-1]:
+                    sys.exit(f'turn 2 reused {cached[-1]} tokens, fewer than turn 1\'s prompt of {t1_tokens[-1]}')
                 assert got['cold']['usage']['prompt_tokens_details']['cached_tokens'] == 0
             w, c = statistics.median(warm_t), statistics.median(cold_t)
-            rows.append((t1_tokens, t2_tokens, min(cached), w, c, c / w))
-            print(f'turn-1 prompt {t1_tokens:5d}  turn-2 prompt {t2_tokens:5d}  reused {min(cached):5d}  '
+            t1m, t2m, cm = (int(statistics.median(x)) for x in (t1_tokens, t2_tokens, cached))
+            rows.append((t1m, t2m, cm, w, c, c / w))
+            print(f'turn-1 prompt {t1m:5d}  turn-2 prompt {t2m:5d}  reused {cm:5d}  '
                   f'TTFT warm {w:7.3f} s  cold {c:7.3f} s  cold/warm {c / w:6.1f}x', flush=True)
     finally:
         for p in (warm, cold):

@@ -83,6 +83,7 @@ struct Server::Impl {
   std::uint64_t next_ticket = 0;
   std::atomic<bool>* running_stop = nullptr;  ///< the running request's stop flag (under m)
   std::atomic<std::uint64_t> next_id{1};
+  std::size_t reported_failures = 0;  ///< expert failures already logged (under the turn)
 
   /// The model, held by one request at a time; released on destruction.
   class Turn {
@@ -282,6 +283,9 @@ json tool_calls_json(const std::vector<chat::ToolCall>& calls, std::size_t first
 
 void Server::Impl::record(const RunResult& r, std::size_t prompt_tokens, const char* endpoint) {
   const StreamStats io = engine->runtime().model().stream_stats();
+  for (std::size_t i = reported_failures; i < io.expert_failures.size(); ++i)
+    log(LogLevel::error, kComponent, "routed expert failed: " + io.expert_failures[i] + " (the reply's ids are unsound)");
+  reported_failures = io.expert_failures.size();
   metrics.record(r, prompt_tokens, io, engine->stats());
   char line[256];
   std::snprintf(line, sizeof line, "%s: %zu prompt tokens (%lld reused), %zu generated, ttft %.3f s, %.3f s/token%s",

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <k3/error.hpp>
+#include <k3/serve.hpp>
+
 #include "serve/request.hpp"
 
 namespace {
@@ -129,4 +132,13 @@ TEST_CASE("stop sequences: text ends before the first match, a partial match is 
 
   k3::serve::StopMatcher none({});
   CHECK(none.push("anything") == "anything");
+}
+
+TEST_CASE("loopback addresses, and only they, may be served without an API key", "[serve][options]") {
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) CHECK(k3::serve::is_loopback(h));
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "192.168.1.5", "::", "example.com", ""}) CHECK_FALSE(k3::serve::is_loopback(h));
+  k3::serve::ServeOptions o;
+  o.host = "0.0.0.0";
+  o.port = 0;
+  CHECK_THROWS_AS(k3::serve::Server(o), k3::UsageError);
 }
