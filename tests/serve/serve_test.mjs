@@ -273,6 +273,25 @@ async function caseCancel(model) {
   const generated = (await metric(s, 'k3_generated_tokens_total')) - generatedBefore;
   check(generated < max, `the cancelled generation ran on: ${generated} tokens`);
   check((await request(s, 'GET', '/health')).status === 200, 'healthy after a cancelled stream');
+
+  // A plain (not streamed) request whose client goes away is stopped too (the server writes
+  // a space once a second while it generates, and notices the failed write).
+  const before2 = await metric(s, 'k3_requests_interrupted_total');
+  const generated2 = await metric(s, 'k3_generated_tokens_total');
+  const ac2 = new AbortController();
+  const plain = client(s).completions.create({ model: 'model', prompt, max_tokens: max, temperature: 0 }, { signal: ac2.signal })
+    .then(() => 'finished', () => 'aborted');
+  for (let i = 0; i < 200 && (await metric(s, 'k3_generation_running')) !== 1; ++i) await sleep(20);
+  await sleep(1500);
+  ac2.abort();
+  check((await plain) === 'aborted', 'the plain request finished before it could be aborted');
+  let interrupted2 = before2;
+  for (let i = 0; i < 200 && interrupted2 === before2; ++i) {
+    await sleep(50);
+    interrupted2 = await metric(s, 'k3_requests_interrupted_total');
+  }
+  check(interrupted2 === before2 + 1, `a plain request's disconnect did not end its generation (${before2} -> ${interrupted2})`);
+  check((await metric(s, 'k3_generated_tokens_total')) - generated2 < max, 'the plain cancelled generation ran on');
   const next = await client(s).chat.completions.create({ model: 'model', messages: conversation, max_tokens: 4, temperature: 0 });
   check(next.usage.completion_tokens >= 1, 'the next request is served');
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -61,6 +62,16 @@ bool same_key(const std::string& got, const std::string& want) {
 }
 
 }  // namespace
+
+/// One request's generation state, shared by the handler and the streaming provider.
+struct Job {
+  std::atomic<bool> stop{false};
+  RunRequest run;
+  Clock::time_point deadline;
+  std::string id;
+  std::int64_t created = 0;
+  std::size_t prompt_tokens = 0;
+};
 
 struct Server::Impl {
   ServeOptions opt;
@@ -153,6 +164,9 @@ struct Server::Impl {
   std::string new_id(const char* prefix) { return std::string(prefix) + std::to_string(next_id++); }
 
   void routes();
+  void plain_reply(httplib::Response& res, std::shared_ptr<Job> job, std::shared_ptr<Turn> turn,
+                   std::function<void(std::uint32_t)> per_token, std::function<json(const RunResult&)> finish,
+                   const char* endpoint);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res);
   void record(const RunResult& r, std::size_t prompt_tokens, const char* endpoint);
@@ -161,16 +175,6 @@ struct Server::Impl {
 // ---------------------------------------------------------------------------------------
 
 namespace {
-
-/// One request's generation state, shared by the handler and the streaming provider.
-struct Job {
-  std::atomic<bool> stop{false};
-  RunRequest run;
-  Clock::time_point deadline;
-  std::string id;
-  std::int64_t created = 0;
-  std::size_t prompt_tokens = 0;
-};
 
 const char* finish_reason(const RunResult& r, bool stop_string, bool tool_calls) {
   if (tool_calls && (r.stopped_at_eos || stop_string)) return "tool_calls";
@@ -295,6 +299,41 @@ void Server::Impl::record(const RunResult& r, std::size_t prompt_tokens, const c
   log(LogLevel::info, kComponent, line);
 }
 
+// A plain (not streamed) reply is written when its generation ends. Until then a space is
+// written at most once a second (JSON allows whitespace before the value), so that a client
+// that went away is noticed, as in a stream, and its generation stopped.
+void Server::Impl::plain_reply(httplib::Response& res, std::shared_ptr<Job> job, std::shared_ptr<Turn> turn,
+                               std::function<void(std::uint32_t)> per_token,
+                               std::function<json(const RunResult&)> finish, const char* endpoint) {
+  res.set_chunked_content_provider(
+      "application/json", [this, job, turn, per_token, finish, endpoint](std::size_t, httplib::DataSink& sink) {
+        bool gone = false;
+        auto last = Clock::now();
+        job->run.on_token = [&](std::uint32_t id) {
+          per_token(id);
+          if (gone || Clock::now() - last < std::chrono::seconds(1)) return;
+          last = Clock::now();
+          if (!sink.write(" ", 1)) {
+            gone = true;
+            job->stop.store(true);
+          }
+        };
+        std::string body;
+        try {
+          const RunResult r = engine->run(job->run);
+          record(r, job->prompt_tokens, gone ? (std::string(endpoint) + " (client gone)").c_str() : endpoint);
+          if (gone) return false;
+          body = dump(finish(r));
+        } catch (const std::exception& e) {
+          log(LogLevel::error, kComponent, std::string("generation failed: ") + e.what());
+          body = error_body(ApiError(500, e.what(), "server_error"));
+        }
+        sink.write(body.data(), body.size());
+        sink.done();
+        return true;
+      });
+}
+
 void Server::Impl::chat_completions(const httplib::Request& req, httplib::Response& res) {
   check_ready();
   ChatRequest cr = parse_chat_request(req.body, opt.default_max_tokens);
@@ -329,28 +368,27 @@ void Server::Impl::chat_completions(const httplib::Request& req, httplib::Respon
   };
 
   if (!cr.gen.stream) {
-    job->run.on_token = [&](std::uint32_t id) {
+    const bool thinking = cr.render.thinking;
+    plain_reply(res, job, turn, [out, job](std::uint32_t id) {
       out->push(id);
       if (out->stopped()) job->stop.store(true);
-    };
-    const RunResult r = engine->run(job->run);
-    out->flush();
-    name_calls(out->calls);
-    record(r, job->prompt_tokens, "chat");
-    json msg = {{"role", "assistant"}};
-    msg["content"] = out->content.empty() && !out->calls.empty() ? json(nullptr) : json(out->content);
-    if (cr.render.thinking) msg["reasoning_content"] = out->reasoning;
-    if (!out->calls.empty()) msg["tool_calls"] = tool_calls_json(out->calls, 0, false);
-    json body = {{"id", job->id},
-                 {"object", "chat.completion"},
-                 {"created", job->created},
-                 {"model", model},
-                 {"choices", json::array({{{"index", 0},
-                                           {"message", msg},
-                                           {"logprobs", nullptr},
-                                           {"finish_reason", finish_reason(r, out->stopped(), !out->calls.empty())}}})},
-                 {"usage", usage_json(job->prompt_tokens, r.generated.size(), r.cached)}};
-    res.set_content(dump(body), "application/json");
+    }, [out, job, model, thinking, name_calls](const RunResult& r) {
+      out->flush();
+      name_calls(out->calls);
+      json msg = {{"role", "assistant"}};
+      msg["content"] = out->content.empty() && !out->calls.empty() ? json(nullptr) : json(out->content);
+      if (thinking) msg["reasoning_content"] = out->reasoning;
+      if (!out->calls.empty()) msg["tool_calls"] = tool_calls_json(out->calls, 0, false);
+      return json{{"id", job->id},
+                  {"object", "chat.completion"},
+                  {"created", job->created},
+                  {"model", model},
+                  {"choices", json::array({{{"index", 0},
+                                            {"message", msg},
+                                            {"logprobs", nullptr},
+                                            {"finish_reason", finish_reason(r, out->stopped(), !out->calls.empty())}}})},
+                  {"usage", usage_json(job->prompt_tokens, r.generated.size(), r.cached)}};
+    }, "chat");
     return;
   }
 
@@ -476,16 +514,15 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                 {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
   };
   if (!cr.gen.stream) {
-    job->run.on_token = [&](std::uint32_t id) {
+    plain_reply(res, job, turn, [out, job](std::uint32_t id) {
       out->push(id);
       if (out->stop.stopped()) job->stop.store(true);
-    };
-    const RunResult r = engine->run(job->run);
-    out->flush();
-    record(r, job->prompt_tokens, "completions");
-    json body = body_of(out->all, finish_reason(r, out->stop.stopped(), false));
-    body["usage"] = usage_json(job->prompt_tokens, r.generated.size(), r.cached);
-    res.set_content(dump(body), "application/json");
+    }, [out, job, body_of](const RunResult& r) {
+      out->flush();
+      json body = body_of(out->all, finish_reason(r, out->stop.stopped(), false));
+      body["usage"] = usage_json(job->prompt_tokens, r.generated.size(), r.cached);
+      return body;
+    }, "completions");
     return;
   }
   const bool include_usage = cr.gen.include_usage;
@@ -564,6 +601,10 @@ void Server::Impl::routes() {
   });
   // The API key, before routing: /v1/* and /metrics.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // No compressed responses: cpp-httplib's compressor holds small writes back, and a plain
+    // reply's one-space writes are how a client that went away is noticed (plain_reply).
+    // The request object is httplib's own (not const), so dropping the header is sound.
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
     // cpp-httplib 0.11 enforces the body limit on Content-Length only, so a chunked body
     // (which it would read whole, however long) is refused before it is read.
     if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
