@@ -27,7 +27,7 @@ namespace {
 
 struct ServeCli {
   serve::ServeOptions opt;
-  double budget_mb = 256;
+  double budget_mb = -1;  ///< < 0: the library's default (4 full-context snapshots)
   bool no_reuse = false;
 };
 
@@ -41,8 +41,7 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::ServeOptions opt = cli.opt;
   if (opt.api_key.empty())
     if (const char* env = std::getenv("K3_API_KEY"); env != nullptr) opt.api_key = env;
-  if (cli.budget_mb < 0) throw UsageError("--snapshot-budget-mb must be >= 0");
-  opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1024.0 * 1024.0);
+  if (cli.budget_mb >= 0) opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1024.0 * 1024.0);
   opt.reuse = !cli.no_reuse;
   const Pipeline pipeline =
       load_pipeline(global.config.empty() ? default_pipeline() : std::filesystem::path(global.config), global.sets);
@@ -99,8 +98,8 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   sub->add_option("--read-timeout", o.read_timeout_seconds, "Seconds to read a request")->capture_default_str();
   sub->add_option("--write-timeout", o.write_timeout_seconds, "Seconds to write a response chunk")->capture_default_str();
-  sub->add_option("--snapshot-budget-mb", cli->budget_mb, "Memory for prefix-reuse snapshots (MiB)")
-      ->capture_default_str();
+  sub->add_option("--snapshot-budget-mb", cli->budget_mb,
+                  "Memory for prefix-reuse snapshots in MiB (default: 4 full-context snapshots; 0: none kept)");
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <k3/pipeline.hpp>
@@ -40,10 +41,11 @@ struct ServeOptions {
   std::int64_t default_max_tokens = 256;      ///< when a request gives no max_tokens
   /// Prefix reuse (docs/serve.md, "Prefix reuse"): snapshots of the session state at turn
   /// boundaries and every snapshot_interval tokens, within snapshot_budget_bytes (least
-  /// recently used dropped first). reuse=false prefills every request from scratch (for
-  /// measuring and for the exactness tests).
+  /// recently used dropped first; unset: room for 4 snapshots of a full context, which the
+  /// server logs; 0: only the live session is reused). reuse=false prefills every request
+  /// from scratch (for measuring and for the exactness tests).
   bool reuse = true;
-  std::size_t snapshot_budget_bytes = 256u << 20;
+  std::optional<std::size_t> snapshot_budget_bytes;
   std::int64_t snapshot_interval = 512;
 };
 

@@ -16,6 +16,15 @@ bool is_prefix(const std::vector<std::uint32_t>& a, const std::vector<std::uint3
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
+/// What a snapshot of `s` holds at its full context: the fixed KDA part (an empty
+/// session's snapshot) plus the MLA latent cache and token of every position.
+std::size_t full_snapshot_bytes(const Session& s, const ModelConfig& c) {
+  std::size_t per_token = sizeof(std::uint32_t);
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
+    if (c.is_mla(i)) per_token += static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  return s.snapshot().bytes() + per_token * static_cast<std::size_t>(s.max_positions());
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& defaults, const ServeOptions& options)
@@ -24,7 +33,12 @@ Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& default
       defaults_(defaults),
       options_(options),
       live_(runtime_->model(), runtime_->settings().memory.context),
-      store_(options.reuse ? options.snapshot_budget_bytes : 0) {}
+      store_(options.reuse ? options.snapshot_budget_bytes.value_or(full_snapshot_bytes(live_, runtime_->model().config()) * 4) : 0) {
+  if (options.reuse)
+    log(LogLevel::info, "serve",
+        "prefix reuse: snapshots within " + std::to_string(store_.budget() >> 20) + " MiB (a full-context snapshot is " +
+            std::to_string(full_snapshot_bytes(live_, runtime_->model().config()) >> 20) + " MiB)");
+}
 
 EngineStats Engine::stats() const {
   EngineStats s = stats_;
