@@ -189,6 +189,18 @@ async function caseChat(model) {
     check(d.choices[0].text === text.slice(0, text.indexOf(cut)), `stop ${JSON.stringify(cut)}: ${JSON.stringify(d.choices[0].text)}`);
     check(d.choices[0].finish_reason === 'stop', `stop finish_reason ${d.choices[0].finish_reason}`);
   }
+  // Tools declared, a call and its result in the history: rendered and answered.
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const withTools = await ai.chat.completions.create({ model: 'model', max_tokens: 4, temperature: 0, tools, tool_choice: 'auto',
+    messages: [...conversation,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_a', content: '{"temp": 21}' }] });
+  check(withTools.usage.prompt_tokens > a.usage.prompt_tokens, 'the tools and the call are part of the prompt');
+  // Thinking off: no reasoning_content, and a shorter prompt (no effort message).
+  const noThink = await ai.chat.completions.create({ ...params, reasoning_effort: 'none' });
+  check(!('reasoning_content' in noThink.choices[0].message), `reasoning_content with thinking off: ${JSON.stringify(noThink.choices[0].message)}`);
+  check(noThink.usage.prompt_tokens < a.usage.prompt_tokens, 'thinking off drops the effort message');
   // Seeded sampling repeats itself.
   const sp = { ...params, temperature: 0.9, top_p: 0.9, seed: 7 };
   const s1 = await ai.chat.completions.create(sp), s2 = await ai.chat.completions.create(sp);
