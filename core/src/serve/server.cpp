@@ -81,6 +81,7 @@ struct Server::Impl {
   Metrics metrics;
 
   std::atomic<bool> ready{false};
+  std::atomic<bool> listen_returned{false};
   std::atomic<bool> stopping{false};
   std::unique_ptr<Engine> engine;  ///< set once by load(), before ready
   std::string model_id;
@@ -689,7 +690,13 @@ void Server::start() {
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, nullptr);
   }
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  s.listener = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.listen_returned.store(true);
+  });
+  // Until httplib runs its loop, its stop() would do nothing and wait() would hang.
+  for (int i = 0; i < 10000 && !s.http.is_running() && !s.listen_returned.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void Server::load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks) {
