@@ -34,9 +34,8 @@ json parse_body(std::string_view body) {
   return j;
 }
 
-std::string get_string(const json& j, const std::string& key, const std::string& where) {
+std::string get_string(const json& j, const std::string& where) {
   if (!j.is_string()) bad(where, "'" + where + "' must be a string");
-  (void)key;
   return j.get<std::string>();
 }
 
@@ -152,9 +151,9 @@ chat::Message message_of(const json& m, std::size_t i) {
     const std::string p = at + "." + k;
     if (k == "role") continue;
     if (k == "content") msg.content = content_of(v, p);
-    else if (k == "name") msg.name = get_string(v, k, p);
-    else if (k == "reasoning_content" && msg.role == chat::Role::assistant) msg.reasoning_content = v.is_null() ? std::string() : get_string(v, k, p);
-    else if (k == "tool_call_id" && msg.role == chat::Role::tool) msg.tool_call_id = get_string(v, k, p);
+    else if (k == "name") msg.name = get_string(v, p);
+    else if (k == "reasoning_content" && msg.role == chat::Role::assistant) msg.reasoning_content = v.is_null() ? std::string() : get_string(v, p);
+    else if (k == "tool_call_id" && msg.role == chat::Role::tool) msg.tool_call_id = get_string(v, p);
     else if (k == "tool_calls" && msg.role == chat::Role::assistant) {
       if (v.is_null()) continue;
       if (!v.is_array()) bad(p, "'" + p + "' must be an array");
@@ -165,10 +164,10 @@ chat::Message message_of(const json& m, std::size_t i) {
           bad(cp, "'" + cp + "' must be an object with a 'function'");
         const json& f = call["function"];
         chat::ToolCall tc;
-        if (call.contains("id")) tc.id = get_string(call["id"], "id", cp + ".id");
+        if (call.contains("id")) tc.id = get_string(call["id"], cp + ".id");
         if (!f.contains("name")) bad(cp + ".function.name", "'" + cp + ".function.name' is required");
-        tc.name = get_string(f["name"], "name", cp + ".function.name");
-        if (f.contains("arguments")) tc.arguments = get_string(f["arguments"], "arguments", cp + ".function.arguments");
+        tc.name = get_string(f["name"], cp + ".function.name");
+        if (f.contains("arguments")) tc.arguments = get_string(f["arguments"], cp + ".function.arguments");
         msg.tool_calls.push_back(std::move(tc));
       }
     } else if (k == "refusal" && v.is_null()) {
