@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   commands.push_back(register_sim(app, global));
   commands.push_back(register_plan(app, global));
   commands.push_back(register_pack_trunk(app, global));
+  commands.push_back(register_storage(app, global));
+  commands.push_back(register_chat(app, global));
   commands.push_back(register_serve(app, global));
 
   try {

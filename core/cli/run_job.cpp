@@ -1,5 +1,7 @@
 #include "run_job.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +10,8 @@
 #include <k3/job.hpp>
 #include <k3/log.hpp>
 #include <k3/pipeline.hpp>
+
+#include "stop_signal.hpp"
 
 namespace k3::cli {
 
@@ -21,10 +25,17 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_option("--prompt", run.prompt, "Prompt text (sets job.prompt)");
   app.add_option("--prompt-file", run.prompt_file, "File holding the prompt text (sets job.prompt_file)");
   app.add_option("--out", run.out, "Write the JSON run report to FILE (sets job.report)");
-  app.add_option("--save-state", run.save_state, "Save the conversation state after the run (sets job.save_state)");
-  app.add_option("--load-state", run.load_state, "Resume a saved conversation (sets job.load_state)");
+  app.add_option("--save-state", run.save_state,
+                 "Save the conversation state after the run, an interrupted one too (sets job.save_state)");
+  app.add_option("--load-state", run.load_state,
+                 "Resume a saved conversation (sets job.load_state); without --prompt/--ids/--prompt-file it "
+                 "continues exactly where the saved run stopped");
   app.add_option("--dump-logits", run.dump_logits,
                  "Write the prompt's logits as raw float32 [positions, vocab] (sets job.dump_logits)");
+  app.footer("Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
+             "report (--out) are still written, then exit code 5; --load-state continues it exactly. A second "
+             "Ctrl-C exits at once, leaving no temporary file. Exit codes: 0 ok, 1 runtime failure, 2 usage or "
+             "configuration error, 3 the plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
 namespace {
@@ -95,8 +106,13 @@ void print_io_report(const JobReport& r) {
 
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
 /// `quiet` (-q) also leaves out stdout's prompt echo and summary: only the generated text.
+/// Ctrl-C or SIGTERM stops generation at the next token (or prefill chunk); the job still
+/// writes the trace, the state and the report, the summary is printed, and the exit code
+/// is 5. A second signal exits at once (StopSignal), leaving no temporary file.
 int run_pipeline(const Pipeline& pipeline, bool quiet) {
+  const StopSignal stop;
   JobHooks hooks;
+  hooks.stop = &stop.flag();
   hooks.on_status = [&](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_progress = [&](const std::string& what, std::uint64_t done, std::uint64_t total) {
     // A terminal redraw, not a log line: shown when info lines are, never in the log file.
@@ -109,7 +125,10 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   hooks.on_plan = [&](const std::string& table) { log_text(LogLevel::info, table); };
   hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
     if (quiet) return;
-    std::printf("prompt (%zu tokens): %s\n", ids.size(), text.c_str());
+    if (ids.empty())
+      std::printf("prompt: none, continuing the loaded conversation\n");
+    else
+      std::printf("prompt (%zu tokens): %s\n", ids.size(), text.c_str());
     std::printf("output: ");
     std::fflush(stdout);
   };
@@ -120,12 +139,26 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   const JobReport r = run_job(pipeline, hooks);
   std::printf("\n");
   if (!quiet) {
-    std::printf("generated %zu tokens%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
+    std::printf("generated %zu tokens%s%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
                 r.result.generated.size(), r.result.stopped_at_eos ? " (stopped at EOS)" : "",
+                r.result.interrupted ? " (interrupted)" : "",
                 r.result.prefill_seconds, r.tokens_per_second, human_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
                 r.threads);
     print_io_report(r);
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
+  }
+  std::fflush(stdout);
+  // An unsound run (exit 4) says so even when it was also interrupted: that matters more.
+  if (r.result.interrupted && r.expert_failures.empty()) {
+    std::string saved;
+    if (!r.state_file.empty()) saved += "; state saved to " + r.state_file.string() + " (--load-state continues it)";
+    if (!r.report_file.empty()) saved += "; report " + r.report_file.string();
+    if (!r.trace_file.empty()) saved += "; trace " + r.trace_file.string();
+    const char* by = stop.signal_number() == SIGTERM ? "SIGTERM" : "Ctrl-C";
+    log(LogLevel::warn, "",
+        std::string("interrupted by ") + by + " after " + std::to_string(r.result.generated.size()) +
+            " generated tokens" + saved);
+    return static_cast<int>(ExitCode::interrupted);
   }
   if (!r.expert_failures.empty()) {
     for (const auto& f : r.expert_failures) log(LogLevel::error, "", "routed expert failed: " + f);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <k3/error.hpp>
+#include <k3/temporaries.hpp>
 
 namespace k3::cli {
 namespace {
@@ -14,7 +15,12 @@ std::atomic<int> g_signal{0};
 struct sigaction g_old_int{}, g_old_term{};
 
 void on_signal(int sig) {
-  if (g_stop.exchange(true)) _exit(static_cast<int>(ExitCode::interrupted));  // the second one
+  if (g_stop.exchange(true)) {  // the second one: no half-written file, no temporary file
+    remove_live_temporaries();
+    static const char bye[] = "\nk3host: interrupted again: exiting at once (nothing more is written)\n";
+    (void)!write(STDERR_FILENO, bye, sizeof bye - 1);
+    _exit(static_cast<int>(ExitCode::interrupted));
+  }
   g_signal.store(sig);
   static const char msg[] = "\nk3host: stopping at the next token (Ctrl-C again to quit at once)\n";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);

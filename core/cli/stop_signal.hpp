@@ -1,7 +1,9 @@
 // Ctrl-C (SIGINT) and SIGTERM as a stop request. While a StopSignal lives, the first signal
 // sets a flag that long work checks at its next boundary (generate(): the next token; chat:
 // the end of the answer being written); the work then finishes cleanly. A second signal
-// before the flag is cleared exits at once with code 5 (ExitCode::interrupted).
+// before the flag is cleared exits at once with code 5 (ExitCode::interrupted), after
+// unlinking the temporary file of every atomic writer still open
+// (k3/temporaries.hpp): files already committed stay, nothing half-written remains.
 #pragma once
 #include <atomic>
 

@@ -5,6 +5,9 @@
 #   - recoverable: every request fails once (`eio_rate=1` or `short_read_rate=1` with
 #     `transient=true`, i.e. one failure, fewer than the 3 read attempts); exit 0 and the
 #     generated text, ids and the prompt's logits are identical to a clean `posix` run.
+#   - the state an unrecoverable run saves is marked unsound: resuming it is exit 2 naming
+#     the failed expert unless job.accept_unsound_state, and it stays unsound when saved
+#     again; the clean run's state resumes.
 # The budgets are a few kB so the trunk ring, the expert cache and the embedding rows really
 # stream. tiny is written in ONE shard (shard_size 64MiB): faulty's offsets apply to every
 # file it opens, so with one file the poisoned offset is covered by that expert alone.
@@ -81,9 +84,16 @@ if(CMAKE_SCRIPT_MODE_FILE)
 
   if(CASE STREQUAL "recoverable")
     k3_run(code clean_out err ${common} --set storage.plugin=posix --quiet
-           --out "${WORK}/clean.json" --dump-logits "${WORK}/clean.logits")
+           --out "${WORK}/clean.json" --dump-logits "${WORK}/clean.logits" --save-state "${WORK}/clean.state")
     if(NOT code EQUAL 0)
       message(FATAL_ERROR "the clean run failed\n${last_shown}")
+    endif()
+    # A sound state resumes (the control of the unsound case).
+    k3_run(code out err --config "${SRC}/configs/default.yaml" --set "model.path=${WORK}/model"
+           --set model.generate_if_missing=false --set memory.context=64 --set job.max_new_tokens=2 --set threads=1
+           --quiet --load-state "${WORK}/clean.state")
+    if(NOT code EQUAL 0)
+      message(FATAL_ERROR "resuming the clean run's state: expected exit 0\n${last_shown}")
     endif()
     k3_report("${WORK}/clean.json" clean_ids)
     foreach(fault eio_rate short_read_rate)
@@ -126,7 +136,8 @@ if(CMAKE_SCRIPT_MODE_FILE)
     math(EXPR offset "8 + ${header_len} + ${begin}")
 
     k3_run(code out err ${common} --set storage.plugin=faulty
-           --set "storage.params={inner: posix, fail_offsets: '${offset}'}" --out "${WORK}/fail.json")
+           --set "storage.params={inner: posix, fail_offsets: '${offset}'}" --out "${WORK}/fail.json"
+           --save-state "${WORK}/fail.state")
     if(NOT code EQUAL 4)
       message(FATAL_ERROR "an unrecoverable expert read: expected exit code 4\n${last_shown}")
     endif()
@@ -148,6 +159,24 @@ if(CMAKE_SCRIPT_MODE_FILE)
     string(JSON n_failures LENGTH "${j}" expert_failures)
     if(n_failures EQUAL 0)
       message(FATAL_ERROR "the report lists no expert_failures\n${last_shown}")
+    endif()
+    # The state it saved is marked unsound: resuming it is refused naming the reason ...
+    set(resume --config "${SRC}/configs/default.yaml" --set "model.path=${WORK}/model"
+        --set model.generate_if_missing=false --set memory.context=64 --set job.max_new_tokens=2
+        --set threads=1 --quiet)
+    k3_run(code out err ${resume} --load-state "${WORK}/fail.state")
+    if(NOT code EQUAL 2 OR NOT err MATCHES "fail\\.state: the state is unsound \\(1 routed expert read\\(s\\) failed[^\n]*layer ${layer} expert ${expert}")
+      message(FATAL_ERROR "resuming an unsound state: expected exit 2 naming why it is unsound\n${last_shown}")
+    endif()
+    # ... unless accepted, and what it saves then stays unsound.
+    k3_run(code out err ${resume} --load-state "${WORK}/fail.state" --set job.accept_unsound_state=true
+           --save-state "${WORK}/again.state")
+    if(NOT code EQUAL 0)
+      message(FATAL_ERROR "an accepted unsound state: expected exit 0\n${last_shown}")
+    endif()
+    k3_run(code out err ${resume} --load-state "${WORK}/again.state")
+    if(NOT code EQUAL 2 OR NOT err MATCHES "again\\.state: the state is unsound")
+      message(FATAL_ERROR "a state saved from an unsound one must stay unsound\n${last_shown}")
     endif()
   else()
     message(FATAL_ERROR "CASE must be unrecoverable or recoverable (got '${CASE}')")

@@ -44,6 +44,7 @@ struct Message {
   std::string reasoning_content;     ///< assistant: the think channel (dropped with thinking off)
   std::vector<ToolCall> tool_calls;  ///< assistant
   std::string tool_call_id;          ///< tool: the id of the call this result answers
+  bool operator==(const Message&) const = default;
 };
 
 /// How much the model thinks. "medium" appears in K3's own effort prompt but the official
@@ -148,6 +149,15 @@ class CompletionParser {
   /// The whole-payload decode so far (think channel, response channel), independent of the
   /// deltas: what parse_completion returns.
   [[nodiscard]] Completion result() const;
+  /// The segments that end the message from where the parser stands, for a completion cut
+  /// short (a stop request, the token limit, a token the format does not allow): each open
+  /// element is closed in order (think, then an empty response, then any tools element),
+  /// then <|close|>message<|sep|> and <|end_of_msg|>; empty once done(). A tag header the
+  /// model left unfinished is finished when its text so far starts a tag on that way out
+  /// (the rest of the name, then <|sep|>); any other (a call or argument header) is ended
+  /// with <|sep|> as it stands, which the format does not allow. After a failed feed() it
+  /// answers for the tokens before the one refused, which was not taken in.
+  [[nodiscard]] std::vector<Segment> closing() const;
 
  private:
   struct State;

@@ -38,7 +38,10 @@ class Sampler {
 enum class DecodeMode { incremental, recompute };
 
 struct GenerateSettings {
-  std::vector<std::uint32_t> prompt;  ///< ids fed before the first generated token
+  /// Ids fed before the first generated token, after the session's pending ids
+  /// (Session::pending: a resumed conversation's last token). May be empty when the
+  /// session has pending ids.
+  std::vector<std::uint32_t> prompt;
   std::int64_t max_new_tokens = 16;
   DecodeMode mode = DecodeMode::incremental;
   std::int64_t prefill_chunk = 16;    ///< tokens per prefill feed() (incremental mode)
@@ -47,10 +50,12 @@ struct GenerateSettings {
   std::uint32_t eos_token = 0;       ///< from the model config
   /// More ids that end generation like EOS when stop_at_eos (a chat turn's <|end_of_msg|>).
   std::vector<std::uint32_t> stop_tokens;
-  /// When set, raw little-endian float32 logits [prompt positions, vocab] of the prompt.
+  /// When set, raw little-endian float32 logits [positions, vocab] of every position the
+  /// prefill feeds: the session's pending ids, then the prompt.
   std::filesystem::path dump_logits;
   /// When set and it becomes true (a signal handler, a cancelled request), generation ends
-  /// at the next boundary: between prefill chunks or after the token being produced.
+  /// at the next boundary: between prefill chunks or after the token being produced. What
+  /// was not fed stays in Session::pending, so a saved state continues exactly.
   const std::atomic<bool>* stop = nullptr;
 };
 
@@ -63,7 +68,8 @@ struct StepRecord {
 };
 
 struct GenerateResult {
-  std::vector<std::uint32_t> prompt;     ///< ids fed this run (after any loaded state)
+  std::vector<std::uint32_t> pending;    ///< the session's pending ids, fed first this run
+  std::vector<std::uint32_t> prompt;     ///< then these ids (GenerateSettings::prompt)
   std::vector<std::uint32_t> generated;  ///< new ids, in order
   double prefill_seconds = 0;
   std::vector<StepRecord> steps;
@@ -71,8 +77,12 @@ struct GenerateResult {
   bool interrupted = false;  ///< settings.stop ended the run early
 };
 
-/// Runs generation on `session` (which may already hold a resumed conversation). Calls
-/// `on_token` after each generated token (for streaming output); may be empty.
+/// Runs generation on `session` (which may already hold a resumed conversation): feeds
+/// the session's pending ids and the prompt, then generates. The last generated token is
+/// not fed (its successor is not needed): it is left as the session's pending id, and the
+/// rest of a prefill stopped by `settings.stop` too, so that the next generate() or a saved
+/// state continues exactly. Calls `on_token` after each generated token (for streaming
+/// output); may be empty. UsageError when there is nothing to feed.
 GenerateResult generate(Session& session, const GenerateSettings& settings,
                         const std::function<void(std::uint32_t)>& on_token = {});
 

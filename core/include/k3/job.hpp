@@ -1,7 +1,9 @@
 // The main job of a pipeline: make sure the model exists (generating the synthetic demo
 // checkpoint at the demo location of configs/default.yaml only; any other missing
 // model.path is a UsageError naming it), load it through the pipeline's plugins, tokenise
-// the prompt, generate, and write the JSON report. The CLI prints; this library code does not.
+// the prompt, generate, and write the trace, the state and the JSON report. A run stopped
+// early (LoadHooks::stop) writes them too, with what it did. The CLI prints; this library
+// code does not.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +24,9 @@ struct JobHooks : LoadHooks {
   std::function<void(const std::string& text, const std::vector<std::uint32_t>& ids)> on_prompt;
   /// Each generated token with the text that became complete with it (TextStream).
   std::function<void(std::uint32_t id, const std::string& text)> on_token;
+  // LoadHooks::stop also stops generation: at the next token or prefill chunk, after which
+  // the job still writes the trace, the state and the report of what was done
+  // (JobReport::result.interrupted).
 };
 
 /// Storage traffic and cache outcome of one generated token (its forward pass).
@@ -48,7 +53,11 @@ struct JobReport {
   std::size_t decode_forwards = 0;  ///< forward passes of the decode (generated tokens - 1)
   std::uint64_t peak_rss = 0;     ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
-  std::filesystem::path trace_file;   ///< trace.out, when recorded
+  std::filesystem::path trace_file;   ///< trace.out, when recorded (an interrupted run's too)
+  std::filesystem::path state_file;   ///< job.save_state, when saved
+  /// The ids the session holds unfed after the run (its last generated token, or the rest
+  /// of an interrupted prefill): a run resumed from the saved state feeds them first.
+  std::vector<std::uint32_t> pending;
   std::filesystem::path report_file;  ///< where the JSON went (empty if not written)
   // Streaming (docs/streaming.md "Report").
   MemoryPlan plan;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <k3/model_config.hpp>
@@ -120,7 +121,8 @@ class Model {
 };
 
 /// An in-memory copy of everything a Session carries (its tokens, the KDA recurrent state,
-/// the MLA latent cache), taken by Session::snapshot(). The KDA state cannot be rewound, so a
+/// the MLA latent cache, its pending ids and whether it is unsound), taken by
+/// Session::snapshot(). The KDA state cannot be rewound, so a
 /// conversation that wants to go back to an earlier point (a server's prefix reuse, a chat's
 /// edit of the last turn) keeps snapshots. Exactness: a session restored from a snapshot is
 /// indistinguishable from one that never left that point; what it is fed next gives
@@ -130,8 +132,10 @@ class SessionSnapshot {
  public:
   SessionSnapshot() = default;  ///< empty: no tokens, nothing to restore
   [[nodiscard]] bool empty() const noexcept { return impl_ == nullptr; }
-  /// The tokens the session had consumed (empty for an empty snapshot).
+  /// The tokens the session had fed (empty for an empty snapshot).
   [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
+  /// Its pending ids (Session::pending), restored with it.
+  [[nodiscard]] const std::vector<std::uint32_t>& pending() const noexcept;
   [[nodiscard]] std::int64_t position() const noexcept;
   /// Bytes held (state floats and token ids): what a budget of snapshots counts.
   [[nodiscard]] std::size_t bytes() const noexcept;
@@ -159,20 +163,35 @@ class Session {
   [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
   [[nodiscard]] std::int64_t position() const noexcept;
   [[nodiscard]] std::int64_t max_positions() const noexcept;
-  /// Forget everything fed (keeps max_positions).
+  /// Ids of the conversation not fed yet: generate() leaves its last token here (its
+  /// successor was not needed) and the rest of a prefill it stopped early, and feeds them
+  /// first the next time. feed() does not look at them; save() and load() keep them, so a
+  /// resumed conversation continues exactly where the saved one stopped.
+  [[nodiscard]] const std::vector<std::uint32_t>& pending() const noexcept;
+  /// Replaces the pending ids. Ids outside the vocabulary are refused (UsageError).
+  void set_pending(std::vector<std::uint32_t> ids);
+  /// Forget everything fed and pending (keeps max_positions).
   void reset();
   /// Sees every routing decision from now on (nullptr to stop). Not owned.
   void set_routing_listener(RoutingListener* listener) noexcept;
 
-  /// State files: magic, version, architecture fingerprint, payload checksum; written to a
-  /// temporary name and renamed. load() refuses another model's state (UsageError).
-  void save(const std::filesystem::path& file) const;
-  void load(const std::filesystem::path& file);
+  /// State files: magic, version, architecture fingerprint, payload checksum; the ids fed,
+  /// the pending ids and the carried state (core/src/engine/session_impl.hpp); written to a
+  /// temporary name and renamed. load() refuses another model's state, another format
+  /// version and a damaged file (UsageError naming the file).
+  ///
+  /// A state is unsound when the run that produced it lost a routed expert (its
+  /// contributions were zero, so the carried state is not the model's): save() records the
+  /// reason given, and load() refuses such a file naming it unless `accept_unsound`. A state
+  /// loaded unsound stays unsound in every later save.
+  void save(const std::filesystem::path& file, std::string_view unsound = {}) const;
+  void load(const std::filesystem::path& file, bool accept_unsound = false);
 
   /// The state now, in memory (see SessionSnapshot). Costs a copy of the state.
   [[nodiscard]] SessionSnapshot snapshot() const;
-  /// Goes back (or forward) to `snap`: afterwards tokens(), position() and everything fed
-  /// next are exactly as if this session had been fed snap.tokens() from fresh. UsageError
+  /// Goes back (or forward) to `snap`: afterwards tokens(), pending(), position() and
+  /// everything fed next are exactly as if this session had been fed snap.tokens() from
+  /// fresh (and given snap.pending()). UsageError
   /// for an empty snapshot, one of another model architecture, or one longer than
   /// max_positions; the session is unchanged then.
   void restore(const SessionSnapshot& snap);

@@ -59,6 +59,9 @@ class Pipeline {
   /// Also works for a parameter that was set ("storage.params.block_size"), so a plugin's
   /// refusal of a parameter can point at the file.
   [[nodiscard]] std::string where(std::string_view key) const;
+  /// The pipeline file whose value `key` holds (absolute); empty when the value came from a
+  /// --set override or is the schema default. Throws std::logic_error like the getters.
+  [[nodiscard]] std::filesystem::path source_file(std::string_view key) const;
   /// Throws UsageError "<where(key)>: <key>: <message>", for a value the pipeline accepted
   /// but a later stage refuses (a plugin parameter it does not know, a checkpoint folder
   /// without config.json), so the message still points at the file that set it.

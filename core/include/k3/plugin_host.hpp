@@ -1,6 +1,12 @@
 // The plugin host: finds k3-<kind>-<name>.so libraries on an ordered search path, checks
 // their descriptor (ABI first, then toolchain, kind, name) and creates plugin objects.
 //
+// Only what is used is loaded: the scan reads file names, and a library is opened (and its
+// constructors run) the first time it is asked for: find(), create_*(), best_kernels()
+// (every kernel set, to compare scores), or plugins()/problems() (everything, for
+// `k3host plugins`). A plugin folder or file that its group or others can write, or that
+// is owned by neither this user nor root, is refused without being opened.
+//
 // Search path, in order: the plugin folder next to libk3core (<libdir>/k3host/plugins — the
 // build tree or the install prefix, whichever this libk3core is in), then every entry of
 // K3_PLUGIN_PATH (colon-separated), then the pipeline's plugin_path entries.
@@ -55,9 +61,10 @@ class PluginHost {
   PluginHost& operator=(const PluginHost&) = delete;
 
   [[nodiscard]] const std::vector<std::filesystem::path>& search_path() const noexcept;
-  /// Usable plugins, in search-path order.
+  /// Usable plugins, in search-path order. Opens every library on the path.
   [[nodiscard]] const std::vector<PluginInfo>& plugins() const noexcept;
-  /// Libraries that were refused while scanning (bad ABI, no descriptor, wrong kind, ...).
+  /// Libraries and folders that were refused (bad ABI, no descriptor, wrong kind, writable
+  /// by others, ...). Opens every library on the path.
   [[nodiscard]] const std::vector<PluginProblem>& problems() const noexcept;
 
   /// The plugin `name` of `kind`. Throws UsageError naming the file when it is missing,

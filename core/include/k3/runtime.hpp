@@ -4,10 +4,12 @@
 // configs/default.yaml is generated on first use), loads the model through the storage
 // plugin and creates the tokenizer, which reads its files through the same plugin.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <k3/generate.hpp>
@@ -24,6 +26,11 @@ struct LoadHooks {
   std::function<void(const std::string& what, std::uint64_t done, std::uint64_t total)> on_progress;
   /// The memory plan (printed table) once the model is loaded, before any compute.
   std::function<void(const std::string& plan_table)> on_plan;
+  /// When set and it becomes true (the CLI's StopSignal), work stops at its next boundary:
+  /// writing the synthetic demo checkpoint ends with k3::Error(ExitCode::interrupted),
+  /// keeping nothing of it; the batch job's generation stops at the next token or prefill
+  /// chunk and still writes its files (JobHooks). Not owned.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Runtime {
@@ -53,6 +60,12 @@ class Runtime {
   std::shared_ptr<sdk::Tokenizer> tokenizer_;
   double load_seconds_ = 0;
 };
+
+/// True when the value of `key` was given for this run: by a --set override (the CLI's
+/// --prompt, --ids, ... are ones) or by a pipeline file other than configs/default.yaml.
+/// False for the schema default and for what configs/default.yaml sets (its demo prompt is
+/// the framework's example, not the user's input).
+bool set_by_user(const Pipeline& pipeline, std::string_view key);
 
 /// The generation settings of the pipeline's job section (mode, prefill chunk, sampling,
 /// token limit, EOS; no prompt) for `config`'s model.

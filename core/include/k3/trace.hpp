@@ -71,8 +71,9 @@ struct Trace {
 };
 
 /// Streams records to "<file>.tmp.<pid>" (buffered) and renames it to `file` on close().
-/// Destroying a writer that was not closed removes the temporary file: an interrupted run
-/// leaves no trace rather than a truncated one. Not thread-safe: one routing thread adds.
+/// Destroying a writer that was not closed removes the temporary file: a failed run leaves
+/// no trace rather than a truncated one. (A run stopped by Ctrl-C closes its writer: its
+/// trace is complete for the ids it fed.) Not thread-safe: one routing thread adds.
 class TraceWriter {
  public:
   /// UsageError for a geometry the format cannot hold (0 or > 65536 layers or experts);

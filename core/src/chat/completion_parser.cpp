@@ -13,7 +13,7 @@
 namespace k3::chat {
 namespace {
 
-enum class Phase { think, after_think, response, after_response, tools, call, argument, after_tools, last, done, failed };
+enum class Phase { think, after_think, response, after_response, tools, call, argument, after_tools, last, done };
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -55,9 +55,10 @@ struct CompletionParser::State {
   bool call_has_json = false, argument_is_json = false;
   std::string json_text;
   std::uint32_t stop_id = 0;
+  bool failed = false;  // a feed() was refused; the state is still the one before that token
 
   [[noreturn]] void fail(std::uint32_t id, const std::string& what) {
-    phase = Phase::failed;
+    failed = true;
     throw RuntimeError("chat: generated token " + std::to_string(position) + " (id " + std::to_string(id) +
                        "): " + what);
   }
@@ -202,14 +203,14 @@ struct CompletionParser::State {
 
   std::vector<StreamEvent> feed(std::uint32_t id) {
     std::vector<StreamEvent> events;
-    if (phase == Phase::failed) throw RuntimeError("chat: the completion parser already failed");
+    if (failed) throw RuntimeError("chat: the completion parser already failed");
     if (phase == Phase::done) fail(id, "a token after the end of the message");
     const bool control = id == tokens->open || id == tokens->close;
     if (in_tag) {
       channel = Channel::structure;
       if (id == tokens->sep) {
+        on_tag(id, tokens->decode(tag_ids), events);  // first: a refused tag leaves in_tag set
         in_tag = false;
-        on_tag(id, tokens->decode(tag_ids), events);
       } else if (control || id == tokens->sep || tokens->is_special(id)) {
         fail(id, "special token " + token_text(id) + " inside a tag header");
       } else {
@@ -263,6 +264,63 @@ std::vector<StreamEvent> CompletionParser::feed(std::uint32_t id) { return state
 bool CompletionParser::done() const { return state_->phase == Phase::done; }
 
 CompletionParser::Channel CompletionParser::channel() const { return state_->channel; }
+
+std::vector<Segment> CompletionParser::closing() const {
+  const State& s = *state_;
+  std::vector<Segment> out;
+  auto tag = [&](std::string_view control, std::string_view name) {
+    out.push_back({std::string(control), true});
+    out.push_back({std::string(name), false});
+    out.push_back({"<|sep|>", true});
+  };
+  Phase p = s.phase;
+  if (p == Phase::done) return out;
+  if (s.in_tag) {
+    // The header being written: finished when it is the start of a tag on the way out (the
+    // rest of the name, then <|sep|>), else ended as it stands (a call or argument header).
+    struct Way {
+      bool opens;
+      std::string_view name;
+      Phase next;
+    };
+    std::vector<Way> ways;
+    switch (p) {
+      case Phase::think: ways = {{false, "think", Phase::after_think}}; break;
+      case Phase::after_think: ways = {{true, "response", Phase::response}}; break;
+      case Phase::response: ways = {{false, "response", Phase::after_response}}; break;
+      case Phase::after_response: ways = {{false, "message", Phase::last}, {true, "tools", Phase::tools}}; break;
+      case Phase::tools: ways = {{false, "tools", Phase::after_tools}}; break;
+      case Phase::call: ways = {{false, "call", Phase::tools}}; break;
+      case Phase::argument: ways = {{false, s.argument_is_json ? "json" : "argument", Phase::call}}; break;
+      case Phase::after_tools: ways = {{false, "message", Phase::last}}; break;
+      default: break;
+    }
+    const std::string text = s.tokens->decode(s.tag_ids);
+    for (const Way& w : ways) {
+      if (w.opens != s.tag_opens || w.name.substr(0, text.size()) != text) continue;
+      if (text.size() < w.name.size()) out.push_back({std::string(w.name.substr(text.size())), false});
+      p = w.next;
+      break;
+    }
+    out.push_back({"<|sep|>", true});
+  }
+  // Each phase's way out, in the order the format nests them.
+  while (p != Phase::done) {
+    switch (p) {
+      case Phase::think: tag("<|close|>", "think"); p = Phase::after_think; break;
+      case Phase::after_think: tag("<|open|>", "response"); p = Phase::response; break;
+      case Phase::response: tag("<|close|>", "response"); p = Phase::after_response; break;
+      case Phase::argument: tag("<|close|>", s.argument_is_json ? "json" : "argument"); p = Phase::call; break;
+      case Phase::call: tag("<|close|>", "call"); p = Phase::tools; break;
+      case Phase::tools: tag("<|close|>", "tools"); p = Phase::after_tools; break;
+      case Phase::after_response:
+      case Phase::after_tools: tag("<|close|>", "message"); p = Phase::last; break;
+      case Phase::last: out.push_back({"<|end_of_msg|>", true}); p = Phase::done; break;
+      case Phase::done: break;
+    }
+  }
+  return out;
+}
 
 Completion CompletionParser::result() const {
   const State& s = *state_;

@@ -171,6 +171,13 @@ std::string Pipeline::where(std::string_view key) const {
   misuse(key, "not a key of the pipeline schema, nor a parameter that was set");
 }
 
+fs::path Pipeline::source_file(std::string_view key) const {
+  const KeySpec& spec = spec_of(key);
+  const config::Origin& o = node_of(impl_->root, spec).origin;
+  if (o.file.empty()) return {};
+  return o.dir / fs::path(o.file).filename();  // o.dir is the folder of the file, absolute
+}
+
 void Pipeline::refuse(std::string_view key, const std::string& message) const {
   throw UsageError(where(key) + ": " + std::string(key) + ": " + message);
 }

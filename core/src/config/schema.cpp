@@ -45,7 +45,7 @@ std::vector<KeySpec> build_schema() {
        "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
       {"storage.plugin", T::name, "posix", {}, {},
-       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, throttle, faulty)",
+       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, tiered, throttle, faulty)",
        "posix (buffered pread) works on every file system"},
       {"storage.params", T::params, "{}", {}, {}, "Parameters for the storage plugin (see its README)",
        "every plugin has working defaults"},
@@ -93,7 +93,9 @@ std::vector<KeySpec> build_schema() {
        "Tokens of context (prompt + generated) the plan reserves KV cache and state for",
        "enough for a conversation while keeping the latent cache small; K3 allows 1048576"},
 
-      {"job.prompt", T::string, "''", {}, {}, "Prompt text, encoded with the tokenizer section",
+      {"job.prompt", T::string, "''", {}, {},
+       "Prompt text, encoded with the tokenizer section; with job.load_state, only a prompt set outside "
+       "configs/default.yaml is used",
        "configs/default.yaml sets a short English prompt"},
       {"job.prompt_file", T::path, "''", {}, {}, "File whose UTF-8 text is the prompt; wins over job.prompt",
        "prompts are usually short enough to write inline"},
@@ -121,19 +123,30 @@ std::vector<KeySpec> build_schema() {
       {"job.stop_at_eos", T::boolean, "true", {}, {},
        "Stop generating when the model emits its eos_token_id", "a finished answer should end the run"},
       {"job.dump_logits", T::path, "''", {}, {},
-       "Write the prompt's logits here: raw little-endian float32 [prompt positions, vocab] (oracle tests)",
+       "Write the prompt's logits here: raw little-endian float32 [positions, vocab] of every id the prefill feeds "
+       "(a loaded state's pending ids, then the prompt; oracle tests)",
        "a debugging and testing aid; off unless asked"},
       {"job.report", T::path, "''", {}, {},
-       "Write the run report as JSON here (prompt and generated ids, per-step times, bytes read, peak RSS)",
+       "Write the run report as JSON here (prompt and generated ids, per-step times, bytes read, peak RSS); an "
+       "interrupted run's too, with \"interrupted\": true",
        "the report is also printed; a file only when asked"},
       {"job.save_state", T::path, "''", {}, {},
-       "Save the conversation state here after the run (needs job.mode incremental)", "nothing is saved unless asked"},
+       "Save the conversation state here after the run, an interrupted one too, with the ids not fed yet (needs "
+       "job.mode incremental)",
+       "nothing is saved unless asked"},
       {"job.load_state", T::path, "''", {}, {},
-       "Resume from this state file; the prompt continues it (needs job.mode incremental)",
+       "Resume from this state file: its pending ids are fed first, then the prompt if one was given outside "
+       "configs/default.yaml; without one the run continues where the saved one stopped (needs job.mode "
+       "incremental)",
        "a run starts fresh unless asked"},
+      {"job.accept_unsound_state", T::boolean, "false", {}, {},
+       "Load a job.load_state file marked unsound (saved by a run in which a routed expert failed to load, so its "
+       "state is not the model's) instead of refusing it; what it saves stays marked",
+       "an unsound state continues another conversation than the model's; refused unless asked"},
 
       {"trace.out", T::path, "''", {}, {},
-       "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future",
+       "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future; an interrupted "
+       "run's trace is complete for the ids it fed",
        "tracing costs a write per layer; off unless asked"},
   };
 }

@@ -3,6 +3,7 @@
 #include <k3/error.hpp>
 
 #include "engine/model_impl.hpp"
+#include "model/tensor_table.hpp"
 
 namespace k3 {
 
@@ -35,10 +36,13 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   // the same code reads a local folder or a URL.
   m.storage = std::move(plugins.storage);
   m.config = read_model_config(*m.storage, uri);
-  // The plan comes first: a model that does not fit is refused before anything is allocated.
+  // config.json against the shards before anything proportional to the geometry it
+  // declares: a wrong geometry is a bad checkpoint (exit 2), never a plan that does not fit.
+  m.index.emplace(CheckpointIndex::open(*m.storage, uri));
+  table::require_declared_geometry(*m.index, m.config);
+  // Then the plan: a model that does not fit is refused before the weights are allocated.
   m.plan = plan_memory(m.config, settings.memory);
   require_fit(m.plan);
-  m.index.emplace(CheckpointIndex::open(*m.storage, uri));
   m.kernel_name = std::move(plugins.kernel_name);
   m.kernels = std::move(plugins.kernels);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();

@@ -28,29 +28,39 @@ struct Session::Impl {
   Model& model;
   std::int64_t max_positions;
   model::SequenceState state;
+  std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
   model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
   ListenerBridge bridge;
+  std::string unsound;  ///< why the carried state is not the model's (an accepted unsound load)
 };
 
 Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
   // The run buffers are allocated here, once: the forward pass only works in them.
   const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
-  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions),
+  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {},
                                       model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
-                                      {}});
+                                      {}, {}});
 }
 
 Session::~Session() = default;
+
+namespace {
+
+void check_vocabulary(std::span<const std::uint32_t> tokens, const ModelConfig& c) {
+  for (std::uint32_t id : tokens)
+    if (id >= static_cast<std::uint64_t>(c.vocab_size))
+      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                       std::to_string(c.vocab_size) + " ids");
+}
+
+}  // namespace
 
 void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
   Impl& s = *impl_;
   const ModelConfig& c = s.model.config();
   if (tokens.empty()) throw UsageError("feed: no tokens");
-  for (std::uint32_t id : tokens)
-    if (id >= static_cast<std::uint64_t>(c.vocab_size))
-      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary of " +
-                       std::to_string(c.vocab_size) + " ids");
+  check_vocabulary(tokens, c);
   if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
     throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
                      " tokens exceed the context of " + std::to_string(s.max_positions) +
@@ -72,27 +82,49 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
 const std::vector<std::uint32_t>& Session::tokens() const noexcept { return impl_->state.tokens; }
 std::int64_t Session::position() const noexcept { return impl_->state.position; }
 std::int64_t Session::max_positions() const noexcept { return impl_->max_positions; }
+const std::vector<std::uint32_t>& Session::pending() const noexcept { return impl_->pending; }
 
-void Session::reset() { impl_->state = model::make_state(impl_->model.config(), impl_->max_positions); }
+void Session::set_pending(std::vector<std::uint32_t> ids) {
+  check_vocabulary(ids, impl_->model.config());
+  impl_->pending = std::move(ids);
+}
+
+void Session::reset() {
+  impl_->state = model::make_state(impl_->model.config(), impl_->max_positions);
+  impl_->pending.clear();
+  impl_->unsound.clear();
+}
 
 void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->bridge.listener = listener; }
 
-void Session::save(const std::filesystem::path& file) const {
-  model::save_state(file, impl_->model.config(), impl_->state);
+void Session::save(const std::filesystem::path& file, std::string_view unsound) const {
+  // Once unsound, always: a state resumed from an unsound one is saved unsound too.
+  std::string reason = impl_->unsound;
+  if (!unsound.empty()) reason += (reason.empty() ? "" : "; ") + std::string(unsound);
+  model::save_state(file, impl_->model.config(), impl_->state, impl_->pending, reason);
 }
 
-void Session::load(const std::filesystem::path& file) {
-  model::SequenceState st = model::load_state(file, impl_->model.config());
-  if (st.position > impl_->max_positions)
-    throw UsageError(file.string() + ": the saved conversation has " + std::to_string(st.position) +
+void Session::load(const std::filesystem::path& file, bool accept_unsound) {
+  model::SavedState saved = model::load_state(file, impl_->model.config());
+  if (!saved.unsound.empty() && !accept_unsound)
+    throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
+                     "); continuing it would continue another conversation than the model's, so it is refused "
+                     "unless accepted explicitly (job.accept_unsound_state: true)");
+  const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
+  if (total > impl_->max_positions)
+    throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
-  model::reserve_state(st, impl_->model.config(), impl_->max_positions);
-  impl_->state = std::move(st);
+  model::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
+  impl_->state = std::move(saved.state);
+  impl_->pending = std::move(saved.pending);
+  impl_->unsound = std::move(saved.unsound);
 }
 
 struct SessionSnapshot::Impl {
   std::uint64_t fingerprint = 0;  ///< ModelConfig::fingerprint of the model it came from
   model::SequenceState state;     ///< exactly sized (no reserved room)
+  std::vector<std::uint32_t> pending;  ///< Session::pending
+  std::string unsound;                 ///< Session's unsound reason
   std::size_t bytes = 0;
 };
 
@@ -110,6 +142,9 @@ std::size_t state_bytes(const model::SequenceState& st) {
 const std::vector<std::uint32_t>& SessionSnapshot::tokens() const noexcept {
   return impl_ ? impl_->state.tokens : kNoTokens;
 }
+const std::vector<std::uint32_t>& SessionSnapshot::pending() const noexcept {
+  return impl_ ? impl_->pending : kNoTokens;
+}
 std::int64_t SessionSnapshot::position() const noexcept { return impl_ ? impl_->state.position : 0; }
 std::size_t SessionSnapshot::bytes() const noexcept { return impl_ ? impl_->bytes : 0; }
 
@@ -118,7 +153,9 @@ SessionSnapshot Session::snapshot() const {
   impl->fingerprint = impl_->model.config().fingerprint();
   // Copy-constructing the vectors keeps their sizes, not the reserved context room.
   impl->state = impl_->state;
-  impl->bytes = state_bytes(impl->state);
+  impl->pending = impl_->pending;
+  impl->unsound = impl_->unsound;
+  impl->bytes = state_bytes(impl->state) + impl->pending.size() * sizeof(std::uint32_t);
   SessionSnapshot snap;
   snap.impl_ = std::move(impl);
   return snap;
@@ -129,12 +166,15 @@ void Session::restore(const SessionSnapshot& snap) {
   const ModelConfig& c = impl_->model.config();
   if (snap.impl_->fingerprint != c.fingerprint())
     throw UsageError("restore: the snapshot was taken with a different model architecture");
-  if (snap.position() > impl_->max_positions)
-    throw UsageError("restore: the snapshot holds " + std::to_string(snap.position()) +
-                     " tokens, more than the context of " + std::to_string(impl_->max_positions));
+  const std::int64_t total = snap.position() + static_cast<std::int64_t>(snap.pending().size());
+  if (total > impl_->max_positions)
+    throw UsageError("restore: the snapshot holds " + std::to_string(total) + " tokens, more than the context of " +
+                     std::to_string(impl_->max_positions));
   model::SequenceState st = snap.impl_->state;
   model::reserve_state(st, c, impl_->max_positions);
   impl_->state = std::move(st);
+  impl_->pending = snap.impl_->pending;
+  impl_->unsound = snap.impl_->unsound;
 }
 
 }  // namespace k3

@@ -1,17 +1,29 @@
-// State files (docs/architecture.md): a conversation saved and resumed.
+// State files (docs/architecture.md, "Stopping a run, and state files"): a conversation
+// saved and resumed.
 //
 //   offset 0   char[8]  "K3STATE\0"
-//          8   u32      format version (1)
-//         12   u32      reserved (0)
+//          8   u32      format version (2)
+//         12   u32      flags: bit 0 = unsound (the run that saved it lost a routed expert,
+//                       so the carried state is not the model's); other bits 0
 //         16   u64      architecture fingerprint (ModelConfig::fingerprint)
 //         24   u64      payload bytes
 //         32   u64      XXH64 of the payload (seed 0)
-//         40   payload: i64 position, u64 n_tokens, u32 tokens[n_tokens], then per layer in
-//              order: KDA → S, conv_q, conv_k, conv_v (f32, sizes from the config);
-//              MLA → u64 n_floats, f32 latent[n_floats]
-// All little-endian. Written to "<file>.tmp.<pid>", flushed, then renamed over <file>.
+//         40   payload: i64 position, u64 n_tokens, u32 tokens[n_tokens] (the ids fed),
+//              u64 n_pending, u32 pending[n_pending] (ids of the conversation not fed yet:
+//              the last generated token, or the rest of an interrupted prefill), then per
+//              layer in order: KDA → S, conv_q, conv_k, conv_v (f32, sizes from the config);
+//              MLA → u64 n_floats, f32 latent[n_floats]; when unsound, last:
+//              u32 n_bytes, char reason[n_bytes] (UTF-8, one line)
+// All little-endian. Version 1 had no pending ids, so a conversation saved after a run
+// lacked its last printed token; it is refused (it cannot be continued exactly). Written
+// through util/atomic_file ("<file>.tmp.<pid>", flushed, renamed over <file>).
 #pragma once
+#include <cstdint>
 #include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <k3/model_config.hpp>
 
@@ -19,8 +31,22 @@
 
 namespace k3::model {
 
-void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st);
-/// Refuses (UsageError naming the file) a wrong magic, version, fingerprint, size or checksum.
-SequenceState load_state(const std::filesystem::path& file, const ModelConfig& c);
+/// The state file format version this build writes and reads.
+inline constexpr std::uint32_t kStateVersion = 2;
+
+/// What a state file holds: the carried state after the ids fed, and the ids not fed yet.
+struct SavedState {
+  SequenceState state;
+  std::vector<std::uint32_t> pending;
+  std::string unsound;  ///< non-empty: why the state is not the model's (see the flags above)
+};
+
+/// `unsound`: empty for a sound state, else the reason it is not (recorded in the file).
+void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st,
+                std::span<const std::uint32_t> pending, std::string_view unsound = {});
+/// Refuses (UsageError naming the file) a path that is not a regular file, a wrong magic,
+/// version, fingerprint, size, flags or checksum, and ids outside the vocabulary. An
+/// unsound state is read (its reason in SavedState::unsound): the caller decides.
+SavedState load_state(const std::filesystem::path& file, const ModelConfig& c);
 
 }  // namespace k3::model

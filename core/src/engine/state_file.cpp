@@ -16,8 +16,8 @@ namespace k3::model {
 namespace {
 
 constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '\0'};
-constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeader = 40;
+constexpr std::uint32_t kUnsound = 1;  ///< header flags bit 0
 
 class Writer {
  public:
@@ -25,6 +25,11 @@ class Writer {
   void put(const T& v) {
     const auto* p = reinterpret_cast<const char*>(&v);
     buf_.insert(buf_.end(), p, p + sizeof v);
+  }
+  template <class T>
+  void put_array(std::span<const T> v) {
+    const auto* p = reinterpret_cast<const char*>(v.data());
+    buf_.insert(buf_.end(), p, p + v.size() * sizeof(T));
   }
   template <class T>
   void put_array(const std::vector<T>& v) {
@@ -49,17 +54,20 @@ class Reader {
     return v;
   }
   template <class T>
-  void get_array(std::vector<T>& v, std::size_t n) {
-    need(n * sizeof(T));
+  void get_array(std::vector<T>& v, std::uint64_t n) {
+    if (n > (n_ - at_) / sizeof(T)) ends_early();  // before n * sizeof(T), which may overflow
     v.resize(n);
-    std::memcpy(v.data(), p_ + at_, n * sizeof(T));
+    if (n != 0) std::memcpy(v.data(), p_ + at_, n * sizeof(T));  // an empty vector's data() may be null
     at_ += n * sizeof(T);
   }
   [[nodiscard]] bool done() const { return at_ == n_; }
 
  private:
   void need(std::size_t k) const {
-    if (k > n_ - at_) throw UsageError(file_ + ": state payload ends early (corrupt or from another model)");
+    if (k > n_ - at_) ends_early();
+  }
+  [[noreturn]] void ends_early() const {
+    throw UsageError(file_ + ": state payload ends early (corrupt or from another model)");
   }
   const char* p_;
   std::size_t n_;
@@ -69,11 +77,14 @@ class Reader {
 
 }  // namespace
 
-void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st) {
+void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st,
+                std::span<const std::uint32_t> pending, std::string_view unsound) {
   Writer w;
   w.put(st.position);
   w.put(static_cast<std::uint64_t>(st.tokens.size()));
   w.put_array(st.tokens);
+  w.put(static_cast<std::uint64_t>(pending.size()));
+  w.put_array(pending);
   for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
     if (c.is_mla(static_cast<std::int64_t>(i))) {
       w.put(static_cast<std::uint64_t>(st.mla[i].latent.size()));
@@ -85,14 +96,18 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
       w.put_array(st.kda[i].conv_v);
     }
   }
+  if (!unsound.empty()) {
+    w.put(static_cast<std::uint32_t>(unsound.size()));
+    w.bytes().insert(w.bytes().end(), unsound.begin(), unsound.end());
+  }
   const std::vector<char>& payload = w.bytes();
   std::vector<char> out(kHeader);
   std::memcpy(out.data(), kMagic, 8);
-  const std::uint32_t version = kVersion, reserved = 0;
+  const std::uint32_t version = kStateVersion, flags = unsound.empty() ? 0 : kUnsound;
   const std::uint64_t fp = c.fingerprint(), size = payload.size();
   const std::uint64_t sum = XXH64(payload.data(), payload.size(), 0);
   std::memcpy(out.data() + 8, &version, 4);
-  std::memcpy(out.data() + 12, &reserved, 4);
+  std::memcpy(out.data() + 12, &flags, 4);
   std::memcpy(out.data() + 16, &fp, 8);
   std::memcpy(out.data() + 24, &size, 8);
   std::memcpy(out.data() + 32, &sum, 8);
@@ -100,22 +115,33 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
   write_file_atomically(file, out.data(), out.size());
 }
 
-SequenceState load_state(const std::filesystem::path& file, const ModelConfig& c) {
+SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
   const std::string name = file.string();
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw UsageError(name + ": not a state file (" +
+                     (std::filesystem::is_directory(file, ec) ? "a folder" : "not a regular file") + ")");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError(name + ": cannot open the state file");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw UsageError(name + ": not a k3host state file (bad magic)");
-  std::uint32_t version;
+  std::uint32_t version, flags;
   std::uint64_t fp, size, sum;
   std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&flags, bytes.data() + 12, 4);
   std::memcpy(&fp, bytes.data() + 16, 8);
   std::memcpy(&size, bytes.data() + 24, 8);
   std::memcpy(&sum, bytes.data() + 32, 8);
-  if (version != kVersion)
-    throw UsageError(name + ": state format version " + std::to_string(version) + ", this k3host reads " +
-                     std::to_string(kVersion));
+  if (version == 1)
+    throw UsageError(name + ": state format version 1, this k3host reads version " + std::to_string(kStateVersion) +
+                     " only: a version 1 file lacks the last generated token, so the conversation cannot be "
+                     "continued exactly; run it again and save it with this k3host");
+  if (version != kStateVersion)
+    throw UsageError(name + ": state format version " + std::to_string(version) + ", this k3host reads version " +
+                     std::to_string(kStateVersion) + " (written by another k3host?)");
+  if ((flags & ~kUnsound) != 0)
+    throw UsageError(name + ": unknown flags " + std::to_string(flags) + " in the header (written by another k3host?)");
   if (fp != c.fingerprint()) throw UsageError(name + ": the state was saved with a different model architecture");
   if (size != bytes.size() - kHeader)
     throw UsageError(name + ": payload is " + std::to_string(bytes.size() - kHeader) + " bytes, header says " +
@@ -123,11 +149,20 @@ SequenceState load_state(const std::filesystem::path& file, const ModelConfig& c
   if (XXH64(bytes.data() + kHeader, size, 0) != sum) throw UsageError(name + ": payload checksum mismatch (corrupt)");
 
   Reader r(bytes.data() + kHeader, size, name);
-  SequenceState st = make_state(c, 1);
+  SavedState saved{make_state(c, 1), {}, {}};
+  SequenceState& st = saved.state;
   st.position = r.get<std::int64_t>();
   const auto n = r.get<std::uint64_t>();
-  if (static_cast<std::int64_t>(n) != st.position) throw UsageError(name + ": token count does not match position");
+  if (st.position < 0 || n != static_cast<std::uint64_t>(st.position))
+    throw UsageError(name + ": token count does not match position");
   r.get_array(st.tokens, n);
+  r.get_array(saved.pending, r.get<std::uint64_t>());
+  const auto vocab = static_cast<std::uint64_t>(c.vocab_size);
+  for (const auto* ids : {&st.tokens, &saved.pending})
+    for (const std::uint32_t id : *ids)
+      if (id >= vocab)
+        throw UsageError(name + ": token id " + std::to_string(id) + " is outside the vocabulary of " +
+                         std::to_string(vocab) + " ids (corrupt or from another model)");
   for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
     if (c.is_mla(static_cast<std::int64_t>(i))) {
       const auto k = r.get<std::uint64_t>();
@@ -141,8 +176,14 @@ SequenceState load_state(const std::filesystem::path& file, const ModelConfig& c
       r.get_array(st.kda[i].conv_v, st.kda[i].conv_v.size());
     }
   }
+  if ((flags & kUnsound) != 0) {
+    std::vector<char> reason;
+    r.get_array(reason, r.get<std::uint32_t>());
+    saved.unsound.assign(reason.begin(), reason.end());
+    if (saved.unsound.empty()) saved.unsound = "marked unsound, no reason recorded";
+  }
   if (!r.done()) throw UsageError(name + ": trailing bytes after the state payload");
-  return st;
+  return saved;
 }
 
 }  // namespace k3::model

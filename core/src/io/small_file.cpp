@@ -36,6 +36,10 @@ std::unique_ptr<sdk::StorageFile> open_file(sdk::StorageBackend& storage, const 
     if (missing_ok) return nullptr;
     throw UsageError(uri + ": " + std::string(what) + " not found (read through the storage plugin: " + st.detail + ")");
   }
+  // invalid_argument: the plugin refuses the path itself (a folder, a FIFO): the input is at
+  // fault, not the device (exit 2, not 1).
+  if (st.code == sdk::StatusCode::invalid_argument)
+    throw UsageError(uri + ": cannot open " + std::string(what) + ": " + st.detail);
   if (!st.ok()) throw RuntimeError(uri + ": cannot open " + std::string(what) + " through the storage plugin: " + st.detail);
   if (!file) throw RuntimeError(uri + ": the storage plugin reported success but returned no file");
   return file;

@@ -30,8 +30,16 @@ std::uint64_t peak_rss_bytes() {
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
   GenerateResult r;
   r.prompt = g.prompt;
-  if (g.prompt.empty() && session.position() == 0)
-    throw UsageError("nothing to continue: the prompt is empty and no state was loaded");
+  r.pending = session.pending();
+  // The ids this run feeds before its first token: what the session holds unfed (a resumed
+  // conversation's last token), then the prompt.
+  std::vector<std::uint32_t> input = session.pending();
+  input.insert(input.end(), g.prompt.begin(), g.prompt.end());
+  if (input.empty())
+    throw UsageError(session.position() == 0
+                         ? "nothing to continue: the prompt is empty and no state was loaded"
+                         : "nothing to continue from: every id of the conversation was fed and its last logits are "
+                           "not kept (a state saved after a prefill-only run); give a prompt to continue it");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
   std::vector<float> logits, last;
   std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all
@@ -42,40 +50,42 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
       throw UsageError(g.dump_logits.string() + ": cannot write the logits dump (" + e.what() + ")");
     }
   }
+  // The session's pending ids are part of `input` now; a prefill stopped early puts back
+  // what it did not feed.
+  session.set_pending({});
 
-  // Prefill: the prompt in chunks (or all at once in recompute mode).
+  // Prefill: the input in chunks (or all at once in recompute mode).
   const auto t0 = std::chrono::steady_clock::now();
   const bool want_all = dump.has_value();
-  const std::size_t chunk = g.mode == DecodeMode::recompute ? std::max<std::size_t>(g.prompt.size(), 1)
-                                                            : static_cast<std::size_t>(g.prefill_chunk);
+  const std::size_t chunk = g.mode == DecodeMode::recompute ? input.size() : static_cast<std::size_t>(g.prefill_chunk);
   if (g.mode == DecodeMode::recompute && session.position() > 0) {
     // Recompute from the very first token, including a resumed conversation.
     std::vector<std::uint32_t> all = session.tokens();
-    all.insert(all.end(), g.prompt.begin(), g.prompt.end());
+    all.insert(all.end(), input.begin(), input.end());
     session.reset();
     session.feed(all, want_all, logits);
     if (want_all) {
       const std::size_t V = logits.size() / all.size();
-      dump->write(logits.data() + (all.size() - g.prompt.size()) * V, g.prompt.size() * V * sizeof(float));
+      dump->write(logits.data() + (all.size() - input.size()) * V, input.size() * V * sizeof(float));
     }
     const std::size_t V = want_all ? logits.size() / all.size() : logits.size();
     last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
   } else {
-    for (std::size_t at = 0; at < g.prompt.size(); at += chunk) {
+    for (std::size_t at = 0; at < input.size(); at += chunk) {
       if (stop_requested(g)) {
+        session.set_pending({input.begin() + static_cast<std::ptrdiff_t>(at), input.end()});
         r.interrupted = true;
         r.prefill_seconds = seconds_since(t0);
         return r;
       }
-      const std::size_t n = std::min(chunk, g.prompt.size() - at);
-      session.feed({g.prompt.data() + at, n}, want_all, logits);
+      const std::size_t n = std::min(chunk, input.size() - at);
+      session.feed({input.data() + at, n}, want_all, logits);
       if (want_all)
         dump->write(logits.data(), logits.size() * sizeof(float));
       const std::size_t V = logits.size() / (want_all ? n : 1);
       last.assign(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
     }
   }
-  if (last.empty()) throw UsageError("a loaded state without new prompt tokens has no logits to continue from");
   r.prefill_seconds = seconds_since(t0);
   if (dump) dump->commit();
 
@@ -96,6 +106,8 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
     if (is_eos || r.interrupted || step + 1 == g.max_new_tokens) {
       r.steps.push_back({next, seconds_since(ts), false});
       r.stopped_at_eos = is_eos;
+      // Its successor is not needed now: the conversation keeps it to feed first next time.
+      session.set_pending({next});
       break;
     }
     if (g.mode == DecodeMode::recompute) {

@@ -8,6 +8,7 @@
 
 #include <k3/error.hpp>
 #include <k3/model.hpp>
+#include <k3/runtime.hpp>
 #include <k3/trace.hpp>
 
 #include "streaming/cache_future.hpp"
@@ -74,34 +75,44 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.storage = ms.storage;
   rep.threads = model.threads();
 
-  // The prompt: ids, a file, or text (first one set wins, in that order).
+  // The prompt: ids, a file, or text (first one set wins, in that order). A resumed
+  // conversation takes only a prompt the user gave: configs/default.yaml's demo prompt is
+  // not appended to it, so `--load-state FILE` alone continues where FILE stopped.
   GenerateSettings g = generate_settings_of(p, model.config());
+  g.stop = hooks.stop;
   rep.mode = p.get_string("job.mode");
-  const auto ids = p.get_strings("job.ids");
+  const std::filesystem::path load_state = p.get_path("job.load_state");
+  const auto given = [&](std::string_view key) { return load_state.empty() || set_by_user(p, key); };
+  const auto ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
+  const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
   if (!ids.empty()) {
     g.prompt = parse_ids(ids, model.config().vocab_size);
   } else {
-    const std::filesystem::path file = p.get_path("job.prompt_file");
-    rep.prompt_text = file.empty() ? p.get_string("job.prompt") : read_text_file(file);
+    rep.prompt_text = !prompt_file.empty()       ? read_text_file(prompt_file)
+                      : given("job.prompt") ? p.get_string("job.prompt")
+                                            : std::string();
     g.prompt = runtime.encode(rep.prompt_text);
   }
   if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = runtime.decode(g.prompt);
 
   Session session(model, p.get_int("memory.context"));
-  const std::filesystem::path load_state = p.get_path("job.load_state");
-  if (!load_state.empty()) session.load(load_state);
+  if (!load_state.empty()) session.load(load_state, p.get_bool("job.accept_unsound_state"));
   if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
+  // A trace's prompt hash covers what this run feeds first: a resumed conversation's
+  // pending ids, then the prompt.
+  std::vector<std::uint32_t> fed_first = session.pending();
+  fed_first.insert(fed_first.end(), g.prompt.begin(), g.prompt.end());
+  const std::uint64_t prompt_hash = trace_prompt_hash(fed_first);
   // cache.future must be a trace of this prompt (the model checked the rest).
   if (!ms.cache_future.empty())
     require_trace_of_run(ms.cache_future, read_trace_header(ms.cache_future),
-                         cache::trace_header_of(model.config(), trace_prompt_hash(g.prompt)), true);
+                         cache::trace_header_of(model.config(), prompt_hash), true);
 
   // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
-    trace = std::make_unique<TraceRecorder>(trace_file,
-                                            cache::trace_header_of(model.config(), trace_prompt_hash(g.prompt)));
+    trace = std::make_unique<TraceRecorder>(trace_file, cache::trace_header_of(model.config(), prompt_hash));
     session.set_routing_listener(trace.get());
   }
 
@@ -149,8 +160,19 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
     trace->writer.close();
     rep.trace_file = trace_file;
   }
+  rep.pending = session.pending();
   const std::filesystem::path save_state = p.get_path("job.save_state");
-  if (!save_state.empty()) session.save(save_state);
+  if (!save_state.empty()) {
+    // A run that lost a routed expert carries a state that is not the model's: saved, but
+    // marked, so that resuming it is refused instead of silently continuing another
+    // conversation.
+    std::string unsound;
+    if (!rep.expert_failures.empty())
+      unsound = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed in the run that saved it, " +
+                "first " + rep.expert_failures.front();
+    session.save(save_state, unsound);
+    rep.state_file = save_state;
+  }
   rep.report_file = p.get_path("job.report");
   if (!rep.report_file.empty()) write_file_atomically(rep.report_file, report_json(rep));
   return rep;
@@ -168,7 +190,11 @@ std::string report_json(const JobReport& r) {
   j["generated_ids"] = r.result.generated;
   j["generated_text"] = r.generated_text;
   j["stopped_at_eos"] = r.result.stopped_at_eos;
+  j["interrupted"] = r.result.interrupted;
+  j["resumed_pending_ids"] = r.result.pending;
+  j["pending_ids"] = r.pending;
   if (!r.trace_file.empty()) j["trace"] = r.trace_file.string();
+  if (!r.state_file.empty()) j["state"] = r.state_file.string();
   j["load_seconds"] = r.load_seconds;
   j["prefill_seconds"] = r.result.prefill_seconds;
   nlohmann::json steps = nlohmann::json::array();

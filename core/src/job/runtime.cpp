@@ -132,6 +132,11 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
   MakeModelOptions opts;
   opts.out = uri;
   opts.progress = [&](std::uint64_t done, std::uint64_t total) {
+    // Minutes of work for the demo model: a stop request ends it between batches, and
+    // make_model's temporary folder goes with the exception.
+    if (hooks.stop != nullptr && hooks.stop->load())
+      throw Error(ExitCode::interrupted, "interrupted while writing the synthetic '" + geometry + "' checkpoint in " +
+                                             uri + ": nothing of it was kept (the next run writes it again)");
     if (hooks.on_progress) hooks.on_progress("writing " + geometry + " checkpoint", done, total);
   };
   make_model(load_geometry(geometry), opts);
@@ -191,6 +196,18 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
   const sdk::Status st = tokenizer_->decode(ids, out);
   if (!st.ok()) throw RuntimeError("decoding the output failed: " + st.detail);
   return out;
+}
+
+bool set_by_user(const Pipeline& p, std::string_view key) {
+  if (p.where(key) == "default") return false;
+  const std::filesystem::path file = p.source_file(key);
+  if (file.empty()) return true;  // a --set override
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(file, ec);
+  if (ec) return true;
+  for (const auto& base : default_pipelines(p))
+    if (std::filesystem::weakly_canonical(base, ec) == canonical && !ec) return false;
+  return true;
 }
 
 GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& config) {

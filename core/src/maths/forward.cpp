@@ -1,6 +1,8 @@
 #include "maths/forward.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include <k3/error.hpp>
@@ -43,6 +45,29 @@ SequenceState make_state(const ModelConfig& c, std::int64_t max_positions) {
   }
   return st;
 }
+
+namespace {
+
+/// A NaN or infinity in the residual stream spreads to every later layer and to the logits,
+/// and the argmax of such logits is an arbitrary id. Checked after every block (T·E floats
+/// against the block's matrix products: nothing measurable), so the error names where the
+/// values first went wrong instead of a run ending with exit 0 and garbage ids.
+/// Returns the index of the first non-finite value, or T·E.
+std::size_t first_non_finite(const float* P, std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k)
+    if (!std::isfinite(P[k])) return k;
+  return n;
+}
+
+[[noreturn]] void non_finite(float v, std::size_t k, std::size_t E, std::int64_t pos0, std::size_t layer,
+                             const char* block) {
+  throw RuntimeError("non-finite value (" + std::string(std::isnan(v) ? "NaN" : "infinity") +
+                     ") in the residual stream after the " + block + " of layer " + std::to_string(layer) +
+                     " at position " + std::to_string(pos0 + static_cast<std::int64_t>(k / E)) +
+                     ": the checkpoint's weights of that layer hold non-finite or overflowing values");
+}
+
+}  // namespace
 
 void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32_t> tokens, bool all_positions,
              float* logits) {
@@ -104,6 +129,8 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
       std::copy_n(a, n, P);
     else
       for (std::size_t k = 0; k < n; ++k) P[k] += a[k];
+    const std::size_t bad_after_attention = first_non_finite(P, n);
+    const float bad_attention_value = bad_after_attention < n ? P[bad_after_attention] : 0.0f;
     // 4. h2 = AR(P, bank; mlp_res_*)   (bank is non-empty from layer 0 on)
     aggregate(P, lw.mlp_res_norm, lw.mlp_res_proj, h);
     // 5. m = FFN_i(RMSNorm(h2; post_attention_layernorm)); P = P + m
@@ -115,6 +142,9 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
       latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn, T, a, buf.moe);
     for (std::size_t k = 0; k < n; ++k) P[k] += a[k];
     ctx.weights.release_layer(i);
+    // Raised once the layer is released, so a streamed trunk is left as it would be.
+    if (bad_after_attention < n) non_finite(bad_attention_value, bad_after_attention, E, pos0, i, "attention");
+    if (const std::size_t k = first_non_finite(P, n); k < n) non_finite(P[k], k, E, pos0, i, "FFN");
   }
 
   // End: h = AR(P, bank; output_attn_res_*); logits = lm_head · RMSNorm(h; norm).

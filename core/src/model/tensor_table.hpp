@@ -182,4 +182,15 @@ const TensorInfo& require(const CheckpointIndex& index, const Entry& e);
 const TensorInfo& require_layer_tensor(const CheckpointIndex& index, const ModelConfig& c, std::int64_t i,
                                        std::string_view suffix);
 
+/// The number of tensors the geometry declares, counted per kind of layer (MLA or KDA, dense
+/// or MoE) from one layer of each kind: no walk over every layer or expert.
+std::uint64_t declared_tensor_count(const ModelConfig& c);
+
+/// Checks config.json against the checkpoint before anything proportional to the declared
+/// geometry is built or planned: the checkpoint holds as many tensors as the geometry
+/// declares, and the tensors of one layer of each kind, one routed expert, the embedding and
+/// the head are there with their shapes and dtypes. A config.json that declares 16 million
+/// experts (or a hidden size the shards do not have) is a UsageError at once.
+void require_declared_geometry(const CheckpointIndex& index, const ModelConfig& c);
+
 }  // namespace k3::table

@@ -1,6 +1,8 @@
 #include "plugin_host/registry.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -80,6 +82,34 @@ Registry::Registry(std::vector<fs::path> search_path) : search_path_(std::move(s
   for (const auto& dir : search_path_) scan_dir(dir);
 }
 
+namespace {
+
+/// Why `path` (a plugin folder or file) must not be trusted, or "" when it may be: anyone
+/// who can write it could make every k3host run their code.
+std::string unsafe_owner_or_mode(const fs::path& path, const char* what) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return std::string(what) + " " + path.string() + " cannot be inspected";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return std::string(what) + " " + path.string() + " is writable by " +
+           ((st.st_mode & S_IWOTH) != 0 ? "everyone" : "its group") + " (chmod go-w it)";
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return std::string(what) + " " + path.string() + " is owned by uid " + std::to_string(st.st_uid) +
+           ", neither this user nor root";
+  return {};
+}
+
+/// "k3-<kind>-<name>.so" -> kind and name; false for any other file name.
+bool parse_file_name(const std::string& file, PluginKind& kind, std::string& name) {
+  if (file.rfind("k3-", 0) != 0 || file.size() < 7 || file.compare(file.size() - 3, 3, ".so") != 0) return false;
+  const std::string stem = file.substr(3, file.size() - 6);
+  const auto dash = stem.find('-');
+  if (dash == std::string::npos || !parse_kind(stem.substr(0, dash), kind)) return false;
+  name = stem.substr(dash + 1);
+  return !name.empty();
+}
+
+}  // namespace
+
 void Registry::scan_dir(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
@@ -89,141 +119,160 @@ void Registry::scan_dir(const fs::path& dir) {
     if (fname.rfind("k3-", 0) == 0 && it->path().extension() == ".so") files.push_back(it->path());
   }
   std::sort(files.begin(), files.end());
-  for (const auto& f : files) scan_file(f);
-}
-
-void Registry::refuse(const fs::path& path, std::string reason) { problems_.push_back({path, std::move(reason)}); }
-
-void Registry::scan_file(const fs::path& path) {
-  std::error_code ec;
-  const fs::path canonical = fs::weakly_canonical(path, ec);
-  const fs::path& key = ec ? path : canonical;
-  if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) return;  // reached twice via the path
-  seen_.push_back(key);
-
-  auto loaded = std::make_shared<LoadedLibrary>();
-  try {
-    // RTLD_NODELETE: a plugin's code stays mapped until the process exits, whatever happens
-    // to handles, so no object (nor a thread it left running) can outlive its code.
-    const auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    loaded->lib.load(key, mode);
-  } catch (const std::exception& e) {
-    refuse(path, "cannot be loaded: " + load_failure(e));
-    return;
-  }
-  if (!loaded->lib.has("k3_plugin_descriptor")) {
-    refuse(path, "has no k3_plugin_descriptor symbol: not a k3host plugin (build it with K3_PLUGIN)");
-    return;
-  }
-  // The ABI number is read first and alone: it is the only field guaranteed to mean the
-  // same thing in every version of the descriptor.
-  const auto& d = loaded->lib.get_alias<const K3PluginDescriptor>("k3_plugin_descriptor");
-  if (d.abi != K3_PLUGIN_ABI) {
-    refuse(path, "incompatible plugin ABI (plugin: " + std::to_string(d.abi) +
-                     ", host: " + std::to_string(K3_PLUGIN_ABI) + "); rebuild it against this SDK");
-    return;
-  }
-  const char* toolchain = d.toolchain != nullptr ? d.toolchain : "";
-  if (std::strcmp(toolchain, K3_TOOLCHAIN) != 0) {
-    refuse(path, std::string("incompatible toolchain (plugin: ") + toolchain + ", host: " + K3_TOOLCHAIN +
-                     "); rebuild it with the host's compiler and C++ standard library");
-    return;
-  }
-  PluginInfo info;
-  if (d.kind == nullptr || !parse_kind(d.kind, info.kind)) {
-    refuse(path, std::string("declares unknown kind '") + (d.kind != nullptr ? d.kind : "") +
-                     "' (expected storage, cache, kernels or tokenizer)");
-    return;
-  }
-  info.name = d.name != nullptr ? d.name : "";
-  info.version = d.version != nullptr ? d.version : "";
-  info.path = path;
-  info.abi = d.abi;
-  const std::string expected = std::string("k3-") + to_string(info.kind) + "-" + info.name + ".so";
-  if (info.name.empty() || path.filename().string() != expected) {
-    refuse(path, "declares kind '" + std::string(to_string(info.kind)) + "' and name '" + info.name +
-                     "', so its file must be named " + expected);
-    return;
-  }
-  if (!loaded->lib.has("k3_plugin_create")) {
-    refuse(path, "has a descriptor but no k3_plugin_create factory (build it with K3_PLUGIN)");
-    return;
-  }
-  info.score = 1;
-  if (d.score != nullptr) {
-    try {
-      info.score = d.score();
-    } catch (...) {
-      refuse(path, "its score() function threw an exception");
-      return;
+  const std::string folder_refusal = unsafe_owner_or_mode(dir, "plugin folder");
+  if (!folder_refusal.empty() && !files.empty()) scan_problems_.push_back({dir, folder_refusal});
+  for (const auto& path : files) {
+    const fs::path canonical = fs::weakly_canonical(path, ec);
+    const fs::path& key = ec ? path : canonical;
+    if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;  // reached twice via the path
+    seen_.push_back(key);
+    Candidate c;
+    if (!parse_file_name(path.filename().string(), c.kind, c.name)) {
+      scan_problems_.push_back({path, "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels or "
+                                      "tokenizer: not a k3host plugin"});
+      continue;
     }
+    c.path = path;
+    c.refusal = folder_refusal.empty() ? unsafe_owner_or_mode(path, "plugin file") : folder_refusal;
+    auto& same = declared_[{c.kind, c.name}];
+    if (!same.empty() && c.refusal.empty())
+      // find() refuses the name while both are on the path; refusing the second file here
+      // makes `k3host plugins` show the clash too.
+      c.refusal = std::string(to_string(c.kind)) + " plugin '" + c.name + "' is already defined by " +
+                  candidates_[same.front()].path.string() + "; remove all but one from the plugin search path";
+    same.push_back(candidates_.size());
+    candidates_.push_back(std::move(c));
   }
-  auto& files = declared_[{info.kind, info.name}];
-  files.push_back(path);
-  if (files.size() > 1) {
-    // find() refuses the name while both are on the path; listing the second file here
-    // makes `k3host plugins` show the clash too.
-    refuse(path, std::string(to_string(info.kind)) + " plugin '" + info.name + "' is already defined by " +
-                     files.front().string() + "; remove all but one from the plugin search path");
-    return;
-  }
-  loaded->info = info;
-  plugins_.push_back(info);
-  libraries_.push_back(std::move(loaded));
 }
 
-const PluginInfo& Registry::find(PluginKind kind, const std::string& name) const {
+void Registry::load(Candidate& c) noexcept {
+  if (c.loaded) return;
+  c.loaded = true;
+  if (!c.refusal.empty()) return;
+  auto refuse = [&](std::string reason) { c.refusal = std::move(reason); };
+  try {
+    auto loaded = std::make_shared<LoadedLibrary>();
+    try {
+      // RTLD_NODELETE: a plugin's code stays mapped until the process exits, whatever happens
+      // to handles, so no object (nor a thread it left running) can outlive its code.
+      const auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+      loaded->lib.load(c.path, mode);
+    } catch (const std::exception& e) {
+      return refuse("cannot be loaded: " + load_failure(e));
+    }
+    if (!loaded->lib.has("k3_plugin_descriptor"))
+      return refuse("has no k3_plugin_descriptor symbol: not a k3host plugin (build it with K3_PLUGIN)");
+    // The ABI number is read first and alone: it is the only field guaranteed to mean the
+    // same thing in every version of the descriptor.
+    const auto& d = loaded->lib.get_alias<const K3PluginDescriptor>("k3_plugin_descriptor");
+    if (d.abi != K3_PLUGIN_ABI)
+      return refuse("incompatible plugin ABI (plugin: " + std::to_string(d.abi) +
+                    ", host: " + std::to_string(K3_PLUGIN_ABI) + "); rebuild it against this SDK");
+    const char* toolchain = d.toolchain != nullptr ? d.toolchain : "";
+    if (std::strcmp(toolchain, K3_TOOLCHAIN) != 0)
+      return refuse(std::string("incompatible toolchain (plugin: ") + toolchain + ", host: " + K3_TOOLCHAIN +
+                    "); rebuild it with the host's compiler and C++ standard library");
+    PluginInfo info;
+    if (d.kind == nullptr || !parse_kind(d.kind, info.kind))
+      return refuse(std::string("declares unknown kind '") + (d.kind != nullptr ? d.kind : "") +
+                    "' (expected storage, cache, kernels or tokenizer)");
+    info.name = d.name != nullptr ? d.name : "";
+    info.version = d.version != nullptr ? d.version : "";
+    info.path = c.path;
+    info.abi = d.abi;
+    if (info.kind != c.kind || info.name != c.name)
+      return refuse("declares kind '" + std::string(to_string(info.kind)) + "' and name '" + info.name +
+                    "', so its file must be named k3-" + to_string(info.kind) + "-" + info.name + ".so");
+    if (!loaded->lib.has("k3_plugin_create"))
+      return refuse("has a descriptor but no k3_plugin_create factory (build it with K3_PLUGIN)");
+    info.score = 1;
+    if (d.score != nullptr) {
+      try {
+        info.score = d.score();
+      } catch (...) {
+        return refuse("its score() function threw an exception");
+      }
+    }
+    loaded->info = info;
+    c.info = std::move(info);
+    c.library = std::move(loaded);
+  } catch (const std::exception& e) {
+    refuse(std::string("cannot be checked: ") + e.what());
+  }
+}
+
+void Registry::load_all() noexcept {
+  for (Candidate& c : candidates_) load(c);
+}
+
+const std::vector<PluginInfo>& Registry::plugins() noexcept {
+  load_all();
+  plugins_.clear();
+  for (const Candidate& c : candidates_)
+    if (c.refusal.empty()) plugins_.push_back(c.info);
+  return plugins_;
+}
+
+const std::vector<PluginProblem>& Registry::problems() noexcept {
+  load_all();
+  problems_ = scan_problems_;
+  for (const Candidate& c : candidates_)
+    if (!c.refusal.empty()) problems_.push_back({c.path, c.refusal});
+  return problems_;
+}
+
+const PluginInfo& Registry::find(PluginKind kind, const std::string& name) {
   const std::string what = std::string(to_string(kind)) + " plugin '" + name + "'";
   const auto it = declared_.find({kind, name});
   if (it != declared_.end() && it->second.size() > 1) {
     std::vector<std::string> files;
-    for (const auto& p : it->second) files.push_back(p.string());
+    for (const std::size_t i : it->second) files.push_back(candidates_[i].path.string());
     throw UsageError(what + " is defined by more than one library: " + join(files, ", ") +
                      "; remove all but one from the plugin search path");
   }
   if (it == declared_.end()) {
     std::string msg = what + " not found";
-    for (const auto& info : plugins_)
-      if (info.name == name)
-        msg += "; '" + name + "' is a " + to_string(info.kind) + " plugin (" + info.path.string() + ")";
-    const std::string file = std::string("k3-") + to_string(kind) + "-" + name + ".so";
-    for (const auto& pr : problems_)
-      if (pr.path.filename() == file) msg += "; " + pr.path.string() + " was refused: " + pr.reason;
+    for (const Candidate& c : candidates_)
+      if (c.name == name) msg += "; '" + name + "' is a " + to_string(c.kind) + " plugin (" + c.path.string() + ")";
+    for (const PluginProblem& pr : scan_problems_)
+      if (pr.path.filename().string().find(name) != std::string::npos)
+        msg += "; " + pr.path.string() + " was refused: " + pr.reason;
     std::vector<std::string> dirs;
     for (const auto& d : search_path_) dirs.push_back(d.string());
     throw UsageError(msg + " (searched " + join(dirs, ":") + ")");
   }
-  for (const auto& info : plugins_) {
-    if (info.kind == kind && info.name == name) {
-      if (kind == PluginKind::kernels && info.score <= 0)
-        throw UsageError(what + " (" + info.path.string() + ") cannot run on this CPU (score " +
-                         std::to_string(info.score) + ")");
-      return info;
-    }
-  }
-  throw RuntimeError(what + ": plugin registry is inconsistent");
+  Candidate& c = candidates_[it->second.front()];
+  load(c);
+  if (!c.refusal.empty()) throw UsageError(what + ": " + c.path.string() + " was refused: " + c.refusal);
+  if (kind == PluginKind::kernels && c.info.score <= 0)
+    throw UsageError(what + " (" + c.path.string() + ") cannot run on this CPU (score " +
+                     std::to_string(c.info.score) + ")");
+  return c.info;
 }
 
-const PluginInfo& Registry::best_kernels() const {
+const PluginInfo& Registry::best_kernels() {
   const PluginInfo* best = nullptr;
-  for (const auto& info : plugins_)
-    if (info.kind == PluginKind::kernels && info.score > 0 && (best == nullptr || info.score > best->score))
-      best = &info;
+  for (Candidate& c : candidates_) {
+    if (c.kind != PluginKind::kernels) continue;
+    load(c);
+    if (c.refusal.empty() && c.info.score > 0 && (best == nullptr || c.info.score > best->score)) best = &c.info;
+  }
   if (best == nullptr) throw UsageError("no kernel set on the plugin search path can run on this CPU");
   return *best;
 }
 
-const std::shared_ptr<LoadedLibrary>& Registry::library_of(const PluginInfo& info) const {
-  // `info` is an element of plugins_ (find() returns references into it).
-  const auto index = static_cast<std::size_t>(&info - plugins_.data());
-  return libraries_.at(index);
+Registry::Candidate& Registry::candidate_of(const PluginInfo& info) {
+  // `info` is a Candidate's (find() returns references into candidates_).
+  for (Candidate& c : candidates_)
+    if (&c.info == &info) return c;
+  throw RuntimeError(info.path.string() + ": plugin registry is inconsistent");
 }
 
 template <class Interface>
 std::shared_ptr<Interface> Registry::create(PluginKind kind, const std::string& name, const PluginParams& params,
                                             std::vector<std::string>* unknown) {
   const PluginInfo& info = find(kind, name);
-  std::shared_ptr<LoadedLibrary> library = library_of(info);
+  std::shared_ptr<LoadedLibrary> library = candidate_of(info).library;
   auto& factory = library->lib.template get_alias<sdk::Factory<Interface>>("k3_plugin_create");
 
   std::vector<sdk::Param> view;

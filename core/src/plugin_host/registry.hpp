@@ -50,16 +50,19 @@ class PluginServices final : public sdk::HostServices {
 
 class Registry final : public sdk::HostServices, public std::enable_shared_from_this<Registry> {
  public:
-  /// Scans `search_path` in order; unusable libraries land in problems().
+  /// Scans `search_path` in order without loading anything: a library's kind and name come
+  /// from its file name (k3-<kind>-<name>.so), so only the libraries a run asks for are ever
+  /// opened and run their constructors. Folders and files others may write are refused.
   explicit Registry(std::vector<std::filesystem::path> search_path);
 
   [[nodiscard]] const std::vector<std::filesystem::path>& search_path() const noexcept { return search_path_; }
-  [[nodiscard]] const std::vector<PluginInfo>& plugins() const noexcept { return plugins_; }
-  [[nodiscard]] const std::vector<PluginProblem>& problems() const noexcept { return problems_; }
+  /// Loads and checks every library on the path (for `k3host plugins`).
+  [[nodiscard]] const std::vector<PluginInfo>& plugins() noexcept;
+  [[nodiscard]] const std::vector<PluginProblem>& problems() noexcept;
 
-  /// See PluginHost::find / best_kernels.
-  [[nodiscard]] const PluginInfo& find(PluginKind kind, const std::string& name) const;
-  [[nodiscard]] const PluginInfo& best_kernels() const;
+  /// See PluginHost::find / best_kernels. Load only the libraries they need.
+  [[nodiscard]] const PluginInfo& find(PluginKind kind, const std::string& name);
+  [[nodiscard]] const PluginInfo& best_kernels();
 
   /// Creates an object through the plugin's factory. `Interface` must match `kind`.
   template <class Interface>
@@ -76,17 +79,30 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   void set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage);
 
  private:
+  /// A library file on the path, named k3-<kind>-<name>.so; opened on first use.
+  struct Candidate {
+    PluginKind kind{};
+    std::string name;
+    std::filesystem::path path;
+    bool loaded = false;
+    std::string refusal;  ///< non-empty: refused (at the scan or when loaded), with the reason
+    PluginInfo info;      ///< valid when loaded and not refused
+    std::shared_ptr<LoadedLibrary> library;
+  };
+
   void scan_dir(const std::filesystem::path& dir);
-  void scan_file(const std::filesystem::path& path);
-  void refuse(const std::filesystem::path& path, std::string reason);
-  [[nodiscard]] const std::shared_ptr<LoadedLibrary>& library_of(const PluginInfo& info) const;
+  /// Opens the library and checks its descriptor against its file name (once).
+  void load(Candidate& c) noexcept;
+  void load_all() noexcept;
+  [[nodiscard]] Candidate& candidate_of(const PluginInfo& info);
 
   std::vector<std::filesystem::path> search_path_;
-  std::vector<PluginInfo> plugins_;                       // accepted, in search-path order
-  std::vector<std::shared_ptr<LoadedLibrary>> libraries_;  // parallel to plugins_
-  std::vector<PluginProblem> problems_;
-  // kind/name -> every file that declared it (more than one = duplicate)
-  std::map<std::pair<PluginKind, std::string>, std::vector<std::filesystem::path>> declared_;
+  std::vector<Candidate> candidates_;           // search-path order; fixed after the scan
+  std::vector<PluginProblem> scan_problems_;    // files and folders refused without a candidate
+  std::vector<PluginInfo> plugins_;             // accepted, rebuilt by plugins()
+  std::vector<PluginProblem> problems_;         // rebuilt by problems()
+  // kind/name -> every file that declares it by name (more than one = duplicate)
+  std::map<std::pair<PluginKind, std::string>, std::vector<std::size_t>> declared_;
   std::vector<std::filesystem::path> seen_;  // canonical paths already scanned
   // The backend read_file() reads through. Weak: the backend holds the registry (its
   // HostServices), so a strong reference here would be a cycle.

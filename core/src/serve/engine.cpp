@@ -85,6 +85,9 @@ RunResult Engine::run(const RunRequest& req) {
     }
   }
   if (start == 0 && live_.position() > 0) live_.reset();
+  // The request's ids say what comes next: the id generate() left pending (the last one it
+  // generated, or the rest of a stopped prefill) is in them or was not part of this turn.
+  live_.set_pending({});
   r.cached = static_cast<std::int64_t>(start);
 
   // Prefill all but the last prompt token here, in the pipeline's chunks, keeping a

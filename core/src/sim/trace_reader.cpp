@@ -70,6 +70,9 @@ Opened open_trace(const std::filesystem::path& file) {
   if (h.layers == 0 || h.layers > 65536 || h.experts_per_layer == 0 || h.experts_per_layer > 65536)
     throw UsageError(name + ": bad geometry in the header: " + std::to_string(h.layers) + " layers, " +
                      std::to_string(h.experts_per_layer) + " experts per layer");
+  if (h.top_k == 0 || h.top_k > h.experts_per_layer)
+    throw UsageError(name + ": bad geometry in the header: top-" + std::to_string(h.top_k) + " of " +
+                     std::to_string(h.experts_per_layer) + " experts per layer");
 
   const std::uint64_t body = o.size - kTraceHeaderBytes;
   if (h.record_count > body / kTraceRecordBytes)

@@ -1,18 +1,76 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <system_error>
 
 #include <k3/error.hpp>
+#include <k3/temporaries.hpp>
 
 namespace k3 {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The registry of live temporaries. A signal handler reads it, so it is a fixed array
+// (no allocation) whose slots change hands only by compare-and-swap on `state`:
+//   free → busy (a writer claims it and copies its path) → live (visible to the handler)
+//   live → busy → free (the writer releases it)
+//   live → claimed (remove_live_temporaries takes it, unlinks the path; the process ends)
+// A slot's path is written only by the one writer that moved it from free to busy, and read
+// only by a thread that saw it live, so the handler never reads a path being rewritten.
+enum SlotState : int { kFree = 0, kBusy = 1, kLive = 2, kClaimed = 3 };
+constexpr int kSlots = 64;
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the registry is read from a signal handler");
+constinit Slot g_slots[kSlots];
+
+}  // namespace
+
+LiveTemporary::LiveTemporary(const fs::path& path) noexcept {
+  const std::string& name = path.native();
+  if (name.size() >= PATH_MAX) return;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = kFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kBusy, std::memory_order_acquire)) continue;
+    std::memcpy(g_slots[i].path, name.c_str(), name.size() + 1);
+    g_slots[i].state.store(kLive, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+void LiveTemporary::release() noexcept {
+  if (slot_ < 0) return;
+  int expected = kLive;
+  // A slot the handler claimed stays claimed: the process is ending.
+  if (g_slots[slot_].state.compare_exchange_strong(expected, kBusy, std::memory_order_acquire))
+    g_slots[slot_].state.store(kFree, std::memory_order_release);
+  slot_ = -1;
+}
+
+int live_temporary_count() noexcept {
+  int n = 0;
+  for (const Slot& s : g_slots) n += s.state.load(std::memory_order_acquire) == kLive ? 1 : 0;
+  return n;
+}
+
+void remove_live_temporaries() noexcept {
+  for (Slot& s : g_slots) {
+    int expected = kLive;
+    if (s.state.compare_exchange_strong(expected, kClaimed, std::memory_order_acquire)) (void)::unlink(s.path);
+  }
+}
 
 fs::path atomic_temp_path(const fs::path& target) {
   return fs::path(target.string() + ".tmp." + std::to_string(::getpid()));
@@ -50,7 +108,8 @@ void sync_directory(const fs::path& dir) {
   if (::fsync(fd.get()) != 0) throw RuntimeError(dir.string() + ": cannot sync: " + std::strerror(errno));
 }
 
-AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)), temp_(atomic_temp_path(target_)) {
+AtomicFile::AtomicFile(fs::path target)
+    : target_(std::move(target)), temp_(atomic_temp_path(target_)), live_(temp_) {
   fd_.reset(::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd_) fail("cannot create");
 }
@@ -89,6 +148,7 @@ void AtomicFile::commit() {
   }
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
     throw RuntimeError(target_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
+  live_.release();
   committed_ = true;
   sync_directory(target_.has_parent_path() ? target_.parent_path() : fs::path("."));
 }
@@ -101,6 +161,18 @@ void write_file_atomically(const fs::path& file, const void* data, std::size_t s
   AtomicFile f(file);
   f.write(data, size);
   f.commit();
+}
+
+void append_record(const fs::path& file, std::string_view record) {
+  if (file.has_parent_path()) {
+    std::error_code ec;  // a folder that cannot be made shows up as "cannot append" below
+    fs::create_directories(file.parent_path(), ec);
+  }
+  const OwnedFd fd(::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
+  // One write(2): only a full disk or a signal makes it short, and then the rest follows.
+  write_all(fd.get(), record.data(), record.size(), file.string());
+  if (::fdatasync(fd.get()) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
 }
 
 }  // namespace k3

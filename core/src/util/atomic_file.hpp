@@ -2,7 +2,9 @@
 // renames it over <file> and fsyncs the folder, so a reader (or a crash) sees either the
 // old file or the complete new one. A writer that is destroyed before commit() (an
 // exception, a failed check) removes its temporary file. Every failure is a RuntimeError
-// naming the file and the system's reason.
+// naming the file and the system's reason. While a writer has not committed, its
+// temporary's name is registered (LiveTemporary), so that a process exiting at once
+// (k3/temporaries.hpp: a second Ctrl-C) can unlink it from a signal handler.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,30 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
 /// fsyncs a folder, so the entries just created or renamed in it survive a crash.
 /// Throws RuntimeError "<dir>: cannot open to sync: ..." or "<dir>: cannot sync: ...".
 void sync_directory(const std::filesystem::path& dir);
+
+/// Registers one temporary path for as long as it lives, in a fixed table that
+/// remove_live_temporaries() (k3/temporaries.hpp) reads from a signal handler. Register
+/// before the file is created and release once it is renamed or unlinked: then the
+/// handler's unlink() can only meet the temporary or nothing. A path longer than PATH_MAX
+/// (no file could be created under it) or a full table leaves it unregistered. Thread-safe.
+class LiveTemporary {
+ public:
+  explicit LiveTemporary(const std::filesystem::path& path) noexcept;
+  ~LiveTemporary() { release(); }
+  LiveTemporary(const LiveTemporary&) = delete;
+  LiveTemporary& operator=(const LiveTemporary&) = delete;
+
+  /// The temporary no longer exists under its name: forget it (idempotent).
+  void release() noexcept;
+  /// False when the table was full or the path too long.
+  [[nodiscard]] bool registered() const noexcept { return slot_ >= 0; }
+
+ private:
+  int slot_ = -1;
+};
+
+/// Temporaries registered right now (tests).
+[[nodiscard]] int live_temporary_count() noexcept;
 
 /// A file written in pieces (large files, files whose header is patched at the end) that
 /// replaces its target only on commit().
@@ -63,6 +89,7 @@ class AtomicFile {
   [[noreturn]] void fail(const std::string& what) const;
   std::filesystem::path target_;
   std::filesystem::path temp_;
+  LiveTemporary live_;  // registered before fd_ creates the file, released after it is gone
   OwnedFd fd_;
   bool committed_ = false;
 };
@@ -73,5 +100,13 @@ void write_file_atomically(const std::filesystem::path& file, const void* data, 
 inline void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
   write_file_atomically(file, text.data(), text.size());
 }
+
+/// Appends one whole record (a line of a log such as chat history) to `file`, creating it
+/// and its folders when missing: one write(2) on an O_APPEND descriptor, then fdatasync.
+/// Rewriting the whole file by temp+rename for every record would cost its size each time;
+/// an O_APPEND write lands at the end as one piece (other appenders never split it), so a
+/// crash can leave at most a torn last record, which the file's reader must detect. Throws
+/// RuntimeError "<file>: cannot append: <reason>".
+void append_record(const std::filesystem::path& file, std::string_view record);
 
 }  // namespace k3

@@ -187,6 +187,11 @@ TEST_CASE("trace: damaged files are refused with the file name and the reason", 
   b = good;
   b[16] = 2;  // 2 layers: the records of layer 2 fall outside
   refuse(b, "outside the geometry");
+  for (const std::uint32_t top_k : {0u, 0xFFFFFFFFu}) {
+    b = good;
+    for (int k = 0; k < 4; ++k) b[24 + k] = static_cast<unsigned char>(top_k >> (8 * k));
+    refuse(b, "top-" + std::to_string(top_k) + " of");
+  }
   CHECK_THROWS_WITH(k3::read_trace(dir / "missing.k3trace"), Catch::Contains("missing.k3trace"));
 }
 

@@ -235,3 +235,64 @@ TEST_CASE("parse: malformed tool calls are refused") {
   CHECK(c.tool_calls[0].name == "a&b");
   CHECK(c.tool_calls[0].arguments == R"({"n": 5})");
 }
+
+TEST_CASE("parse: closing() ends a completion cut after any of its tokens") {
+  // A completion with reasoning, a response and tool calls (arguments and raw JSON), rendered
+  // as the model would write it; cut after every prefix, closed, and parsed whole again.
+  for (const bool thinking : {true, false}) {
+    for (const bool tools : {false, true}) {
+      CAPTURE(thinking, tools);
+      k3::chat::RenderOptions opt;
+      opt.thinking = thinking;
+      Message a(Role::assistant, "Checking.");
+      a.reasoning_content = "Look it up.";
+      if (tools) a.tool_calls = {{"", "get_weather", R"({"city": "Paris", "days": 3})"}, {"", "raw", R"({"a": 1)"}};
+      const std::vector<Message> history{{Role::user, "Weather?"}};
+      auto with_call = history;
+      with_call.push_back(a);
+      const auto prompt = chat_tokens().encode(k3::chat::render(history, opt));
+      opt.generation_prompt = false;
+      const auto full = chat_tokens().encode(k3::chat::render(with_call, opt));
+      REQUIRE(std::equal(prompt.begin(), prompt.end(), full.begin()));
+      const std::vector<std::uint32_t> generated(full.begin() + static_cast<long>(prompt.size()), full.end());
+
+      // Where the tools element ends: the <|sep|> after the second-to-last <|close|>.
+      std::vector<std::size_t> closes;
+      for (std::size_t i = 0; i < generated.size(); ++i)
+        if (generated[i] == kCloseId) closes.push_back(i);
+      REQUIRE(closes.size() >= 2);
+      std::size_t tools_end = closes[closes.size() - 2];
+      while (generated[tools_end] != kSepId) ++tools_end;
+      ++tools_end;
+      std::size_t parsed = 0, opens_seen = 0;
+      for (std::size_t cut = 0; cut <= generated.size(); ++cut) {
+        CAPTURE(cut);
+        if (cut > 0 && generated[cut - 1] == kOpenId) ++opens_seen;
+        CompletionParser p(chat_tokens(), thinking);
+        for (std::size_t i = 0; i < cut; ++i) (void)p.feed(generated[i]);
+        const auto closing = chat_tokens().encode(p.closing());
+        CHECK(closing.empty() == p.done());
+        // Inside the tools element a call cut short may not be a call (a header or a number
+        // argument half written): it is closed, but only the text around it must parse.
+        if (tools && opens_seen > (thinking ? 2u : 1u) && cut < tools_end) continue;
+        std::vector<std::uint32_t> ids(generated.begin(), generated.begin() + static_cast<long>(cut));
+        ids.insert(ids.end(), closing.begin(), closing.end());
+        const auto before = p.result();
+        const auto c = k3::chat::parse_completion(chat_tokens(), ids, thinking);
+        // Closing adds structure only: the text and the complete calls stay what they were.
+        CHECK(c.content == before.content);
+        CHECK(c.reasoning_content == before.reasoning_content);
+        CHECK(c.tool_calls.size() >= before.tool_calls.size());
+        CHECK(c.stop_id == kEom);
+        ++parsed;
+      }
+      if (!tools) CHECK(parsed == generated.size() + 1);  // every cut
+    }
+  }
+  // After a refused token the parser answers for the tokens before it.
+  CompletionParser p(chat_tokens(), true);
+  for (auto id : plain_ids("Hmm")) (void)p.feed(id);
+  const auto closing = p.closing();
+  CHECK_THROWS_AS(p.feed(kBos), k3::RuntimeError);
+  CHECK(p.closing() == closing);
+}

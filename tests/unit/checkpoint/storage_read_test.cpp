@@ -108,6 +108,21 @@ TEST_CASE("a missing config.json is a UsageError naming its URI", "[uri][bad_inp
              Catch::Contains("nowhere") && Catch::Contains("no checkpoint folder"));
 }
 
+TEST_CASE("a folder where config.json or the index json should be is a UsageError, not an I/O failure",
+          "[uri][bad_input]") {
+  for (const char* name : {"config.json", "model.safetensors.index.json"}) {
+    CAPTURE(name);
+    const fs::path dir = tiny_copy(std::string("folder-") + name);
+    fs::remove(dir / name);
+    fs::create_directory(dir / name);
+    CHECK_THAT(usage_error([&] {
+                 (void)read_config(dir);
+                 (void)open_index(dir);
+               }),
+               Catch::Contains(dir.string() + "/" + name) && Catch::Contains("is a directory"));
+  }
+}
+
 TEST_CASE("a backend that cannot list reads the shards the index json names", "[uri][index]") {
   const fs::path dir = tiny_copy("no-list");
   const auto listed = open_index(dir);

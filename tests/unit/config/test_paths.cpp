@@ -44,3 +44,15 @@ TEST_CASE("refuse() points a later stage's error at the file that set the value"
   CHECK(k3test::usage_error([&] { p.refuse("model.path", "no config.json in /nowhere"); }) ==
         "--set model.path=/nowhere: model.path: no config.json in /nowhere");
 }
+
+TEST_CASE("source_file names the file whose value a key holds, empty for --set and defaults", "[paths]") {
+  TempDir dir;
+  dir.write("base/base.yaml", "job:\n  prompt: from the base\n  max_new_tokens: 3\n");
+  const auto top = dir.write("top.yaml", "extends: base/base.yaml\njob:\n  max_new_tokens: 4\n");
+  const k3::Pipeline p = k3::load_pipeline(top, {"threads=2"});
+  CHECK(p.source_file("job.prompt") == dir.path() / "base/base.yaml");
+  CHECK(p.source_file("job.max_new_tokens") == dir.path() / "top.yaml");  // later wins, and says so
+  CHECK(p.source_file("threads").empty());
+  CHECK(p.source_file("trace.out").empty());
+  CHECK(p.source_file("job.prompt").is_absolute());
+}

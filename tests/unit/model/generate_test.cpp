@@ -1,6 +1,10 @@
 // Generation: incremental and full-recompute decoding emit the same ids; a run saved and
-// resumed emits exactly what an uninterrupted one does; EOS stops the run.
+// resumed (after its token limit, a stop request at a token or between prefill chunks)
+// emits exactly what an uninterrupted one does; EOS stops the run.
 #include <catch2/catch.hpp>
+
+#include <atomic>
+#include <span>
 
 #include <k3/generate.hpp>
 #include <k3/model.hpp>
@@ -56,14 +60,122 @@ TEST_CASE("a saved and resumed run emits what an uninterrupted run emits", "[gen
   g.max_new_tokens = 4;
   const auto part1 = k3::generate(first, g).generated;
   REQUIRE(part1 == std::vector<std::uint32_t>(full.begin(), full.begin() + 4));
-  // The last generated token has not been fed yet: it is the prompt of the resumed run.
+  // The last generated token has not been fed yet: the session holds it, and so does the
+  // state file, so the resumed run needs no prompt.
+  CHECK(first.pending() == std::vector<std::uint32_t>{part1.back()});
+  CHECK(first.position() == static_cast<std::int64_t>(6 + 3));
   const auto file = k3::test::scratch_dir() / "resume.k3state";
   first.save(file);
   k3::Session second(m, 64);
   second.load(file);
-  g.prompt = {part1.back()};
-  const auto part2 = k3::generate(second, g).generated;
-  CHECK(part2 == std::vector<std::uint32_t>(full.begin() + 4, full.end()));
+  CHECK(second.pending() == first.pending());
+  g.prompt = {};
+  const auto r2 = k3::generate(second, g);
+  CHECK(r2.pending == std::vector<std::uint32_t>{part1.back()});
+  CHECK(r2.generated == std::vector<std::uint32_t>(full.begin() + 4, full.end()));
+}
+
+namespace {
+
+/// Sets a stop flag from inside the forward pass: at the first routed-expert request, so
+/// the prefill stops after its first chunk.
+struct StopAtFirstRoute final : k3::RoutingListener {
+  std::atomic<bool>* flag = nullptr;
+  void on_route(std::int64_t, std::size_t, std::span<const std::uint32_t>) override { flag->store(true); }
+};
+
+}  // namespace
+
+TEST_CASE("a run stopped at a token and resumed emits what an uninterrupted run emits", "[generate][state][stop]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  for (const double temperature : {0.0, 0.9}) {
+    DYNAMIC_SECTION("temperature " << temperature) {
+      k3::GenerateSettings g;
+      g.prompt = {8, 6, 4, 2, 9, 7};
+      g.max_new_tokens = 9;
+      g.stop_at_eos = false;
+      g.sampling.temperature = temperature;
+      g.sampling.seed = 21;
+      k3::Session whole(m, 64);
+      const auto full = k3::generate(whole, g).generated;
+      REQUIRE(full.size() == 9);
+
+      // Stop requested while the third token is printed: generation ends right after it.
+      std::atomic<bool> stop{false};
+      g.stop = &stop;
+      k3::Session first(m, 64);
+      std::size_t seen = 0;
+      const auto r1 = k3::generate(first, g, [&](std::uint32_t) {
+        if (++seen == 3) stop.store(true);
+      });
+      CHECK(r1.interrupted);
+      CHECK_FALSE(r1.stopped_at_eos);
+      REQUIRE(r1.generated == std::vector<std::uint32_t>(full.begin(), full.begin() + 3));
+      CHECK(first.pending() == std::vector<std::uint32_t>{r1.generated.back()});
+      const auto file = k3::test::scratch_dir() / "stopped.k3state";
+      first.save(file);
+
+      k3::Session second(m, 64);
+      second.load(file);
+      g.stop = nullptr;
+      g.prompt = {};
+      g.max_new_tokens = 6;
+      const auto r2 = k3::generate(second, g);
+      CHECK_FALSE(r2.interrupted);
+      CHECK(r2.generated == std::vector<std::uint32_t>(full.begin() + 3, full.end()));
+    }
+  }
+}
+
+TEST_CASE("a prefill stopped between chunks keeps the rest of the prompt pending", "[generate][state][stop]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  k3::GenerateSettings g;
+  g.prompt = {11, 22, 33, 44, 55, 66, 77};
+  g.prefill_chunk = 3;
+  g.max_new_tokens = 5;
+  g.stop_at_eos = false;
+  g.sampling.temperature = 0.7;
+  g.sampling.seed = 4;
+  k3::Session whole(m, 64);
+  const auto full = k3::generate(whole, g).generated;
+
+  std::atomic<bool> stop{false};
+  StopAtFirstRoute listener;
+  listener.flag = &stop;
+  g.stop = &stop;
+  k3::Session first(m, 64);
+  first.set_routing_listener(&listener);
+  const auto r1 = k3::generate(first, g);
+  first.set_routing_listener(nullptr);
+  CHECK(r1.interrupted);
+  CHECK(r1.generated.empty());
+  CHECK(first.position() == 3);  // one chunk fed
+  CHECK(first.pending() == std::vector<std::uint32_t>(g.prompt.begin() + 3, g.prompt.end()));
+  const auto file = k3::test::scratch_dir() / "prefill.k3state";
+  first.save(file);
+
+  k3::Session second(m, 64);
+  second.load(file);
+  g.stop = nullptr;
+  g.prompt = {};
+  CHECK(k3::generate(second, g).generated == full);
+}
+
+TEST_CASE("a conversation with nothing left to feed and no prompt is refused", "[generate][state]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  k3::GenerateSettings g;
+  g.prompt = {3, 1, 4};
+  g.max_new_tokens = 0;  // prefill only: every id fed, nothing pending
+  k3::Session s(m, 64);
+  (void)k3::generate(s, g);
+  CHECK(s.pending().empty());
+  g.prompt = {};
+  CHECK_THROWS_WITH(k3::generate(s, g), Catch::Contains("give a prompt"));
+  k3::Session fresh(m, 64);
+  CHECK_THROWS_WITH(k3::generate(fresh, g), Catch::Contains("no state was loaded"));
 }
 
 TEST_CASE("generation stops at the end-of-sequence id", "[generate]") {

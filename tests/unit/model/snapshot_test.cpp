@@ -84,6 +84,22 @@ TEST_CASE("a restored snapshot continues bit for bit after the session went else
   CHECK_FALSE(same_bits(got, want));
 }
 
+TEST_CASE("a snapshot keeps the pending ids", "[model][snapshot]") {
+  k3::PluginHost host;
+  k3::Model m(test_model("tiny"), host, scalar_settings());
+  k3::Session s(m, 64);
+  std::vector<float> logits;
+  s.feed(ids_of(m.config(), 5, 6), false, logits);
+  s.set_pending({7, 8});
+  const auto snap = s.snapshot();
+  CHECK(snap.pending() == std::vector<std::uint32_t>{7, 8});
+  s.set_pending({});
+  s.feed(ids_of(m.config(), 3, 7), false, logits);
+  s.restore(snap);
+  CHECK(s.pending() == std::vector<std::uint32_t>{7, 8});
+  CHECK(s.position() == 5);
+}
+
 TEST_CASE("restore refuses an empty snapshot and one longer than the context", "[model][snapshot][errors]") {
   k3::PluginHost host;
   k3::Model m(test_model("tiny"), host, scalar_settings());

@@ -139,3 +139,14 @@ TEST_CASE("dtype mixes parse by name, anything else is refused naming where", "[
   CHECK_THROWS_WITH(k3::parse_dtype_mix("bf16", "g.yaml:3:10: writer.dtypes"),
                     Catch::Contains("g.yaml:3:10: writer.dtypes") && Catch::Contains("release, compact or f32"));
 }
+
+TEST_CASE("the declared tensor count, counted per kind of layer, equals a walk over every tensor", "[model][table]") {
+  for (const char* name : {"tiny", "tiny2", "tiny-top1", "demo", "k3"}) {
+    CAPTURE(name);
+    const auto c =
+        k3::load_geometry(std::string(K3_SOURCE_DIR) + "/configs/models/" + name + ".yaml").config;
+    std::uint64_t walked = 0;
+    k3::for_each_tensor_group(c, [&](k3::TensorGroup&& g) { walked += g.tensors.size(); }, k3::DTypeMix::release);
+    CHECK(k3::table::declared_tensor_count(c) == walked);
+  }
+}

@@ -1,6 +1,10 @@
 // The plugin host refuses every broken library with one line that names the file and the
 // reason. Each fixture (tests/fixtures/plugins) breaks exactly one rule.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -263,4 +267,61 @@ TEST_CASE("a well-formed plugin is listed with its descriptor", "[plugin_host]")
   CHECK(info.version == "0.1-fixture");
   CHECK(info.abi == K3_PLUGIN_ABI);
   CHECK(info.score == 1);
+}
+
+namespace {
+
+/// The names the lazy fixtures wrote to `mark` when their libraries were loaded.
+std::string loaded_names(const fs::path& mark) {
+  std::ifstream in(mark);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("only the libraries a run asks for are opened, and the listing opens them all", "[plugin_host]") {
+  const k3::test::ScopedPluginPath env(std::nullopt);
+  const fs::path mark = fixture_dir("lazy").parent_path() / "lazy-load-mark.txt";
+  fs::remove(mark);
+  ::setenv("K3_FIXTURE_LOAD_MARK", mark.c_str(), 1);
+  PluginHost host({fixture_dir("lazy")});
+  CHECK(loaded_names(mark).empty());  // the scan reads file names only
+  CHECK(host.create_cache("fxasked", {}) != nullptr);
+  CHECK(loaded_names(mark) == "fxasked\n");
+  CHECK(lists(host, PluginKind::cache, "fxbystander"));  // plugins(): everything, for `k3host plugins`
+  CHECK(loaded_names(mark) == "fxasked\nfxbystander\n");
+  ::unsetenv("K3_FIXTURE_LOAD_MARK");
+}
+
+TEST_CASE("a plugin file or folder that others can write is refused without being opened", "[plugin_host]") {
+  const k3::test::ScopedPluginPath env(std::nullopt);
+  const fs::path dir = fixture_dir("good").parent_path() / "writable";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ::chmod(dir.c_str(), 0755);
+  const fs::path file = dir / "k3-cache-fxgood.so";
+  fs::copy_file(fixture_file("good", "cache", "fxgood"), file);
+  SECTION("a file everyone can write") {
+    ::chmod(file.c_str(), 0757);
+    PluginHost host({dir});
+    const std::string error = find_error(host, PluginKind::cache, "fxgood");
+    check_one_line_naming(error, file);
+    CHECK_THAT(error, Contains("writable by everyone"));
+    CHECK_THAT(single_refusal(host, file), Contains("chmod go-w"));
+  }
+  SECTION("a folder its group can write") {
+    ::chmod(file.c_str(), 0755);
+    ::chmod(dir.c_str(), 0775);
+    PluginHost host({dir});
+    const std::string error = find_error(host, PluginKind::cache, "fxgood");
+    CHECK_THAT(error, Contains("plugin folder " + dir.string() + " is writable by its group"));
+    CHECK_FALSE(lists(host, PluginKind::cache, "fxgood"));
+  }
+  SECTION("the same file and folder, not writable by others, load") {
+    ::chmod(file.c_str(), 0755);
+    PluginHost host({dir});
+    CHECK(host.find(PluginKind::cache, "fxgood").path == file);
+  }
 }

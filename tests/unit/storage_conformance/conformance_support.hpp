@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdlib>
+#include <unistd.h>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,8 +30,19 @@ struct BackendConfig {
 inline std::vector<BackendConfig> all_backend_configs() {
   std::vector<BackendConfig> out;
   for (const auto& info : plugin_host().plugins())
-    if (info.kind == k3::PluginKind::storage && info.name != "http")
+    if (info.kind == k3::PluginKind::storage && info.name != "http" && info.name != "tiered")
       out.push_back({info.name, info.name, {}, info.name == "mmap"});
+  // tiered needs a directory (one per process: blocks are keyed by URI and size, and every
+  // test writes fresh files) and serves what it holds even after the file changes, so it
+  // is not "maps_file" but, like mmap, cannot see a truncation of bytes it already holds.
+  for (const auto& info : plugin_host().plugins())
+    if (info.kind == k3::PluginKind::storage && info.name == "tiered") {
+      const char* base = std::getenv("K3_TEST_TMP");
+      const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/tier-" + std::to_string(::getpid());
+      out.push_back({"tiered over posix", "tiered", {{"inner", "posix"}, {"dir", dir}, {"block_kb", "4"}}});
+      out.push_back({"tiered over direct, 1 MiB cap", "tiered",
+                     {{"inner", "direct"}, {"dir", dir + "-capped"}, {"block_kb", "64"}, {"max_mb", "1"}}});
+    }
   out.push_back({"direct threads=1", "direct", {{"threads", "1"}}});
   out.push_back({"direct threads=4", "direct", {{"threads", "4"}}});
   out.push_back({"uring direct=true", "uring", {{"direct", "true"}}});

@@ -20,6 +20,7 @@
 #include <k3/plugin_host.hpp>
 
 #include "local_storage.hpp"
+#include "loopback_http.hpp"
 #include "test_models.hpp"
 
 namespace {
@@ -35,8 +36,9 @@ struct RunResult {
 };
 
 /// Prefill in chunks of 3 with all positions, then greedy decode `steps` tokens.
-RunResult run(const std::filesystem::path& dir, k3::PluginHost& host, const k3::ModelSettings& s, int steps) {
-  k3::Model model(dir, host, s);
+/// `uri`: a checkpoint folder, or its URL for the http backend.
+RunResult run(const std::string& uri, k3::PluginHost& host, const k3::ModelSettings& s, int steps) {
+  k3::Model model(uri, host, s);
   RunResult r;
   r.streaming = model.streaming();
   r.plan = model.plan();
@@ -59,6 +61,20 @@ RunResult run(const std::filesystem::path& dir, k3::PluginHost& host, const k3::
   }
   r.after = model.stream_stats();
   return r;
+}
+RunResult run(const std::filesystem::path& dir, k3::PluginHost& host, const k3::ModelSettings& s, int steps) {
+  return run(dir.string(), host, s, steps);
+}
+
+/// nginx serving `dir` on loopback for the http backend; nullptr (after a WARN) when it
+/// cannot run here: a SKIP, never a pass.
+std::unique_ptr<k3::test::LoopbackHttp> serve_over_http(const std::filesystem::path& dir, const std::string& name) {
+  auto server = std::make_unique<k3::test::LoopbackHttp>(dir, k3::test::scratch_dir() / ("nginx-" + name));
+  if (server->url().empty()) {
+    WARN("SKIP storage plugin http: " << server->skip_reason());
+    return nullptr;
+  }
+  return server;
 }
 
 k3::ModelSettings resident_settings() {
@@ -163,20 +179,30 @@ TEST_CASE("tiny: streamed output is the same through every storage plugin, fault
   k3::PluginHost host;
   const RunResult base = run(dir, host, resident_settings(), 4);
   bool saw_faulty = false;
+  std::unique_ptr<k3::test::LoopbackHttp> server;
   for (const auto& p : host.plugins()) {
     if (p.kind != k3::PluginKind::storage) continue;
     k3::ModelSettings s = streamed_settings("tiny", 0.3, 3, false);
     s.storage = p.name;
+    std::string uri = dir.string();
+    if (p.name == "http") {  // the same folder served by nginx on loopback
+      server = serve_over_http(dir, "every-plugin");
+      if (!server) continue;
+      uri = server->url();
+      s.storage_params = {{"connections", "4"}};
+    }
     if (p.name == "faulty") {
       saw_faulty = true;
       s.storage_params = {{"seed", "7"}, {"eio_rate", "0.05"}, {"short_read_rate", "0.05"}, {"transient", "true"}};
     } else if (p.name == "throttle") {
       s.storage_params = {{"bandwidth_mbps", "2000"}};
+    } else if (p.name == "tiered") {  // over posix; run twice below: filling, then served from the tier
+      s.storage_params = {{"inner", "posix"}, {"dir", (k3::test::scratch_dir() / "tier").string()}, {"block_kb", "8"}};
     }
     CAPTURE(p.name);
     RunResult r;
     try {
-      r = run(dir, host, s, 4);
+      r = run(uri, host, s, 4);
     } catch (const k3::UsageError& e) {
       // A decorator whose parameters this test does not know: say so, do not pass silently.
       WARN("SKIP storage plugin " << p.name << ": " << e.what());
@@ -184,8 +210,73 @@ TEST_CASE("tiny: streamed output is the same through every storage plugin, fault
     }
     require_streamed(r);
     require_same(base, r);
+    if (p.name == "tiered") {
+      const RunResult warm = run(uri, host, s, 4);
+      require_same(base, warm);
+    }
   }
   if (!saw_faulty) WARN("SKIP recoverable faults: the faulty storage plugin is not built");
+}
+
+TEST_CASE("tiny: over loopback http (nginx) and tiered(http), every preset budget and chunking is bit-identical to resident posix") {
+  const auto& dir = k3::test::test_model("tiny");
+  k3::PluginHost host;
+  if (!has_plugin(host, k3::PluginKind::storage, "http")) {
+    WARN("SKIP storage plugin http: not built (no libcurl)");
+    return;
+  }
+  auto server = serve_over_http(dir, "budgets");
+  if (!server) return;
+  const RunResult base = run(dir, host, resident_settings(), 5);
+  struct Budget {
+    const char* name;
+    double pin_share;
+    std::uint64_t slots;
+    bool ultra;
+    bool split;
+  };
+  for (const Budget& b : {Budget{"resident", -1, 0, false, false}, Budget{"laptop", 0.4, 5, false, false},
+                          Budget{"ultra", 0.0, 2, true, false}, Budget{"ultra split", 0.0, 2, true, true}}) {
+    // One connection, small ranges and HTTP/1.1 once (each range is a thread hand-off,
+    // slow on a loaded machine); the defaults at every budget.
+    for (const char* params : {"default", "one connection, 4 KiB ranges, HTTP/1.1"}) {
+      if (std::string(params) != "default" && std::string(b.name) != "ultra split") continue;
+      CAPTURE(b.name, params);
+      k3::ModelSettings s = b.pin_share < 0 ? resident_settings() : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
+      if (b.split) {
+        s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+        s.memory.row_chunk_bytes = 3000;
+      }
+      s.storage = "http";
+      if (std::string(params) != "default")
+        s.storage_params = {{"connections", "1"}, {"max_range_bytes", "4096"}, {"http_version", "1.1"}};
+      const RunResult r = run(server->url(), host, s, 5);
+      if (b.pin_share >= 0) require_streamed(r);
+      require_same(base, r);
+    }
+    // tiered(http): a local tier in front of the server, filled by the first run and served
+    // by the second; both are the resident bits. A small cap makes the tier evict as it goes.
+    if (!has_plugin(host, k3::PluginKind::storage, "tiered")) continue;
+    for (const char* cap : {"0", "1"}) {
+      CAPTURE(b.name, cap);
+      k3::ModelSettings s = b.pin_share < 0 ? resident_settings() : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
+      if (b.split) {
+        s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
+        s.memory.row_chunk_bytes = 3000;
+      }
+      const auto tier = k3::test::scratch_dir() / ("tier-http-" + std::string(b.name) + "-" + cap);
+      std::filesystem::remove_all(tier);
+      s.storage = "tiered";
+      s.storage_params = {{"inner", "http"}, {"inner.connections", "2"}, {"dir", tier.string()},
+                          {"block_kb", "16"}, {"max_mb", cap}};
+      for (const char* pass : {"cold", "warm"}) {
+        CAPTURE(pass);
+        const RunResult r = run(server->url(), host, s, 5);
+        if (b.pin_share >= 0) require_streamed(r);
+        require_same(base, r);
+      }
+    }
+  }
 }
 
 TEST_CASE("tiny: an unrecoverable expert read finishes the run and names the layer and expert") {

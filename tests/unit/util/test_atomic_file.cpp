@@ -1,15 +1,19 @@
 // util/atomic_file: a file appears whole on commit() or not at all, and no temporary file
-// is ever left behind.
+// is ever left behind, not even by a process that exits at once (remove_live_temporaries).
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <k3/error.hpp>
+#include <k3/temporaries.hpp>
 
 #include "util/atomic_file.hpp"
 #include "util_test_support.hpp"
@@ -141,4 +145,92 @@ TEST_CASE("failures name the file and the reason", "[util][atomic_file]") {
   SECTION("syncing a folder that does not exist") {
     CHECK_THROWS_WITH(k3::sync_directory(dir / "nope"), Contains("nope: cannot open to sync: "));
   }
+}
+
+TEST_CASE("an unfinished writer's temporary is registered until it is committed or dropped", "[util][atomic_file][signal]") {
+  const k3::test::ScratchDir dir("registry");
+  const int before = k3::live_temporary_count();
+  {
+    AtomicFile committed(dir / "a.json");
+    AtomicFile dropped(dir / "b.json");
+    CHECK(k3::live_temporary_count() == before + 2);
+    committed.write("{}");
+    committed.commit();
+    CHECK(k3::live_temporary_count() == before + 1);
+  }
+  CHECK(k3::live_temporary_count() == before);
+  CHECK(k3::test::listing(dir.path()) == "a.json\n");
+}
+
+TEST_CASE("remove_live_temporaries unlinks every unfinished temporary and no committed file", "[util][atomic_file][signal]") {
+  const k3::test::ScratchDir dir("remove-live");
+  k3::write_file_atomically(dir / "report.json", "old report");
+  AtomicFile done(dir / "done.bin");
+  done.write("complete");
+  done.commit();
+  AtomicFile trace(dir / "trace.k3trace");
+  trace.write("half a trace");
+  AtomicFile report(dir / "report.json");
+  report.write("half a new report");
+  REQUIRE(fs::exists(trace.temp_path()));
+  REQUIRE(fs::exists(report.temp_path()));
+  k3::remove_live_temporaries();  // what the second Ctrl-C does before _exit
+  CHECK_FALSE(fs::exists(trace.temp_path()));
+  CHECK_FALSE(fs::exists(report.temp_path()));
+  CHECK(k3::test::listing(dir.path()) == "done.bin\nreport.json\n");
+  CHECK(k3::test::read_whole(dir / "report.json") == "old report");
+  CHECK(k3::test::read_whole(dir / "done.bin") == "complete");
+  // Each temporary is claimed once: a second sweep finds nothing more to do.
+  CHECK(k3::live_temporary_count() == 0);
+  k3::remove_live_temporaries();
+}
+
+TEST_CASE("writers beyond the registry's capacity still work, unregistered", "[util][atomic_file][signal]") {
+  const k3::test::ScratchDir dir("registry-full");
+  std::vector<std::unique_ptr<k3::LiveTemporary>> live;
+  int registered = 0;
+  for (int i = 0; i < 100; ++i) {
+    live.push_back(std::make_unique<k3::LiveTemporary>(dir / ("t" + std::to_string(i))));
+    registered += live.back()->registered() ? 1 : 0;
+  }
+  CHECK(registered > 0);
+  CHECK(registered < 100);  // the table is fixed: no allocation in a signal handler
+  CHECK(k3::live_temporary_count() == registered);
+  // A writer with no slot left writes and commits as usual.
+  k3::write_file_atomically(dir / "still.txt", "fine");
+  CHECK(k3::test::read_whole(dir / "still.txt") == "fine");
+  live.clear();
+  CHECK(k3::live_temporary_count() == 0);
+  // A path no file could be created under is not registered.
+  CHECK_FALSE(k3::LiveTemporary(fs::path(std::string(PATH_MAX, 'x'))).registered());
+}
+
+TEST_CASE("append_record adds whole records at the end, creating the file and its folders", "[util][atomic_file]") {
+  const k3::test::ScratchDir dir("append");
+  const fs::path log = dir / "chats/a.jsonl";
+  k3::append_record(log, "one\n");
+  k3::append_record(log, "two\n");
+  CHECK(k3::test::read_whole(log) == "one\ntwo\n");
+  CHECK(k3::test::listing(log.parent_path()) == "a.jsonl\n");  // no temporary file
+
+  // Two writers at once: every record lands whole, none split by the other's.
+  const fs::path shared = dir / "shared.log";
+  auto writer = [&](char c) {
+    for (int i = 0; i < 100; ++i) k3::append_record(shared, std::string(8192, c) + "\n");
+  };
+  std::thread a(writer, 'a'), b(writer, 'b');
+  a.join();
+  b.join();
+  const std::string all = k3::test::read_whole(shared);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; at < all.size(); at += 8193, ++lines) {
+    REQUIRE(at + 8193 <= all.size());
+    const std::string_view rec(all.data() + at, 8193);
+    CHECK(rec.back() == '\n');
+    CHECK(rec.find_first_not_of(rec[0]) == 8192);
+  }
+  CHECK(lines == 200);
+
+  fs::create_directories(dir / "folder");
+  CHECK_THROWS_WITH(k3::append_record(dir / "folder", "x\n"), Contains("folder: cannot append: "));
 }

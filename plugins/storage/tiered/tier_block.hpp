@@ -1,0 +1,68 @@
+// One cached block of the tiered backend, as a file in the tier directory.
+//
+// Layout: a 48-byte header then the block's bytes.
+//   magic "K3TIER01" | u64 file size | u64 block index | u64 length | u64 xxh3-64 of the bytes
+//   | u64 xxh3-64 of the previous 40 header bytes
+// A block is written under a temporary name (".<name>.tmp.<pid>.<n>") and renamed into place
+// only when complete, so a reader never sees a half-written block under its final name.
+// Its checksum is checked the first time a process serves it, so a block torn by a crash
+// before the data reached the disk (rename without fsync) is dropped and fetched again,
+// never served. The directory is the index: a listing rebuilds it after kill -9.
+#pragma once
+#include <xxhash.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace k3::storage::tiered {
+
+inline constexpr std::array<char, 8> kMagic = {'K', '3', 'T', 'I', 'E', 'R', '0', '1'};
+inline constexpr std::size_t kHeaderBytes = 48;
+
+struct BlockHeader {
+  std::uint64_t file_size = 0;
+  std::uint64_t index = 0;
+  std::uint64_t length = 0;
+  std::uint64_t checksum = 0;  ///< xxh3-64 of the block's bytes
+};
+
+inline std::uint64_t checksum(std::span<const std::byte> bytes) noexcept { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+inline std::array<std::byte, kHeaderBytes> encode(const BlockHeader& h) noexcept {
+  std::array<std::byte, kHeaderBytes> out{};
+  std::memcpy(out.data(), kMagic.data(), 8);
+  const std::uint64_t fields[4] = {h.file_size, h.index, h.length, h.checksum};
+  std::memcpy(out.data() + 8, fields, sizeof fields);
+  const std::uint64_t self = XXH3_64bits(out.data(), 40);
+  std::memcpy(out.data() + 40, &self, 8);
+  return out;
+}
+
+/// The header, or nothing when the bytes are not a whole, intact header.
+inline std::optional<BlockHeader> decode(std::span<const std::byte> bytes) noexcept {
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic.data(), 8) != 0) return std::nullopt;
+  std::uint64_t self = 0;
+  std::memcpy(&self, bytes.data() + 40, 8);
+  if (self != XXH3_64bits(bytes.data(), 40)) return std::nullopt;
+  std::uint64_t fields[4];
+  std::memcpy(fields, bytes.data() + 8, sizeof fields);
+  return BlockHeader{fields[0], fields[1], fields[2], fields[3]};
+}
+
+/// The folder of a file's blocks: a hash of its URI and size (a URI whose size changed is
+/// another object and gets other blocks), as 16 hex digits.
+inline std::string file_key(std::string_view uri, std::uint64_t size) {
+  const std::uint64_t h = XXH3_64bits_withSeed(uri.data(), uri.size(), size);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 0; i < 16; ++i) out[static_cast<std::size_t>(i)] = kHex[(h >> (60 - 4 * i)) & 0xF];
+  return out;
+}
+
+}  // namespace k3::storage::tiered

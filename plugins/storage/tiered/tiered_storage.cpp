@@ -1,0 +1,501 @@
+// Storage `tiered`: a local directory kept as a cache of fixed-size blocks in front of an
+// inner backend (http in practice; any backend works).
+//
+// A read is cut into blocks of `block_bytes` (the file's block b is [b·B, min((b+1)·B, size))).
+// Blocks present in the tier are read from it; the missing ones go to the inner backend in
+// one batch (whole blocks, so the http backend fetches them in parallel and merges adjacent
+// ones), are copied to the request, and are handed to a writer thread that stores them in
+// the tier (tier_block.hpp: temporary name, checksum, rename) and evicts the least recently
+// used blocks beyond `max_mb`. A block whose file is missing, torn or of another file is a
+// miss, never served. Requests reaching past the end of the file, and a tier that cannot
+// be written, change nothing: the inner backend answers them. Output bytes are the inner
+// backend's bytes whichever way they come.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <k3/plugin.hpp>
+
+#include "common/inner_backend.hpp"
+#include "common/local_file.hpp"
+#include "tier_block.hpp"
+
+namespace local = k3::storage::local;
+namespace tier = k3::storage::tiered;
+namespace fs = std::filesystem;
+
+namespace {
+
+using k3::sdk::Status;
+using k3::sdk::StatusCode;
+
+constexpr std::string_view kComponent = "storage/tiered";
+
+struct Settings {
+  std::string dir;                                   ///< the tier's directory (created)
+  std::uint64_t max_bytes = 0;                       ///< cap on stored block bytes; 0 = none
+  std::uint64_t block_bytes = std::uint64_t{1} << 20;
+  std::uint64_t max_pending_bytes = std::uint64_t{256} << 20;  ///< queued for writing; beyond: not cached
+  bool fsync = false;                                ///< fsync each block before its rename
+};
+
+/// A block's name inside the tier: "<file key>/<block index>.blk".
+std::string block_name(const std::string& key, std::uint64_t index) { return key + "/" + std::to_string(index) + ".blk"; }
+
+/// The tier: its index (the blocks present, in least-recently-used order), the writer
+/// thread, and the counters. Shared by the backend and its files. Thread-safe.
+class Tier {
+ public:
+  Tier(Settings s, k3::sdk::HostServices* host) : s_(std::move(s)), host_(host) {}
+
+  /// Creates the directory, rebuilds the index from it (oldest first), removes temporary
+  /// files of writers that are gone, starts the writer.
+  Status start() {
+    std::error_code ec;
+    fs::create_directories(s_.dir, ec);
+    if (ec) return Status::error(StatusCode::io_error, s_.dir + ": cannot create the tier directory: " + ec.message());
+    std::multimap<fs::file_time_type, std::pair<std::string, std::uint64_t>> by_age;
+    for (const auto& sub : fs::directory_iterator(s_.dir, ec)) {
+      if (!sub.is_directory()) continue;
+      for (const auto& e : fs::directory_iterator(sub.path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.starts_with(".") && name.find(".tmp.") != std::string::npos) {
+          remove_if_dead(e.path(), name);
+          continue;
+        }
+        if (!name.ends_with(".blk") || !e.is_regular_file()) continue;
+        const std::uint64_t bytes = e.file_size(ec);
+        if (ec) continue;
+        by_age.emplace(e.last_write_time(ec), std::pair{sub.path().filename().string() + "/" + name, bytes});
+      }
+    }
+    if (ec) return Status::error(StatusCode::io_error, s_.dir + ": cannot list the tier directory: " + ec.message());
+    for (auto& [age, entry] : by_age) insert_locked(entry.first, entry.second, false);
+    evict_locked(0);
+    writer_ = std::thread([this] { write_loop(); });
+    return Status::success();
+  }
+
+  ~Tier() {
+    if (writer_.joinable()) {
+      {
+        const std::lock_guard lock(queue_mutex_);
+        stopping_ = true;
+      }
+      queue_wake_.notify_all();
+      writer_.join();  // the queue is drained first: blocks fetched are kept
+    }
+    if (host_ != nullptr && (hit_bytes_ > 0 || miss_bytes_ > 0))
+      host_->log(k3::sdk::LogLevel::info, kComponent,
+                 std::to_string(hit_bytes_.load()) + " bytes from the tier, " + std::to_string(miss_bytes_.load()) +
+                     " from the inner backend; " + std::to_string(written_.load()) + " blocks written, " +
+                     std::to_string(evicted_.load()) + " evicted, " + std::to_string(dropped_.load()) +
+                     " not cached (writer busy or failing), " + std::to_string(torn_.load()) + " torn blocks dropped; " +
+                     std::to_string(total_bytes()) + " bytes in " + s_.dir);
+  }
+  Tier(const Tier&) = delete;
+  Tier& operator=(const Tier&) = delete;
+
+  const Settings& settings() const noexcept { return s_; }
+
+  /// Copies `length` bytes at `offset` of block `index` of the file (`key`, `file_size`)
+  /// into `dest`; false on a miss (absent, torn, evicted meanwhile).
+  bool read(const std::string& key, std::uint64_t file_size, std::uint64_t index, std::uint64_t offset,
+            std::uint64_t length, std::byte* dest) {
+    const std::string name = block_name(key, index);
+    bool verified = false;
+    {
+      const std::lock_guard lock(index_mutex_);
+      auto it = entries_.find(name);
+      if (it == entries_.end()) return false;
+      lru_.splice(lru_.end(), lru_, it->second.lru);  // most recently used
+      verified = it->second.verified;
+    }
+    const std::string path = s_.dir + "/" + name;
+    local::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return forget(name, false);
+    const std::uint64_t block_length = std::min(s_.block_bytes, file_size - index * s_.block_bytes);
+    if (!verified) {  // first use in this process: the whole block, header and checksum
+      std::vector<std::byte> all(tier::kHeaderBytes + block_length);
+      if (!read_exact(fd.get(), all.data(), all.size(), 0) || !at_eof(fd.get(), all.size())) return forget(name, true);
+      const auto h = tier::decode(all);
+      const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, block_length);
+      if (!h || h->file_size != file_size || h->index != index || h->length != block_length ||
+          h->checksum != tier::checksum(data))
+        return forget(name, true);
+      std::memcpy(dest, data.data() + offset, length);
+      const std::lock_guard lock(index_mutex_);
+      if (auto it = entries_.find(name); it != entries_.end()) it->second.verified = true;
+    } else if (!read_exact(fd.get(), dest, length, tier::kHeaderBytes + offset)) {
+      return forget(name, true);
+    }
+    hit_bytes_ += length;
+    return true;
+  }
+
+  /// Queues a fetched block for writing; dropped when the queue is full (a cache may
+  /// forget; the bytes were already delivered).
+  void store(const std::string& key, std::uint64_t file_size, std::uint64_t index, std::vector<std::byte> data) {
+    miss_bytes_ += data.size();
+    if (s_.max_bytes != 0 && data.size() + tier::kHeaderBytes > s_.max_bytes) {
+      ++dropped_;
+      return;
+    }
+    {
+      const std::lock_guard lock(queue_mutex_);
+      if (pending_bytes_ + data.size() > s_.max_pending_bytes) {
+        ++dropped_;
+        return;
+      }
+      pending_bytes_ += data.size();
+      queue_.push_back({key, file_size, index, std::move(data)});
+    }
+    queue_wake_.notify_one();
+  }
+
+  /// Whether the block is in the index (for the warm progress; no read).
+  bool has(const std::string& key, std::uint64_t index) {
+    const std::lock_guard lock(index_mutex_);
+    return entries_.contains(block_name(key, index));
+  }
+
+ private:
+  struct Entry {
+    std::uint64_t bytes = 0;  ///< on disk, header included
+    bool verified = false;    ///< checksum checked by this process
+    std::list<std::string>::iterator lru;
+  };
+  struct Job {
+    std::string key;
+    std::uint64_t file_size, index;
+    std::vector<std::byte> data;
+  };
+
+  static bool read_exact(int fd, std::byte* dest, std::uint64_t length, std::uint64_t offset) {
+    std::uint64_t done = 0;
+    while (done < length) {
+      const ssize_t got = ::pread(fd, dest + done, length - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      done += static_cast<std::uint64_t>(got);
+    }
+    return true;
+  }
+  static bool at_eof(int fd, std::uint64_t size) {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size;
+  }
+
+  /// A temporary file ".<name>.tmp.<pid>.<n>" whose writer process is gone is removed.
+  static void remove_if_dead(const fs::path& path, const std::string& name) {
+    const auto at = name.find(".tmp.");
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) return;  // alive: not ours to touch
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+
+  /// Drops a block from the index (and, when torn, from the disk); returns false (a miss).
+  bool forget(const std::string& name, bool torn) {
+    {
+      const std::lock_guard lock(index_mutex_);
+      auto it = entries_.find(name);
+      if (it != entries_.end()) {
+        total_ -= it->second.bytes;
+        lru_.erase(it->second.lru);
+        entries_.erase(it);
+      }
+    }
+    if (torn) {
+      ++torn_;
+      std::error_code ec;
+      fs::remove(s_.dir + "/" + name, ec);
+      if (host_ != nullptr) host_->log(k3::sdk::LogLevel::debug, kComponent, "dropped torn block " + name);
+    }
+    return false;
+  }
+
+  void insert_locked(const std::string& name, std::uint64_t bytes, bool verified) {
+    auto it = entries_.find(name);
+    if (it != entries_.end()) {
+      total_ -= it->second.bytes;
+      lru_.erase(it->second.lru);
+      entries_.erase(it);
+    }
+    lru_.push_back(name);
+    entries_.emplace(name, Entry{bytes, verified, std::prev(lru_.end())});
+    total_ += bytes;
+  }
+
+  /// Evicts least recently used blocks until `incoming` more bytes fit under the cap.
+  void evict_locked(std::uint64_t incoming) {
+    if (s_.max_bytes == 0) return;
+    while (!lru_.empty() && total_ + incoming > s_.max_bytes) {
+      const std::string victim = lru_.front();
+      auto it = entries_.find(victim);
+      total_ -= it->second.bytes;
+      entries_.erase(it);
+      lru_.pop_front();
+      std::error_code ec;
+      fs::remove(s_.dir + "/" + victim, ec);
+      ++evicted_;
+    }
+  }
+
+  std::uint64_t total_bytes() {
+    const std::lock_guard lock(index_mutex_);
+    return total_;
+  }
+
+  /// Writes one block: temporary name, optional fsync, rename; then indexes it.
+  bool write_block(const Job& job) {
+    const std::string key_dir = s_.dir + "/" + job.key;
+    std::error_code ec;
+    fs::create_directories(key_dir, ec);
+    if (ec) return false;
+    const std::string final_name = std::to_string(job.index) + ".blk";
+    const std::string tmp = key_dir + "/." + final_name + ".tmp." + std::to_string(::getpid()) + "." +
+                            std::to_string(++tmp_counter_);
+    const auto header =
+        tier::encode({job.file_size, job.index, static_cast<std::uint64_t>(job.data.size()), tier::checksum(job.data)});
+    {
+      local::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (fd.get() < 0) return false;
+      auto write_all = [&](const std::byte* p, std::size_t n) {
+        while (n > 0) {
+          const ssize_t w = ::write(fd.get(), p, n);
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) return false;
+          p += w;
+          n -= static_cast<std::size_t>(w);
+        }
+        return true;
+      };
+      if (!write_all(header.data(), header.size()) || !write_all(job.data.data(), job.data.size()) ||
+          (s_.fsync && ::fsync(fd.get()) != 0)) {
+        fs::remove(tmp, ec);
+        return false;
+      }
+    }
+    const std::uint64_t bytes = header.size() + job.data.size();
+    const std::lock_guard lock(index_mutex_);  // rename and index together: eviction sees both
+    evict_locked(bytes);
+    if (::rename(tmp.c_str(), (key_dir + "/" + final_name).c_str()) != 0) {
+      fs::remove(tmp, ec);
+      return false;
+    }
+    insert_locked(job.key + "/" + final_name, bytes, true);
+    return true;
+  }
+
+  void write_loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(queue_mutex_);
+        queue_wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and everything written
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      bool ok = false;
+      try {
+        ok = write_block(job);
+      } catch (...) {
+      }
+      if (ok) {
+        ++written_;
+      } else {
+        ++dropped_;
+        if (!warned_.exchange(true) && host_ != nullptr)
+          host_->log(k3::sdk::LogLevel::warn, kComponent,
+                     s_.dir + ": cannot write a block to the tier (full or read-only?); reads still come from the inner backend");
+      }
+      const std::lock_guard lock(queue_mutex_);
+      pending_bytes_ -= job.data.size();
+    }
+  }
+
+  Settings s_;
+  k3::sdk::HostServices* host_;
+
+  std::mutex index_mutex_;
+  std::unordered_map<std::string, Entry> entries_;  ///< guarded by index_mutex_
+  std::list<std::string> lru_;                      ///< front = least recently used; guarded
+  std::uint64_t total_ = 0;                         ///< bytes on disk; guarded
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_wake_;
+  std::deque<Job> queue_;             ///< guarded by queue_mutex_
+  std::uint64_t pending_bytes_ = 0;   ///< guarded by queue_mutex_
+  bool stopping_ = false;             ///< guarded by queue_mutex_
+  std::thread writer_;
+  std::uint64_t tmp_counter_ = 0;     ///< writer thread only
+
+  std::atomic<std::uint64_t> hit_bytes_{0}, miss_bytes_{0}, written_{0}, evicted_{0}, dropped_{0}, torn_{0};
+  std::atomic<bool> warned_{false};
+};
+
+class TieredFile final : public k3::sdk::StorageFile {
+ public:
+  TieredFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Tier> tier, std::string key)
+      : inner_(std::move(inner)), tier_(std::move(tier)), key_(std::move(key)), size_(inner_->size()) {}
+
+  [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
+  [[nodiscard]] std::uint32_t alignment() const noexcept override { return 1; }
+
+  Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
+    try {
+      return read_batch(batch);
+    } catch (const std::exception& e) {
+      for (auto& r : batch) r.result = StatusCode::out_of_memory;
+      return Status::error(StatusCode::out_of_memory, std::string("tiered: ") + e.what());
+    }
+  }
+
+ private:
+  struct Want {  // part of a request inside one missing block
+    std::size_t request;
+    std::uint64_t offset;  ///< in the block
+    std::uint64_t length;
+    std::byte* dest;
+  };
+
+  Status read_batch(std::span<k3::sdk::ReadRequest> batch) {
+    const std::uint64_t B = tier_->settings().block_bytes;
+    std::vector<k3::sdk::ReadRequest> inner;
+    std::vector<std::size_t> passthrough;  ///< requests the tier cannot serve (past the end, no destination)
+    std::map<std::uint64_t, std::vector<Want>> missing;  ///< block index -> parts wanted
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      auto& r = batch[i];
+      r.result = StatusCode::ok;
+      if (r.length == 0) continue;
+      if (r.dest == nullptr || r.offset > size_ || r.length > size_ - r.offset) {  // the inner backend says what is wrong
+        passthrough.push_back(i);
+        inner.push_back(r);
+        continue;
+      }
+      for (std::uint64_t at = r.offset; at < r.offset + r.length;) {
+        const std::uint64_t b = at / B, in_block = at - b * B;
+        const std::uint64_t n = std::min(B - in_block, r.offset + r.length - at);
+        std::byte* dest = r.dest + (at - r.offset);
+        if (!tier_->read(key_, size_, b, in_block, n, dest)) missing[b].push_back({i, in_block, n, dest});
+        at += n;
+      }
+    }
+    if (inner.empty() && missing.empty()) return Status::success();
+    std::vector<std::vector<std::byte>> blocks;
+    blocks.reserve(missing.size());
+    for (const auto& [b, wants] : missing) {
+      const std::uint64_t length = std::min(B, size_ - b * B);
+      blocks.emplace_back(length);
+      inner.push_back({b * B, length, blocks.back().data(), StatusCode::ok});
+    }
+    Status st = inner_->read(inner);
+    if (!st.ok()) {
+      // A failure is the inner backend's to describe, request by request (a short read
+      // names the request's offset, not a block's): the batch goes to it as it came.
+      return inner_->read(batch);
+    }
+    std::size_t j = passthrough.size();
+    for (auto& [b, wants] : missing) {
+      auto& data = blocks[j - passthrough.size()];  // every block was read: the batch succeeded
+      for (const Want& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
+      tier_->store(key_, size_, b, std::move(data));
+      ++j;
+    }
+    return st;
+  }
+
+  std::unique_ptr<k3::sdk::StorageFile> inner_;
+  std::shared_ptr<Tier> tier_;
+  std::string key_;
+  std::uint64_t size_;
+};
+
+class TieredBackend final : public k3::sdk::StorageBackend {
+ public:
+  TieredBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Tier> tier)
+      : inner_(std::move(inner)), tier_(std::move(tier)) {}
+
+  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override { return inner_->list(uri, names); }
+
+  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
+    std::unique_ptr<k3::sdk::StorageFile> file;
+    Status st = inner_->open(uri, file);
+    if (!st.ok()) return st;
+    try {
+      const std::string key = tier::file_key(uri, file->size());
+      out = std::make_unique<TieredFile>(std::move(file), tier_, key);
+    } catch (const std::exception& e) {
+      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+    }
+    return Status::success();
+  }
+
+ private:
+  std::unique_ptr<k3::sdk::StorageBackend> inner_;  // destroyed after the files that use it
+  std::shared_ptr<Tier> tier_;
+};
+
+}  // namespace
+
+namespace k3::storage::tiered {
+
+sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
+                   std::vector<std::string>& unknown_params) {
+  sdk::ParamReader params(args.params);
+  sdk::Status st;
+  Settings s;
+  const std::string inner = params.get_string("inner", "http");
+  s.dir = params.get_string("dir", "");
+  const auto max_mb = params.get_int<std::uint64_t>("max_mb", 0, st);
+  const auto block_kb = params.get_int<std::uint64_t>("block_kb", 1024, st);
+  const auto pending_mb = params.get_int<std::uint64_t>("max_pending_mb", 256, st);
+  s.fsync = params.get_bool("fsync", false, st);
+  unknown_params = local::without_inner_keys(params.unused());
+  if (!st.ok()) return st;
+  auto invalid = [](const std::string& what) { return sdk::Status::error(sdk::StatusCode::invalid_argument, what); };
+  if (s.dir.empty()) return invalid("dir: required (the local directory that holds the tier)");
+  if (block_kb < 4 || block_kb > 1024 * 1024) return invalid("block_kb: expected 4..1048576, got " + std::to_string(block_kb));
+  if (max_mb > (std::uint64_t{1} << 40)) return invalid("max_mb: expected 0 (no cap) .. 2^40, got " + std::to_string(max_mb));
+  if (pending_mb < 1 || pending_mb > 1024 * 1024)
+    return invalid("max_pending_mb: expected 1..1048576, got " + std::to_string(pending_mb));
+  s.block_bytes = block_kb << 10;
+  s.max_bytes = max_mb << 20;
+  s.max_pending_bytes = pending_mb << 20;
+  std::unique_ptr<sdk::StorageBackend> wrapped;
+  if (sdk::Status made = local::create_inner(args, "tiered", inner, wrapped); !made.ok()) return made;
+  auto t = std::make_shared<Tier>(std::move(s), args.host);
+  try {
+    if (sdk::Status started = t->start(); !started.ok()) return started;
+  } catch (const std::exception& e) {
+    return sdk::Status::error(sdk::StatusCode::io_error, "tiered: cannot open the tier directory: " + std::string(e.what()));
+  }
+  out = std::make_unique<TieredBackend>(std::move(wrapped), std::move(t));
+  return sdk::Status::success();
+}
+
+}  // namespace k3::storage::tiered
+
+K3_PLUGIN(storage, "tiered", "1.0", k3::storage::tiered::create, nullptr)
