@@ -3,6 +3,7 @@
 # Usage: tools/install-deps.sh [--with-reference] [--with-npm]
 #   --with-reference  also the PyTorch oracle (python3-torch, numpy, OpenBLAS) for /usr/bin/python3
 #   --with-npm        also the npm tokenizer oracle (tiktoken, js-tiktoken) into tests/oracle/node_modules
+#                     and the OpenAI client (openai) into tests/serve/node_modules
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build_pkgs=(cmake ninja-build g++ pkg-config libboost-dev libyaml-cpp-dev libcli11-dev
@@ -40,6 +41,11 @@ if ((with_npm)); then
   dir="$here/tests/oracle"
   if [[ ! -d "$dir/node_modules/tiktoken" || ! -d "$dir/node_modules/js-tiktoken" ]]; then
     echo "install-deps: npm install tiktoken js-tiktoken in $dir"
+    (cd "$dir" && npm install --no-audit --no-fund --silent >/dev/null)
+  fi
+  dir="$here/tests/serve"   # the official OpenAI client, for the k3host serve tests
+  if [[ ! -d "$dir/node_modules/openai" ]]; then
+    echo "install-deps: npm install openai in $dir"
     (cd "$dir" && npm install --no-audit --no-fund --silent >/dev/null)
   fi
 fi

@@ -42,5 +42,6 @@ Command register_plan(CLI::App& app, GlobalOptions& global);
 Command register_pack_trunk(CLI::App& app, GlobalOptions& global);
 Command register_storage(CLI::App& app, GlobalOptions& global);
 Command register_chat(CLI::App& app, GlobalOptions& global);
+Command register_serve(CLI::App& app, GlobalOptions& global);
 
 }  // namespace k3::cli

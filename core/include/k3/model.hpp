@@ -120,6 +120,33 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+/// An in-memory copy of everything a Session carries (its tokens, the KDA recurrent state,
+/// the MLA latent cache, its pending ids and whether it is unsound), taken by
+/// Session::snapshot(). The KDA state cannot be rewound, so a
+/// conversation that wants to go back to an earlier point (a server's prefix reuse, a chat's
+/// edit of the last turn) keeps snapshots. Exactness: a session restored from a snapshot is
+/// indistinguishable from one that never left that point; what it is fed next gives
+/// bit-identical logits. Immutable once taken: copies share the same bytes, and a snapshot
+/// may be read from any thread while sessions restore from it.
+class SessionSnapshot {
+ public:
+  SessionSnapshot() = default;  ///< empty: no tokens, nothing to restore
+  [[nodiscard]] bool empty() const noexcept { return impl_ == nullptr; }
+  /// The tokens the session had fed (empty for an empty snapshot).
+  [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
+  /// Its pending ids (Session::pending), restored with it.
+  [[nodiscard]] const std::vector<std::uint32_t>& pending() const noexcept;
+  [[nodiscard]] std::int64_t position() const noexcept;
+  /// Bytes held (state floats and token ids): what a budget of snapshots counts.
+  [[nodiscard]] std::size_t bytes() const noexcept;
+
+  struct Impl;
+
+ private:
+  friend class Session;
+  std::shared_ptr<const Impl> impl_;
+};
+
 class Session {
  public:
   /// A fresh conversation of up to `max_positions` tokens.
@@ -159,6 +186,15 @@ class Session {
   /// loaded unsound stays unsound in every later save.
   void save(const std::filesystem::path& file, std::string_view unsound = {}) const;
   void load(const std::filesystem::path& file, bool accept_unsound = false);
+
+  /// The state now, in memory (see SessionSnapshot). Costs a copy of the state.
+  [[nodiscard]] SessionSnapshot snapshot() const;
+  /// Goes back (or forward) to `snap`: afterwards tokens(), pending(), position() and
+  /// everything fed next are exactly as if this session had been fed snap.tokens() from
+  /// fresh (and given snap.pending()). UsageError
+  /// for an empty snapshot, one of another model architecture, or one longer than
+  /// max_positions; the session is unchanged then.
+  void restore(const SessionSnapshot& snap);
 
   struct Impl;
 

@@ -120,4 +120,61 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
   impl_->unsound = std::move(saved.unsound);
 }
 
+struct SessionSnapshot::Impl {
+  std::uint64_t fingerprint = 0;  ///< ModelConfig::fingerprint of the model it came from
+  model::SequenceState state;     ///< exactly sized (no reserved room)
+  std::vector<std::uint32_t> pending;  ///< Session::pending
+  std::string unsound;                 ///< Session's unsound reason
+  std::size_t bytes = 0;
+};
+
+namespace {
+const std::vector<std::uint32_t> kNoTokens;
+
+std::size_t state_bytes(const model::SequenceState& st) {
+  std::size_t n = st.tokens.size() * sizeof(std::uint32_t);
+  for (const auto& k : st.kda) n += (k.S.size() + k.conv_q.size() + k.conv_k.size() + k.conv_v.size()) * sizeof(float);
+  for (const auto& m : st.mla) n += m.latent.size() * sizeof(float);
+  return n;
+}
+}  // namespace
+
+const std::vector<std::uint32_t>& SessionSnapshot::tokens() const noexcept {
+  return impl_ ? impl_->state.tokens : kNoTokens;
+}
+const std::vector<std::uint32_t>& SessionSnapshot::pending() const noexcept {
+  return impl_ ? impl_->pending : kNoTokens;
+}
+std::int64_t SessionSnapshot::position() const noexcept { return impl_ ? impl_->state.position : 0; }
+std::size_t SessionSnapshot::bytes() const noexcept { return impl_ ? impl_->bytes : 0; }
+
+SessionSnapshot Session::snapshot() const {
+  auto impl = std::make_shared<SessionSnapshot::Impl>();
+  impl->fingerprint = impl_->model.config().fingerprint();
+  // Copy-constructing the vectors keeps their sizes, not the reserved context room.
+  impl->state = impl_->state;
+  impl->pending = impl_->pending;
+  impl->unsound = impl_->unsound;
+  impl->bytes = state_bytes(impl->state) + impl->pending.size() * sizeof(std::uint32_t);
+  SessionSnapshot snap;
+  snap.impl_ = std::move(impl);
+  return snap;
+}
+
+void Session::restore(const SessionSnapshot& snap) {
+  if (snap.empty()) throw UsageError("restore: the snapshot is empty");
+  const ModelConfig& c = impl_->model.config();
+  if (snap.impl_->fingerprint != c.fingerprint())
+    throw UsageError("restore: the snapshot was taken with a different model architecture");
+  const std::int64_t total = snap.position() + static_cast<std::int64_t>(snap.pending().size());
+  if (total > impl_->max_positions)
+    throw UsageError("restore: the snapshot holds " + std::to_string(total) + " tokens, more than the context of " +
+                     std::to_string(impl_->max_positions));
+  model::SequenceState st = snap.impl_->state;
+  model::reserve_state(st, c, impl_->max_positions);
+  impl_->state = std::move(st);
+  impl_->pending = snap.impl_->pending;
+  impl_->unsound = snap.impl_->unsound;
+}
+
 }  // namespace k3

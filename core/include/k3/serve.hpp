@@ -1,0 +1,88 @@
+// `k3host serve`: an OpenAI-compatible HTTP server over one pipeline's model (docs/serve.md).
+//
+//   k3::serve::Server server(options);        // checks the options, binds the address
+//   server.start();                           // answers /health (503) at once
+//   server.load(pipeline, host, hooks);       // loads the model; /health turns 200
+//   ...                                       // until stop() (a signal, from any thread)
+//   server.wait();
+//
+// One generation runs on the model at a time; up to `queue` more requests wait for it in
+// order, and one more is refused with 429. A conversation that continues an earlier one
+// resumes from a snapshot of the session state (prefix reuse) instead of prefilling again.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <k3/pipeline.hpp>
+#include <k3/plugin_host.hpp>
+#include <k3/runtime.hpp>
+
+namespace k3::serve {
+
+struct ServeOptions {
+  /// The address to listen on. Anything but a loopback address (127.0.0.0/8, ::1,
+  /// localhost) is refused (UsageError) unless api_key is set.
+  std::string host = "127.0.0.1";
+  int port = 8080;                ///< 0: any free port (Server::port() tells which)
+  /// Clients must send "Authorization: Bearer <api_key>" to /v1/* and /metrics; empty: no
+  /// key. Never logged.
+  std::string api_key;
+  /// The model id of /v1/models and the responses; empty: the checkpoint folder's name.
+  std::string model_name;
+  std::size_t queue = 4;                      ///< requests that may wait for the running one
+  std::size_t max_body_bytes = 1u << 20;      ///< larger request bodies get 413
+  double read_timeout_seconds = 30;           ///< reading a request (headers and body)
+  double write_timeout_seconds = 30;          ///< writing a response chunk
+  double request_timeout_seconds = 600;       ///< queue wait + generation of one request
+  std::int64_t default_max_tokens = 256;      ///< when a request gives no max_tokens
+  /// Prefix reuse (docs/serve.md, "Prefix reuse"): snapshots of the session state at turn
+  /// boundaries and every snapshot_interval tokens, within snapshot_budget_bytes (least
+  /// recently used dropped first; unset: room for 4 snapshots of a full context, which the
+  /// server logs; 0: only the live session is reused). reuse=false prefills every request
+  /// from scratch (for measuring and for the exactness tests).
+  bool reuse = true;
+  std::optional<std::size_t> snapshot_budget_bytes;
+  std::int64_t snapshot_interval = 512;
+};
+
+/// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback(const std::string& host);
+
+class Server {
+ public:
+  /// Checks the options (UsageError: a non-loopback host without an API key, a bad value)
+  /// and binds the address (RuntimeError when it cannot be bound).
+  explicit Server(ServeOptions options);
+  ~Server();  ///< stops and joins
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The port bound (the chosen one when options.port was 0).
+  [[nodiscard]] int port() const noexcept;
+  /// Starts answering on a background thread; until load() finishes, /health is 503 and
+  /// the model endpoints answer 503 too.
+  void start();
+  /// Loads the pipeline's runtime (k3::Runtime) on the calling thread; its errors propagate
+  /// (the server keeps answering 503 then). The generation settings (prefill chunk, EOS)
+  /// come from the pipeline's job section.
+  void load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {});
+  /// Stops listening, cancels the running generation (it ends at its next token) and
+  /// refuses the waiting requests with 503. Safe from any thread, more than once; not from a
+  /// signal handler (set a flag there and call this from a thread).
+  void stop();
+  /// Blocks until the server has stopped (stop()) and every request handler has returned.
+  void wait();
+  /// True once stop() was called.
+  [[nodiscard]] bool stopping() const noexcept;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace k3::serve

@@ -1,0 +1,26 @@
+# k3host serve end to end, with the official OpenAI client (npm `openai`, installed into
+# tests/serve/node_modules by tools/install-deps.sh --with-npm) and raw HTTP, on the tiny
+# checkpoint: chat and text completions plain and streamed, prefix reuse against a cold
+# server (same replies, cached tokens > 0), a cancelled stream and SIGINT mid-generation,
+# the error table, and the queue (one queued, one 429). Each case starts its own servers on
+# free loopback ports and stops them with SIGINT. SKIP (77) without node or the package.
+find_program(K3_NODE node)
+set(k3_serve_cases chat reuse cancel errors queue)
+set(k3_serve_names
+  "OpenAI client: chat and text completions, plain and streamed, agree"
+  "prefix reuse: follow-up turns resume from snapshots and equal a cold server's replies"
+  "a cancelled stream ends its generation, SIGINT mid-generation exits 0"
+  "errors: malformed JSON, bad params, oversize and chunked bodies, 404, API key"
+  "queue: one request waits, the next gets 429")
+foreach(c n IN ZIP_LISTS k3_serve_cases k3_serve_names)
+  set(name "serve: ${n}")
+  if(K3_NODE)
+    add_test(NAME "${name}"
+      COMMAND ${K3_NODE} ${CMAKE_CURRENT_SOURCE_DIR}/serve/serve_test.mjs --exe $<TARGET_FILE:k3host>
+              --src ${PROJECT_SOURCE_DIR} --work ${PROJECT_BINARY_DIR}/test-tmp/serve-${c} --case ${c})
+  else()
+    add_test(NAME "${name}" COMMAND ${CMAKE_COMMAND} -E echo "SKIP: node is not installed")
+    set_tests_properties("${name}" PROPERTIES SKIP_REGULAR_EXPRESSION "SKIP")
+  endif()
+  set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "serve")
+endforeach()

@@ -1,0 +1,400 @@
+// End-to-end tests of `k3host serve` with the official OpenAI client (npm `openai`) and raw
+// HTTP, on the tiny synthetic checkpoint. Each case starts its own server(s) on a free
+// loopback port, and stops them with SIGINT (asserting exit code 0).
+//
+//   node serve_test.mjs --exe K3HOST --src SOURCE_DIR --work SCRATCH --case NAME
+//
+// Cases: chat, reuse, cancel, errors, queue. Exit 0 pass, 1 fail, 77 skipped (no openai
+// module: tools/install-deps.sh --with-npm).
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
+const { exe, src, work } = args;
+const testCase = args.case;
+
+let OpenAI;
+try {
+  ({ default: OpenAI } = await import('openai'));
+} catch {
+  console.log('SKIP: the npm package openai is missing (tools/install-deps.sh --with-npm)');
+  process.exit(77);
+}
+
+const servers = [];
+function fail(msg) {
+  console.error('FAIL: ' + msg);
+  for (const s of servers) {
+    console.error(`--- server ${s.name} stderr:\n${s.stderr}`);
+    s.proc.kill('SIGKILL');
+  }
+  process.exit(1);
+}
+function check(cond, msg) { if (!cond) fail(msg); }
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A watchdog: no case may run forever.
+setTimeout(() => fail('the case took longer than 240 s'), 240_000).unref();
+
+function makeModel() {
+  const dir = path.join(work, 'model');
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const r = spawnSync(exe, ['make-model', '-g', path.join(src, 'configs/models/tiny.yaml'), '-o', dir], { encoding: 'utf8' });
+  check(r.status === 0, `make-model failed: ${r.stderr}`);
+  return dir;
+}
+
+/** Starts `k3host serve` on port 0; resolves once /health is 200. */
+async function startServer(name, model, extra = [], env = {}) {
+  const argv = ['serve', '--config', path.join(src, 'configs/default.yaml'), '--set', `model.path=${model}`,
+    '--set', 'model.generate_if_missing=false', '--set', 'memory.context=2048', '--set', 'threads=1',
+    '--port', '0', ...extra];
+  const proc = spawn(exe, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const s = { name, proc, stderr: '', port: 0, exited: null };
+  servers.push(s);
+  proc.stderr.on('data', (d) => { s.stderr += d.toString(); });
+  proc.on('exit', (code, sig) => { s.exited = { code, sig }; });
+  for (let i = 0; i < 600 && !s.port; ++i) {
+    const m = s.stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) s.port = Number(m[1]);
+    else if (s.exited) fail(`server ${name} exited early (${JSON.stringify(s.exited)})`);
+    else await sleep(50);
+  }
+  check(s.port > 0, `server ${name} printed no port`);
+  for (let i = 0; i < 600; ++i) {
+    const r = await request(s, 'GET', '/health');
+    if (r.status === 200) return s;
+    check(r.status === 503, `/health while loading: ${r.status}`);
+    await sleep(50);
+  }
+  fail(`server ${name} never became healthy`);
+}
+
+async function stopServer(s) {
+  s.proc.kill('SIGINT');
+  for (let i = 0; i < 200 && !s.exited; ++i) await sleep(50);
+  check(s.exited, `server ${s.name} did not stop within 10 s of SIGINT`);
+  check(s.exited.code === 0, `server ${s.name} exit code ${JSON.stringify(s.exited)} after SIGINT, expected 0`);
+  servers.splice(servers.indexOf(s), 1);
+}
+
+/** Raw HTTP: resolves {status, body, json}. */
+function request(s, method, urlPath, body, headers = {}) {
+  return new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port: s.port, method, path: urlPath, headers, agent: false }, (res) => {
+      let data = '';
+      res.on('data', (d) => { data += d; });
+      res.on('end', () => {
+        let j = null;
+        try { j = JSON.parse(data); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode, body: data, json: j, headers: res.headers });
+      });
+    });
+    req.on('error', (e) => resolve({ status: 0, body: String(e), json: null }));
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+function client(s, apiKey = 'unused') {
+  return new OpenAI({ baseURL: `http://127.0.0.1:${s.port}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+}
+
+async function metric(s, name) {
+  const r = await request(s, 'GET', '/metrics');
+  const m = r.body.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  check(m, `/metrics has no ${name}:\n${r.body}`);
+  return Number(m[1]);
+}
+
+function checkError(r, status, what) {
+  check(r.status === status, `${what}: status ${r.status}, expected ${status}: ${r.body}`);
+  const e = r.json && r.json.error;
+  check(e && typeof e.message === 'string' && e.message.length > 0 && typeof e.type === 'string' &&
+        'param' in e && 'code' in e, `${what}: not an OpenAI error object: ${r.body}`);
+  return e;
+}
+
+/** Collects a streamed chat completion into the shape of a non-streamed one. */
+async function collectChat(stream) {
+  let content = '', reasoning = '', finish = null, usage = null, role = null, chunks = 0;
+  for await (const c of stream) {
+    ++chunks;
+    if (c.usage) usage = c.usage;
+    if (!c.choices.length) continue;
+    const d = c.choices[0].delta;
+    if (d.role) role = d.role;
+    if (d.content) content += d.content;
+    if (d.reasoning_content) reasoning += d.reasoning_content;
+    if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+  }
+  return { content, reasoning, finish, usage, role, chunks };
+}
+
+// Reads through the throttle decorator with tiny budgets, so the trunk and the experts
+// stream and every token waits for storage: a generation that holds the model for seconds.
+const slowStorage = ['--set', 'storage.plugin=throttle', '--set', 'storage.params.latency_us=3000',
+  '--set', 'memory.trunk_gb=0.00005', '--set', 'memory.expert_cache_gb=0.00005'];
+
+const conversation = [
+  { role: 'system', content: 'You are a helpful assistant.' },
+  { role: 'user', content: 'Name three primary colors and explain why they are called primary.' },
+];
+
+// ---------------------------------------------------------------------------------------
+
+async function caseChat(model) {
+  const s = await startServer('chat', model);
+  const ai = client(s);
+  const models = await ai.models.list();
+  check(models.data.length === 1 && models.data[0].id === 'model', `models: ${JSON.stringify(models.data)}`);
+
+  const params = { model: 'model', messages: conversation, max_tokens: 24, temperature: 0 };
+  const a = await ai.chat.completions.create(params);
+  const msg = a.choices[0].message;
+  check(a.object === 'chat.completion' && msg.role === 'assistant', `shape: ${JSON.stringify(a)}`);
+  check(typeof msg.content === 'string' && typeof msg.reasoning_content === 'string', `fields: ${JSON.stringify(msg)}`);
+  check(a.usage.completion_tokens >= 1 && a.usage.completion_tokens <= 24, `completion_tokens ${a.usage.completion_tokens}`);
+  check(a.usage.total_tokens === a.usage.prompt_tokens + a.usage.completion_tokens, 'total_tokens');
+  check(['stop', 'length'].includes(a.choices[0].finish_reason), `finish_reason ${a.choices[0].finish_reason}`);
+  check(a.usage.completion_tokens < 24 || a.choices[0].finish_reason === 'length', 'length finish at max_tokens');
+
+  // The same request streamed: the deltas add up to the same message, token counts equal.
+  const b = await collectChat(await ai.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } }));
+  check(b.role === 'assistant', 'first delta carries the role');
+  check(b.content === msg.content, `streamed content ${JSON.stringify(b.content)} != ${JSON.stringify(msg.content)}`);
+  check(b.reasoning === msg.reasoning_content, `streamed reasoning ${JSON.stringify(b.reasoning)} != ${JSON.stringify(msg.reasoning_content)}`);
+  check(b.finish === a.choices[0].finish_reason, `stream finish ${b.finish}`);
+  check(b.usage && b.usage.completion_tokens === a.usage.completion_tokens && b.usage.prompt_tokens === a.usage.prompt_tokens,
+        `stream usage ${JSON.stringify(b.usage)} vs ${JSON.stringify(a.usage)}`);
+  // Sent again, the prompt resumes from the snapshot before its last token.
+  check(b.usage.prompt_tokens_details.cached_tokens === a.usage.prompt_tokens - 1,
+        `a repeated prompt reuses all but its last token: ${JSON.stringify(b.usage)}`);
+
+  // Text completions, plain and streamed, agree; a stop string cuts the text before it.
+  const cp = { model: 'model', prompt: 'The three primary colors are', max_tokens: 16, temperature: 0 };
+  const c = await ai.completions.create(cp);
+  check(c.object === 'text_completion' && typeof c.choices[0].text === 'string', `completion: ${JSON.stringify(c)}`);
+  let streamed = '';
+  for await (const ch of await ai.completions.create({ ...cp, stream: true })) streamed += ch.choices.length ? ch.choices[0].text : '';
+  check(streamed === c.choices[0].text, `streamed text ${JSON.stringify(streamed)} != ${JSON.stringify(c.choices[0].text)}`);
+  const text = c.choices[0].text;
+  const cut = [...text].slice(3, 5).join('');  // two characters from inside the text
+  if (cut.length > 0 && !cut.includes('\ufffd')) {
+    const d = await ai.completions.create({ ...cp, stop: [cut] });
+    check(d.choices[0].text === text.slice(0, text.indexOf(cut)), `stop ${JSON.stringify(cut)}: ${JSON.stringify(d.choices[0].text)}`);
+    check(d.choices[0].finish_reason === 'stop', `stop finish_reason ${d.choices[0].finish_reason}`);
+  }
+  // Tools declared, a call and its result in the history: rendered and answered.
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const withTools = await ai.chat.completions.create({ model: 'model', max_tokens: 4, temperature: 0, tools, tool_choice: 'auto',
+    messages: [...conversation,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_a', content: '{"temp": 21}' }] });
+  check(withTools.usage.prompt_tokens > a.usage.prompt_tokens, 'the tools and the call are part of the prompt');
+  // Thinking off: no reasoning_content, and a shorter prompt (no effort message).
+  const noThink = await ai.chat.completions.create({ ...params, reasoning_effort: 'none' });
+  check(!('reasoning_content' in noThink.choices[0].message), `reasoning_content with thinking off: ${JSON.stringify(noThink.choices[0].message)}`);
+  check(noThink.usage.prompt_tokens < a.usage.prompt_tokens, 'thinking off drops the effort message');
+  // Seeded sampling repeats itself.
+  const sp = { ...params, temperature: 0.9, top_p: 0.9, seed: 7 };
+  const s1 = await ai.chat.completions.create(sp), s2 = await ai.chat.completions.create(sp);
+  check(s1.choices[0].message.content === s2.choices[0].message.content &&
+        s1.choices[0].message.reasoning_content === s2.choices[0].message.reasoning_content, 'the same seed gives the same reply');
+  check(await metric(s, 'k3_requests_total') >= 7, 'requests counted');
+  check(await metric(s, 'k3_generated_tokens_total') > 0, 'tokens counted');
+  await stopServer(s);
+}
+
+async function caseReuse(model) {
+  const warm = await startServer('warm', model, ['--snapshot-interval', '64']);
+  const cold = await startServer('cold', model, ['--no-prefix-reuse']);
+  const params = { model: 'model', max_tokens: 20, temperature: 0 };
+  let messages = [...conversation];
+  for (let turn = 1; turn <= 3; ++turn) {
+    const a = await client(warm).chat.completions.create({ ...params, messages });
+    const b = await client(cold).chat.completions.create({ ...params, messages });
+    const cached = a.usage.prompt_tokens_details.cached_tokens;
+    check(b.usage.prompt_tokens_details.cached_tokens === 0, `cold server reused ${b.usage.prompt_tokens_details.cached_tokens}`);
+    check(a.usage.prompt_tokens === b.usage.prompt_tokens, 'same prompt tokens');
+    // Exactness: resuming from a saved state gives what a full prefill gives.
+    check(JSON.stringify(a.choices[0].message) === JSON.stringify(b.choices[0].message) &&
+          a.usage.completion_tokens === b.usage.completion_tokens,
+          `turn ${turn}: reused ${JSON.stringify(a.choices[0].message)} != cold ${JSON.stringify(b.choices[0].message)}`);
+    if (turn > 1) {
+      check(cached > 0, `turn ${turn}: no prompt tokens reused`);
+      check(cached >= messages.prevPrompt, `turn ${turn}: reused ${cached}, less than the previous prompt's ${messages.prevPrompt}`);
+      check(cached < a.usage.prompt_tokens, 'the new user message is prefilled');
+    }
+    const reply = a.choices[0].message;
+    const prev = a.usage.prompt_tokens;
+    messages = [...messages, { role: 'assistant', content: reply.content },
+      { role: 'user', content: `Thanks. Now tell me more, part ${turn + 1}.` }];
+    messages.prevPrompt = prev;
+  }
+  // The streamed form of a resumed turn gives the same reply too.
+  const s = await collectChat(await client(warm).chat.completions.create({ ...params, messages, stream: true, stream_options: { include_usage: true } }));
+  const c = await client(cold).chat.completions.create({ ...params, messages });
+  check(s.content === c.choices[0].message.content && s.reasoning === c.choices[0].message.reasoning_content,
+        'streamed resumed turn equals the cold one');
+  check(s.usage.prompt_tokens_details.cached_tokens > 0, 'streamed turn reused tokens');
+  check(await metric(warm, 'k3_cached_prompt_tokens_total') > 0, 'metrics count reused tokens');
+  check(await metric(warm, 'k3_prefix_snapshots') > 0, 'snapshots kept');
+  check(await metric(cold, 'k3_cached_prompt_tokens_total') === 0, 'cold server reused nothing');
+  await stopServer(warm);
+  await stopServer(cold);
+}
+
+/** A completions request (prompt ids) that runs to max_tokens: found, not assumed. */
+async function longRequest(s, maxTokens) {
+  for (let seed = 1; seed <= 20; ++seed) {
+    const prompt = Array.from({ length: 8 }, (_, i) => (seed * 37 + i * 11) % 500);
+    const r = await client(s).completions.create({ model: 'model', prompt, max_tokens: maxTokens, temperature: 0 });
+    if (r.choices[0].finish_reason === 'length') return prompt;
+  }
+  fail('no prompt ran to max_tokens');
+}
+
+async function caseCancel(model) {
+  const s = await startServer('cancel', model, slowStorage);
+  const max = 1500;
+  const prompt = await longRequest(s, 40);
+  const before = await metric(s, 'k3_requests_interrupted_total');
+  const generatedBefore = await metric(s, 'k3_generated_tokens_total');
+  const ac = new AbortController();
+  const stream = await client(s).completions.create({ model: 'model', prompt, max_tokens: max, temperature: 0, stream: true },
+    { signal: ac.signal });
+  let n = 0, aborted = false;
+  try {
+    for await (const _ of stream) if (++n === 3) ac.abort();
+  } catch (e) {
+    aborted = true;
+  }
+  check(aborted || n >= 3, 'the stream was aborted');
+  let interrupted = before;
+  for (let i = 0; i < 200 && interrupted === before; ++i) {
+    await sleep(50);
+    interrupted = await metric(s, 'k3_requests_interrupted_total');
+  }
+  check(interrupted === before + 1, `the disconnect did not end the generation (interrupted ${before} -> ${interrupted})`);
+  const generated = (await metric(s, 'k3_generated_tokens_total')) - generatedBefore;
+  check(generated < max, `the cancelled generation ran on: ${generated} tokens`);
+  check((await request(s, 'GET', '/health')).status === 200, 'healthy after a cancelled stream');
+
+  // A plain (not streamed) request whose client goes away is stopped too (the server writes
+  // a space once a second while it generates, and notices the failed write).
+  const before2 = await metric(s, 'k3_requests_interrupted_total');
+  const generated2 = await metric(s, 'k3_generated_tokens_total');
+  const ac2 = new AbortController();
+  const plain = client(s).completions.create({ model: 'model', prompt, max_tokens: max, temperature: 0 }, { signal: ac2.signal })
+    .then(() => 'finished', () => 'aborted');
+  for (let i = 0; i < 200 && (await metric(s, 'k3_generation_running')) !== 1; ++i) await sleep(20);
+  await sleep(1500);
+  ac2.abort();
+  check((await plain) === 'aborted', 'the plain request finished before it could be aborted');
+  let interrupted2 = before2;
+  for (let i = 0; i < 200 && interrupted2 === before2; ++i) {
+    await sleep(50);
+    interrupted2 = await metric(s, 'k3_requests_interrupted_total');
+  }
+  check(interrupted2 === before2 + 1, `a plain request's disconnect did not end its generation (${before2} -> ${interrupted2})`);
+  check((await metric(s, 'k3_generated_tokens_total')) - generated2 < max, 'the plain cancelled generation ran on');
+  const next = await client(s).chat.completions.create({ model: 'model', messages: conversation, max_tokens: 4, temperature: 0 });
+  check(next.usage.completion_tokens >= 1, 'the next request is served');
+
+  // SIGINT during a generation: the stream ends, the server exits 0.
+  const st = await client(s).completions.create({ model: 'model', prompt, max_tokens: max, temperature: 0, stream: true });
+  let got = 0;
+  try {
+    for await (const _ of st) if (++got === 2) s.proc.kill('SIGINT');
+  } catch { /* the connection may close */ }
+  for (let i = 0; i < 200 && !s.exited; ++i) await sleep(50);
+  check(s.exited && s.exited.code === 0, `after SIGINT mid-generation: ${JSON.stringify(s.exited)}`);
+  check(/stopped/.test(s.stderr), 'the server logged its stop');
+  servers.splice(servers.indexOf(s), 1);
+}
+
+async function caseErrors(model) {
+  const key = 'sk-test-' + process.pid + '-secret';
+  const s = await startServer('errors', model, ['--max-body', '4096'], { K3_API_KEY: key });
+  const auth = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
+  const post = (p, body, h = auth) => request(s, 'POST', p, body, { ...h, 'Content-Length': Buffer.byteLength(body) });
+
+  let e = checkError(await post('/v1/chat/completions', '{"messages": [', auth), 400, 'malformed JSON');
+  check(e.type === 'invalid_request_error', `malformed JSON type ${e.type}`);
+  e = checkError(await post('/v1/chat/completions', JSON.stringify({ messages: conversation, temperature: 5 })), 400, 'temperature 5');
+  check(e.param === 'temperature', `param ${e.param}`);
+  e = checkError(await post('/v1/chat/completions', JSON.stringify({ messages: conversation, frobnicate: 1 })), 400, 'unknown parameter');
+  check(e.param === 'frobnicate', `param ${e.param}`);
+  e = checkError(await post('/v1/chat/completions', JSON.stringify({ messages: [] })), 400, 'empty messages');
+  check(e.param === 'messages', `param ${e.param}`);
+  e = checkError(await post('/v1/completions', JSON.stringify({ prompt: [1, 2, 999999] })), 400, 'token id outside the vocabulary');
+  checkError(await post('/v1/chat/completions', JSON.stringify({ messages: conversation, pad: 'x'.repeat(8000) })), 413, 'oversize body');
+  // Without a Content-Length node sends the body chunked: refused, however small.
+  e = checkError(await request(s, 'POST', '/v1/chat/completions', JSON.stringify({ messages: conversation }), auth), 411,
+                 'chunked body');
+  e = checkError(await request(s, 'GET', '/v1/nothing', undefined, auth), 404, 'unknown route');
+  checkError(await request(s, 'GET', '/nothing'), 404, 'unknown route outside /v1');
+  e = checkError(await post('/v1/chat/completions', JSON.stringify({ messages: conversation }), { Authorization: 'Bearer wrong' }), 401, 'wrong key');
+  check(e.code === 'invalid_api_key', `code ${e.code}`);
+  checkError(await request(s, 'GET', '/v1/models'), 401, 'missing key');
+  checkError(await request(s, 'GET', '/metrics'), 401, 'metrics without the key');
+  check((await request(s, 'GET', '/health')).status === 200, '/health needs no key');
+  // The official client with the right key and a wrong one.
+  const ok = await client(s, key).chat.completions.create({ model: 'm', messages: conversation, max_tokens: 2, temperature: 0 });
+  check(ok.usage.completion_tokens >= 1, 'authorised request');
+  let status = 0;
+  try { await client(s, 'nope').models.list(); } catch (err) { status = err.status; }
+  check(status === 401, `client with a wrong key: ${status}`);
+  check(!s.stderr.includes(key), 'the API key appears in the log');
+  await stopServer(s);
+
+  // A non-loopback address without a key is refused before anything runs.
+  const r = spawnSync(exe, ['serve', '--config', path.join(src, 'configs/default.yaml'), '--set', `model.path=${model}`,
+    '--host', '0.0.0.0', '--port', '0'], { encoding: 'utf8', env: { ...process.env, K3_API_KEY: '' }, timeout: 30_000 });
+  check(r.status === 2 && /API key/.test(r.stderr), `non-loopback bind without a key: exit ${r.status}: ${r.stderr}`);
+}
+
+async function caseQueue(model) {
+  const s = await startServer('queue', model, ['--queue', '1', ...slowStorage]);
+  const prompt = await longRequest(s, 40);
+  // The first client holds the model with a long stream.
+  const ac = new AbortController();
+  const first = await client(s).completions.create({ model: 'model', prompt, max_tokens: 1800, temperature: 0, stream: true },
+    { signal: ac.signal });
+  const it = first[Symbol.asyncIterator]();
+  await it.next();  // it is generating
+  // The second waits in the queue ...
+  const second = client(s).chat.completions.create({ model: 'model', messages: conversation, max_tokens: 3, temperature: 0 });
+  let depth = 0;
+  for (let i = 0; i < 200 && depth < 1; ++i) {
+    depth = await metric(s, 'k3_queue_depth');
+    if (depth < 1) await sleep(20);
+  }
+  check(depth === 1, `the second request is not queued (depth ${depth})`);
+  // ... and a third finds the queue full.
+  const body3 = JSON.stringify({ messages: conversation, max_tokens: 3 });
+  const third = await request(s, 'POST', '/v1/chat/completions', body3,
+    { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body3) });
+  const e = checkError(third, 429, 'third client with a full queue');
+  check(e.type === 'rate_limit_error', `429 type ${e.type}`);
+  check(await metric(s, 'k3_requests_rejected_total') === 1, 'rejection counted');
+  ac.abort();
+  try { while (!(await it.next()).done); } catch { /* aborted */ }
+  const r2 = await second;
+  check(r2.usage.completion_tokens >= 1, 'the queued request was served');
+  await stopServer(s);
+}
+
+const cases = { chat: caseChat, reuse: caseReuse, cancel: caseCancel, errors: caseErrors, queue: caseQueue };
+check(cases[testCase], `unknown case ${testCase}`);
+const model = makeModel();
+await cases[testCase](model);
+fs.rmSync(work, { recursive: true, force: true });
+console.log(`serve ${testCase}: passed`);
+process.exit(0);
