@@ -82,8 +82,10 @@ type_line "<|open|> is typed here"
 wait_count "$STATUS" 3 60 "the status line of the third answer"
 
 # Ctrl-C at the prompt drops what is typed; the next command runs on its own.
+# Ctrl-C only once the draft is on the screen: sent earlier (a loaded machine), it could
+# reach the terminal before libedit has read the draft's characters.
 T send-keys -t chat -l -- "a draft that is never sent"
-sleep 0.5
+wait_count '^> a draft that is never sent$' 1 10 "the typed draft"
 T send-keys -t chat C-c
 wait_count '^> a draft that is never sent\^C$' 1 10 "the cleared line"
 type_line "/stats"
