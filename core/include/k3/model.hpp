@@ -190,7 +190,7 @@ class Session {
   /// The state now, in memory (see SessionSnapshot). Costs a copy of the state.
   [[nodiscard]] SessionSnapshot snapshot() const;
   /// Goes back (or forward) to `snap`: afterwards tokens(), pending(), position() and
-  /// everything fed next are exactly as if this session had been fed snap.tokens() from
+  /// everything fed next are exactly as if this Session had been fed snap.tokens() from
   /// fresh (and given snap.pending()). UsageError
   /// for an empty snapshot, one of another model architecture, or one longer than
   /// max_positions; the session is unchanged then.
