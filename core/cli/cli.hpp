@@ -2,6 +2,7 @@
 // subcommand lives in its own cmd_<name>.cpp and registers itself here. CLI11 is included
 // only by files in this folder (it is slow to compile).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct Command {
 };
 
 /// Each cmd_<name>.cpp defines one of these.
+/// Bytes for people: "12.3 MiB" below 1 GiB, "1.23 GiB" from there (binary units, labelled).
+std::string human_bytes(std::uint64_t bytes);
+
 Command register_plugins(CLI::App& app, GlobalOptions& global);
 Command register_tokenize(CLI::App& app, GlobalOptions& global);
 Command register_make_model(CLI::App& app, GlobalOptions& global);

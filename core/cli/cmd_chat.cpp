@@ -208,15 +208,6 @@ Input read_input(LineEditor& editor) {
   return in;
 }
 
-std::string human_bytes(std::uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
-  return buf;
-}
-
 // --- The chat -----------------------------------------------------------------------------
 
 /// A token the chat format does not allow: ends generate() from inside its callback.

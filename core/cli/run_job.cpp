@@ -38,6 +38,15 @@ void add_run_options(CLI::App& app, RunOptions& run) {
              "configuration error, 3 the plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
+std::string human_bytes(std::uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
+  return buf;
+}
+
 namespace {
 
 std::filesystem::path presets_dir(const RunOptions& run) {
@@ -60,15 +69,6 @@ std::string quote_yaml(const std::string& v) {
     }
   }
   return out + "\"";
-}
-
-std::string human_bytes(std::uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
-  return buf;
 }
 
 /// Per step: time, bytes read, true resident hit rate; then the whole-run I/O summary.
