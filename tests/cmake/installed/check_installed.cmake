@@ -26,8 +26,9 @@ function(k3_installed_run out_code out_stdout out_stderr)
   set(${out_stdout} "${o}" PARENT_SCOPE)
   set(${out_stderr} "${e}" PARENT_SCOPE)
   string(REPLACE ";" " " shown "${R_ARGS}")
-  set(last_shown "(in ${K3I_ELSEWHERE}, HOME=${K3I_HOME}, XDG_DATA_HOME=${R_XDG})\n${K3I_EXE} ${shown}\n"
-                 "--- exit code: ${code}\n--- stdout:\n${o}\n--- stderr:\n${e}" PARENT_SCOPE)
+  string(CONCAT shown "(in ${K3I_ELSEWHERE}, HOME=${K3I_HOME}, XDG_DATA_HOME=${R_XDG})\n${K3I_EXE} ${shown}\n"
+                "--- exit code: ${code}\n--- stdout:\n${o}\n--- stderr:\n${e}")
+  set(last_shown "${shown}" PARENT_SCOPE)
 endfunction()
 
 function(k3_require_in text what)
@@ -53,7 +54,7 @@ function(k3_check_installed prefix data work)
   set(marker_geometry ${data}/configs/models/installcheck-tiny.yaml)
   file(WRITE ${marker_preset} "description: \"marker preset of the install test\"\nextends: ../configs/default.yaml\n"
                               "memory:\n  trunk_gb: 3\n  expert_cache_gb: 1\n")
-  file(COPY_FILE ${data}/configs/models/tiny.yaml ${marker_geometry})
+  configure_file(${data}/configs/models/tiny.yaml ${marker_geometry} COPYONLY)
 
   # --list-presets: every installed preset, the marker too.
   k3_installed_run(code out err ARGS --list-presets)
