@@ -576,7 +576,8 @@ class Chat {
 };
 
 int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
-  if (global.config.empty()) throw UsageError("chat: no pipeline given: use --config FILE (e.g. presets/laptop.yaml)");
+  if (global.config.empty())
+    throw UsageError("chat: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
   if (!opt.history.empty() && !opt.resume.empty())
     throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
   (void)chat::parse_effort(opt.effort);

@@ -33,7 +33,7 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
                   "Plan against this much available memory (GB) instead of measuring it");
   return {sub, [args, &global]() {
             if (global.config.empty())
-              throw UsageError("plan: no pipeline given: use --config FILE (e.g. presets/laptop.yaml)");
+              throw UsageError("plan: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
             const Pipeline p = load_pipeline(global.config, global.sets);
             ModelConfig config;
             std::string what;

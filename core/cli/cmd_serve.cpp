@@ -31,12 +31,6 @@ struct ServeCli {
   bool no_reuse = false;
 };
 
-std::filesystem::path default_pipeline() {
-  const std::filesystem::path local = "configs/default.yaml";
-  if (std::filesystem::is_regular_file(local)) return local;
-  return std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml";
-}
-
 int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::ServeOptions opt = cli.opt;
   if (opt.api_key.empty())
@@ -44,7 +38,7 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   if (cli.budget_mb >= 0) opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1024.0 * 1024.0);
   opt.reuse = !cli.no_reuse;
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline() : std::filesystem::path(global.config), global.sets);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.sets);
 
   StopSignal signal;  // from here on, Ctrl-C stops the server
   serve::Server server(opt);

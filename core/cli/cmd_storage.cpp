@@ -82,7 +82,7 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
                    "Which routed experts: all (default), none, or LAYER:EXPERT / LAYER:* items, comma-separated");
   return {sub, [args, &global, warm]() {
             if (!warm->parsed()) throw UsageError("storage: expected a subcommand (warm)");
-            if (global.config.empty()) throw UsageError("storage warm: no pipeline given: use --config FILE");
+            if (global.config.empty()) throw UsageError("storage warm: no pipeline given: use --config PRESET or --config FILE");
             const auto chosen = parse_experts(args->experts);
             const Pipeline p = load_pipeline(global.config, global.sets);
             const std::string uri = p.get_path("model.path").string();

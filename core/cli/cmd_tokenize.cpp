@@ -8,7 +8,8 @@
 // line; --decode reads whitespace-separated ids and writes the bytes they stand for, with
 // nothing added. --lines treats every input line (split at '\n', which is not part of the
 // line) on its own: one output line per input line, in both directions.
-// Without --config the default pipeline (configs/default.yaml) is used. When the tokenizer
+// Without --config the default pipeline (configs/default.yaml of the data folder, the source
+// tree's or the installed one: k3/data_dir.hpp) is used. When the tokenizer
 // params name no rank file, the checkpoint's own files are used: <model.path>/tiktoken.model
 // and, if it exists, <model.path>/tokenizer_config.json, read through the pipeline's storage
 // plugin (model.path may be a URL).
@@ -39,11 +40,6 @@ struct TokenizeOptions {
   bool lines = false;
 };
 
-std::filesystem::path default_pipeline() {
-  const std::filesystem::path local = "configs/default.yaml";
-  if (std::filesystem::is_regular_file(local)) return local;
-  return std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml";
-}
 
 std::string read_input(const std::string& file) {
   std::FILE* in = file.empty() ? stdin : std::fopen(file.c_str(), "rb");
@@ -83,7 +79,8 @@ std::vector<std::string_view> units_of(std::string_view input, bool lines) {
 }
 
 std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
-  const Pipeline pipeline = load_pipeline(global.config.empty() ? default_pipeline() : std::filesystem::path(global.config), global.sets);
+  const Pipeline pipeline =
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.sets);
   PluginParams params = pipeline.get_params("tokenizer.params");
   auto has = [&](std::string_view key) {
     for (const auto& [k, v] : params)

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --config/--set may follow a subcommand
   app.require_subcommand(0, 1);
   GlobalOptions global;
-  app.add_option("--config,-c", global.config, "Pipeline YAML file (e.g. presets/laptop.yaml)");
+  app.add_option("--config,-c", global.config, "Pipeline: a preset name (laptop; see --list-presets) or a YAML file path (presets/laptop.yaml)");
   app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
       ->take_all();
   add_log_options(app, global);

@@ -18,7 +18,7 @@ namespace k3::cli {
 void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_flag("--print-config", run.print_config, "Print the merged pipeline (after extends and --set) and exit");
   app.add_flag("--list-presets", run.list_presets, "List the memory presets (from the preset files) and exit");
-  app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default ./presets)");
+  app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default: the presets --config NAME finds)");
   app.add_flag("--print-schema", run.print_schema,
                "Print every pipeline key with its type, default and meaning (Markdown) and exit");
   app.add_option("--ids", run.ids, "Prompt as token ids, comma-separated (sets job.ids)");
@@ -49,10 +49,9 @@ std::string human_bytes(std::uint64_t b) {
 
 namespace {
 
+/// --presets-dir, else the folder a preset name resolves in (k3/data_dir.hpp).
 std::filesystem::path presets_dir(const RunOptions& run) {
-  if (!run.presets_dir.empty()) return run.presets_dir;
-  if (std::filesystem::is_directory("presets")) return "presets";
-  return std::filesystem::path(K3_SOURCE_DIR) / "presets";
+  return run.presets_dir.empty() ? default_presets_dir() : std::filesystem::path(run.presets_dir);
 }
 
 /// A YAML double-quoted scalar, so any text survives --set unchanged.
@@ -184,7 +183,7 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
                   p.description.c_str());
     return 0;
   }
-  if (global.config.empty()) throw UsageError("no pipeline given: use --config FILE (e.g. presets/laptop.yaml)");
+  if (global.config.empty()) throw UsageError("no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
   std::vector<std::string> sets = global.sets;
   auto shortcut = [&](const std::string& value, const char* key, bool list = false) {
     if (!value.empty()) sets.push_back(std::string(key) + "=" + (list ? "[" + value + "]" : quote_yaml(value)));

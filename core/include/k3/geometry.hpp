@@ -46,8 +46,10 @@ struct ModelGeometry {
   WriterSettings writer;
 };
 
-/// The YAML file for NAME (configs/models/NAME.yaml in the source tree or $K3_MODELS_DIR)
-/// or FILE (a path, recognised by a '/' or a .yaml/.yml suffix). UsageError when absent.
+/// The YAML file for NAME, looked for in $K3_MODELS_DIR first, then in the data folder's
+/// configs/models/ (k3/data_dir.hpp: the source tree's in a build, <prefix>/share/k3host's
+/// installed), or FILE (a path, recognised by a '/' or a .yaml/.yml suffix). UsageError
+/// naming every place tried when absent.
 std::filesystem::path find_geometry(const std::string& name_or_file);
 /// Loads and validates a geometry; UsageError "<file>:<line>:<col>: <key>: <what>".
 ModelGeometry load_geometry(const std::string& name_or_file);

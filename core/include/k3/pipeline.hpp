@@ -82,8 +82,22 @@ class Pipeline {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Loads, merges and checks a pipeline (see the file comment). Throws UsageError.
+/// The file that a --config value names. A value with a '/', a .yaml or .yml suffix, or
+/// that is an existing file is a path, returned as it is. Anything else is a preset name:
+/// <data>/presets/NAME.yaml (default_presets_dir(); never ./presets, so a name means the
+/// same preset from every folder). An unknown name is a UsageError that lists the places
+/// tried and the presets there.
+std::filesystem::path resolve_pipeline_file(const std::string& name_or_path);
+
+/// Loads, merges and checks a pipeline (see the file comment); `file` goes through
+/// resolve_pipeline_file() first, so a preset name works too. Throws UsageError.
 Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+/// The data folder's presets/ (k3/data_dir.hpp): what a preset name and --list-presets use.
+std::filesystem::path default_presets_dir();
+/// The data folder's configs/default.yaml: the pipeline of `serve` and `tokenize` without
+/// --config, and the file whose model.path is the demo location.
+std::filesystem::path default_pipeline_file();
 
 /// Every schema key, dotted, in schema order (including the file-level `extends`).
 std::vector<std::string> pipeline_keys();

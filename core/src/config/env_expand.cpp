@@ -17,6 +17,24 @@ bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) !
   throw UsageError(where.str() + ": " + std::string(key) + ": " + message);
 }
 
+/// The '}' that closes the "${" whose body starts at `from`: a nested "${" (in a fallback)
+/// needs its own '}' first, a "$${" (a literal) does not. npos when there is none.
+std::size_t closing_brace(std::string_view text, std::size_t from) {
+  int depth = 0;
+  for (std::size_t i = from; i < text.size(); ++i) {
+    if (text.compare(i, 3, "$${") == 0) {
+      i += 2;
+    } else if (text.compare(i, 2, "${") == 0) {
+      ++depth;
+      ++i;
+    } else if (text[i] == '}') {
+      if (depth == 0) return i;
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 std::string expand_env(std::string_view text, const Origin& where, std::string_view key) {
@@ -33,7 +51,7 @@ std::string expand_env(std::string_view text, const Origin& where, std::string_v
       out += text[i++];
       continue;
     }
-    const std::size_t close = text.find('}', i + 2);
+    const std::size_t close = closing_brace(text, i + 2);
     if (close == std::string_view::npos)
       fail(where, key, "'${' without a closing '}' (write $${ for a literal ${)");
     const std::string_view body = text.substr(i + 2, close - i - 2);
@@ -51,7 +69,7 @@ std::string expand_env(std::string_view text, const Origin& where, std::string_v
     } else if (value != nullptr && *value != '\0') {
       out += value;
     } else {
-      out += body.substr(sep + 2);
+      out += expand_env(body.substr(sep + 2), where, key);  // a fallback may hold ${...} itself
     }
     i = close + 1;
   }

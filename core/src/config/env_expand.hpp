@@ -9,7 +9,9 @@ namespace k3::config {
 
 /// Expands `text` from the environment:
 ///   ${NAME}            the variable's value; unset is an error ("where: key: ... not set")
-///   ${NAME:-fallback}  the value, or `fallback` (literal text) when unset or empty
+///   ${NAME:-fallback}  the value, or `fallback` when unset or empty; the fallback is
+///                      text that may hold ${...} itself (expanded only when it is used):
+///                      ${XDG_DATA_HOME:-${HOME}/.local/share}
 ///   $${                a literal "${"
 /// A '$' not followed by '{' is kept as is. NAME is [A-Za-z_][A-Za-z0-9_]*. The result is
 /// text: it is not parsed as YAML again.

@@ -140,8 +140,9 @@ void apply_override(ConfigNode& root, const std::string& text, const fs::path& c
 
 }  // namespace
 
-Pipeline load_pipeline(const fs::path& file, const std::vector<std::string>& overrides) {
+Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<std::string>& overrides) {
   const fs::path cwd = fs::current_path();
+  const fs::path file = resolve_pipeline_file(name_or_file.string());
   ChainLoader chain;
   auto impl = std::make_unique<Pipeline::Impl>();
   impl->file = file;

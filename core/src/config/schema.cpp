@@ -31,7 +31,8 @@ std::vector<KeySpec> build_schema() {
        "Checkpoint folder or URL (`config.json`, `*.safetensors`, `tiktoken.model`, `tokenizer_config.json`), every "
        "file read through the storage plugin",
        "the demo model is generated there on first use, so a fresh clone runs without a download; "
-       "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder"},
+       "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder; the installed copy "
+       "sets the user's data folder, ${XDG_DATA_HOME:-${HOME}/.local/share}/k3host/models/demo"},
       {"model.geometry", T::name, "demo", {}, {},
        "Geometry `configs/models/<name>.yaml`: used to generate a missing model and by `plan` without weights",
        "demo is the embedded default: a few hundred MB, with enough experts that streaming matters"},

@@ -88,10 +88,11 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& ho
   return tok;
 }
 
-/// The configs/default.yaml of this source tree, and any configs/default.yaml the pipeline
-/// extends (an installed copy).
+/// The data folder's configs/default.yaml (the source tree's in a build, the installed copy
+/// once installed: k3/data_dir.hpp), and any configs/default.yaml the pipeline extends (the
+/// other tree's, given by path).
 std::vector<std::filesystem::path> default_pipelines(const Pipeline& p) {
-  std::vector<std::filesystem::path> out{std::filesystem::path(K3_SOURCE_DIR) / "configs" / "default.yaml"};
+  std::vector<std::filesystem::path> out{default_pipeline_file()};
   for (const auto& f : p.files()) {
     const std::filesystem::path file(f);
     if (file.filename() == "default.yaml" && file.parent_path().filename() == "configs") out.push_back(file);

@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <k3/data_dir.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
@@ -143,7 +144,7 @@ fs::path find_geometry(const std::string& name_or_file) {
   if (name_or_file.empty()) throw UsageError("geometry: empty name");
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("K3_MODELS_DIR"); env && *env) dirs.emplace_back(env);
-  dirs.emplace_back(fs::path(K3_SOURCE_DIR) / "configs" / "models");
+  dirs.emplace_back(data_path("configs/models"));
   std::string tried;
   for (const auto& d : dirs) {
     auto p = d / (name_or_file + ".yaml");

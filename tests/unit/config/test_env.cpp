@@ -76,3 +76,29 @@ TEST_CASE("an expanded value is text: it is not parsed as YAML again", "[env]") 
   const k3::Pipeline p = k3::load_pipeline(file, {"job.ids=[]"});
   CHECK(p.get_string("job.prompt") == "[1, 2]");
 }
+
+TEST_CASE("a ${VAR:-fallback} fallback may hold ${...} itself, expanded only when it is used", "[env]") {
+  TempDir dir;
+  const ScopedEnv home("K3_TEST_HOME", "/home/u");
+  const ScopedEnv data("K3_TEST_DATA", nullptr);
+  const ScopedEnv unset("K3_TEST_UNSET", nullptr);
+  // The installed configs/default.yaml's form: the XDG folder, else one under HOME.
+  const std::string text =
+      "model:\n  path: ${K3_TEST_DATA:-${K3_TEST_HOME}/.local/share}/k3host/models/demo\n"
+      "description: \"${K3_TEST_HOME:-${K3_TEST_UNSET}} and ${K3_TEST_UNSET:-x${K3_TEST_UNSET:-y}z}!\"\n";
+  const auto file = dir.write("p.yaml", text);
+  const k3::Pipeline p = k3::load_pipeline(file);
+  CHECK(p.get_path("model.path") == std::filesystem::path("/home/u/.local/share/k3host/models/demo"));
+  CHECK(p.get_string("description") == "/home/u and xyz!");  // the unused ${K3_TEST_UNSET} is no error
+  {
+    const ScopedEnv set_data("K3_TEST_DATA", "/xdg");
+    CHECK(k3::load_pipeline(file).get_path("model.path") == std::filesystem::path("/xdg/k3host/models/demo"));
+  }
+  // A fallback that is used and names an unset variable without a default is the usual error.
+  const std::string used_text = "model:\n  path: ${K3_TEST_DATA:-${K3_TEST_UNSET}/x}\n";
+  const auto used = dir.write("used.yaml", used_text);
+  CHECK(usage_error([&] { (void)k3::load_pipeline(used); }) ==
+        pos(used, used_text, "${") +
+            ": model.path: environment variable K3_TEST_UNSET is not set (write ${K3_TEST_UNSET:-default} to give a "
+            "default)");
+}

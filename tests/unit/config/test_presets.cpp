@@ -1,6 +1,7 @@
 // The shipped files: configs/default.yaml and every preset in presets/.
 #include "config_test_util.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace fs = std::filesystem;
@@ -103,4 +104,49 @@ TEST_CASE("the test pipelines in configs/test load (except the deliberately brok
     INFO(name);
     CHECK_NOTHROW(k3::load_pipeline(entry.path()));
   }
+}
+
+TEST_CASE("a --config NAME: a preset name resolves in the data folder, anything path-like stays a path",
+          "[presets][resolve]") {
+  // In a build tree the data folder's presets/ and configs/ are links to the source tree's
+  // (build/lib/k3host/data), resolved, so relative paths in them resolve in the source tree.
+  const fs::path presets = fs::weakly_canonical(k3test::source_dir() / "presets");
+  CHECK(k3::default_presets_dir() == presets);
+  CHECK(k3::default_pipeline_file() == fs::weakly_canonical(k3test::source_dir() / "configs/default.yaml"));
+  CHECK(k3::resolve_pipeline_file("laptop") == presets / "laptop.yaml");
+  CHECK(k3::resolve_pipeline_file("presets/laptop.yaml") == "presets/laptop.yaml");
+  CHECK(k3::resolve_pipeline_file("laptop.yaml") == "laptop.yaml");  // a suffix: a path, even if missing
+  CHECK(k3::resolve_pipeline_file("laptop.yml") == "laptop.yml");
+
+  const k3::Pipeline p = k3::load_pipeline("laptop", {"job.max_new_tokens=3"});
+  CHECK(p.file() == presets / "laptop.yaml");
+  CHECK(p.get_path("model.path") == (k3test::source_dir() / "models/demo").lexically_normal());
+  CHECK(p.get_int("job.max_new_tokens") == 3);
+  CHECK(p.where("memory.trunk_gb").rfind((presets / "laptop.yaml").string() + ":", 0) == 0);
+}
+
+TEST_CASE("a --config NAME: an existing file of that name wins over the preset", "[presets][resolve]") {
+  k3test::TempDir dir;
+  dir.write("laptop", "threads: 3\n");
+  const fs::path before = fs::current_path();
+  fs::current_path(dir.path());
+  const fs::path resolved = k3::resolve_pipeline_file("laptop");
+  const std::int64_t threads = k3::load_pipeline("laptop").get_int("threads");
+  fs::current_path(before);
+  CHECK(resolved == "laptop");
+  CHECK(threads == 3);
+}
+
+TEST_CASE("a --config NAME: an unknown name names both places tried and the presets there", "[presets][resolve][errors]") {
+  const fs::path presets = k3::default_presets_dir();
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(presets))
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const std::string expected = "pipeline 'lapton' not found: no file ./lapton and no preset " +
+                               (presets / "lapton.yaml").string() + " (presets: " + list + ")";
+  CHECK(k3test::usage_error([] { (void)k3::resolve_pipeline_file("lapton"); }) == expected);
+  CHECK(k3test::usage_error([] { (void)k3::load_pipeline("lapton"); }) == expected);
 }
