@@ -6,7 +6,8 @@
 // environment in scalar values, applies `--set a.b=c` overrides (the value parsed as YAML),
 // and checks the result against the schema (core/src/config/schema.cpp): an unknown key, a
 // wrong type or an out-of-range value is a UsageError "file:line:col: key: message"
-// (overrides report "--set a.b=c" instead of a file position).
+// (overrides report how the command line said it, "--set a.b=c" or "--max-tokens 8",
+// instead of a file position).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -82,8 +83,19 @@ class Pipeline {
   std::unique_ptr<Impl> impl_;
 };
 
+/// One command-line override: `key=value` as --set takes it (the value parsed as YAML), and
+/// how the user wrote it, which is the value's origin in messages and --print-config
+/// ("--set a.b=c", "--max-tokens 8").
+struct Override {
+  std::string assignment;  ///< "job.max_new_tokens=8"
+  std::string origin;      ///< "--max-tokens 8"
+};
+
 /// Loads, merges and checks a pipeline (see the file comment). Throws UsageError.
-Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+/// Overrides apply in order, after every file.
+Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<Override>& overrides);
+/// The same with --set texts ("a.b=c"), each its own origin ("--set a.b=c").
+Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& sets = {});
 
 /// Every schema key, dotted, in schema order (including the file-level `extends`).
 std::vector<std::string> pipeline_keys();
