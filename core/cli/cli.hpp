@@ -10,13 +10,24 @@
 #include <CLI/CLI.hpp>
 
 #include <k3/log.hpp>
+#include <k3/pipeline.hpp>
 
 namespace k3::cli {
+
+/// A flag that stands for one pipeline key (-n, -t, --prompt ...; pipeline_flags.cpp).
+struct PipelineFlag {
+  CLI::Option* option = nullptr;
+  std::string value;
+};
 
 /// Options shared by the main job and every subcommand.
 struct GlobalOptions {
   std::string config;              ///< --config FILE
   std::vector<std::string> sets;   ///< --set key=value, in order
+  std::vector<PipelineFlag> flags; ///< -m -n -t -c --temp ... as typed
+  /// What the pipeline gets from the command line: the flags, then every --set in order
+  /// (pipeline_overrides(), filled in after parsing).
+  std::vector<Override> overrides;
   LogRequest log;                  ///< --log-level, -v, -q
   std::string log_file;            ///< --log-file PATH
   bool log_timestamps = false;     ///< --log-timestamps
@@ -34,10 +45,15 @@ struct Command {
   std::function<int()> run;
 };
 
-/// Each cmd_<name>.cpp defines one of these.
-/// Bytes for people: "12.3 MiB" below 1 GiB, "1.23 GiB" from there (binary units, labelled).
-std::string human_bytes(std::uint64_t bytes);
+/// -m/--model, -n/--max-tokens, -t/--threads, -c/--context, --temp, --top-p, --seed,
+/// -p/--prompt, -f/--file, --ids, --out, --save-state, --load-state, --dump-logits
+/// (pipeline_flags.cpp).
+void add_pipeline_flags(CLI::App& app, GlobalOptions& global);
+/// The overrides they and --set make, flags first; an empty value is a UsageError.
+std::vector<Override> pipeline_overrides(const GlobalOptions& global);
 
+
+/// Each cmd_<name>.cpp defines one of these.
 Command register_plugins(CLI::App& app, GlobalOptions& global);
 Command register_tokenize(CLI::App& app, GlobalOptions& global);
 Command register_make_model(CLI::App& app, GlobalOptions& global);

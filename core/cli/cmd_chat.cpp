@@ -30,6 +30,7 @@
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
 #include <k3/runtime.hpp>
+#include <k3/units.hpp>
 
 #include "cli.hpp"
 #include "stop_signal.hpp"
@@ -474,9 +475,9 @@ class Chat {
       << session_.position() << " tokens (" << (conversation_.ids().size() - static_cast<std::size_t>(session_.position()))
       << " not fed yet); context " << session_.max_positions() << "\n";
     if (last_) s << "last answer: " << status_line(*last_) << "\n";
-    s << "since load: read " << human_bytes(io.trunk_bytes + io.expert_bytes + io.table_bytes) << " (experts "
-      << human_bytes(io.expert_bytes) << "), expert requests " << io.expert_requests << ", hits " << io.expert_hits
-      << ", I/O wait " << io.io_wait_seconds << " s, peak RSS " << human_bytes(peak_rss_bytes()) << "\n";
+    s << "since load: read " << format_bytes(io.trunk_bytes + io.expert_bytes + io.table_bytes) << " (experts "
+      << format_bytes(io.expert_bytes) << "), expert requests " << io.expert_requests << ", hits " << io.expert_hits
+      << ", I/O wait " << io.io_wait_seconds << " s, peak RSS " << format_bytes(peak_rss_bytes()) << "\n";
     s << "thinking " << (render_.thinking ? "on" : "off") << ", reasoning " << (show_thinking_ ? "shown" : "hidden")
       << ", history " << (history_.empty() ? std::string("none") : history_.string()) << "\n";
     return s.str();
@@ -581,7 +582,7 @@ int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
   if (!opt.history.empty() && !opt.resume.empty())
     throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
   (void)chat::parse_effort(opt.effort);
-  const Pipeline pipeline = load_pipeline(global.config, global.sets);
+  const Pipeline pipeline = load_pipeline(global.config, global.overrides);
   PluginHost host(pipeline.plugin_path());
   LoadHooks hooks;
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };

@@ -34,7 +34,7 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
   return {sub, [args, &global]() {
             if (global.config.empty())
               throw UsageError("plan: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
-            const Pipeline p = load_pipeline(global.config, global.sets);
+            const Pipeline p = load_pipeline(global.config, global.overrides);
             ModelConfig config;
             std::string what;
             if (args->from_checkpoint) {

@@ -15,7 +15,7 @@ Command register_plugins(CLI::App& app, GlobalOptions& global) {
   auto* sub = app.add_subcommand("plugins", "List the plugins found on the search path (and refused libraries)");
   return {sub, [&global]() {
             std::vector<std::filesystem::path> extra;
-            if (!global.config.empty()) extra = load_pipeline(global.config, global.sets).plugin_path();
+            if (!global.config.empty()) extra = load_pipeline(global.config, global.overrides).plugin_path();
             PluginHost host(extra);
             std::printf("search path:\n");
             for (const auto& dir : host.search_path()) std::printf("  %s\n", dir.c_str());

@@ -35,10 +35,10 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::ServeOptions opt = cli.opt;
   if (opt.api_key.empty())
     if (const char* env = std::getenv("K3_API_KEY"); env != nullptr) opt.api_key = env;
-  if (cli.budget_mb >= 0) opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1024.0 * 1024.0);
+  if (cli.budget_mb >= 0) opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1e6);
   opt.reuse = !cli.no_reuse;
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.sets);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
 
   StopSignal signal;  // from here on, Ctrl-C stops the server
   serve::Server server(opt);
@@ -93,7 +93,7 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--read-timeout", o.read_timeout_seconds, "Seconds to read a request")->capture_default_str();
   sub->add_option("--write-timeout", o.write_timeout_seconds, "Seconds to write a response chunk")->capture_default_str();
   sub->add_option("--snapshot-budget-mb", cli->budget_mb,
-                  "Memory for prefix-reuse snapshots in MiB (default: 4 full-context snapshots; 0: none kept)");
+                  "Memory for prefix-reuse snapshots in MB, 1e6 bytes (default: 4 full-context snapshots; 0: none kept)");
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");

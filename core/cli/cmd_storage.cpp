@@ -84,7 +84,7 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
             if (!warm->parsed()) throw UsageError("storage: expected a subcommand (warm)");
             if (global.config.empty()) throw UsageError("storage warm: no pipeline given: use --config PRESET or --config FILE");
             const auto chosen = parse_experts(args->experts);
-            const Pipeline p = load_pipeline(global.config, global.sets);
+            const Pipeline p = load_pipeline(global.config, global.overrides);
             const std::string uri = p.get_path("model.path").string();
             PluginHost host(p.plugin_path());
             const auto storage = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));

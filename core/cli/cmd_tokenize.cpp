@@ -80,7 +80,7 @@ std::vector<std::string_view> units_of(std::string_view input, bool lines) {
 
 std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.sets);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
   PluginParams params = pipeline.get_params("tokenizer.params");
   auto has = [&](std::string_view key) {
     for (const auto& [k, v] : params)

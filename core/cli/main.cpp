@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --config/--set may follow a subcommand
   app.require_subcommand(0, 1);
   GlobalOptions global;
-  app.add_option("--config,-c", global.config, "Pipeline: a preset name (laptop; see --list-presets) or a YAML file path (presets/laptop.yaml)");
+  app.add_option("--config", global.config, "Pipeline: a preset name (laptop; see --list-presets) or a YAML file path (presets/laptop.yaml)");
   app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
       ->take_all();
+  add_pipeline_flags(app, global);
   add_log_options(app, global);
   RunOptions run;
   add_run_options(app, run);
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
 
   try {
     start_logging(global);
+    global.overrides = pipeline_overrides(global);
     for (const auto& cmd : commands)
       if (cmd.app->parsed()) return cmd.run();
     return run_job(global, run);

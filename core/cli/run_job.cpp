@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <k3/build_info.hpp>
 #include <k3/error.hpp>
 #include <k3/job.hpp>
 #include <k3/log.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/units.hpp>
 
 #include "stop_signal.hpp"
 
@@ -21,53 +23,20 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default: the presets --config NAME finds)");
   app.add_flag("--print-schema", run.print_schema,
                "Print every pipeline key with its type, default and meaning (Markdown) and exit");
-  app.add_option("--ids", run.ids, "Prompt as token ids, comma-separated (sets job.ids)");
-  app.add_option("--prompt", run.prompt, "Prompt text (sets job.prompt)");
-  app.add_option("--prompt-file", run.prompt_file, "File holding the prompt text (sets job.prompt_file)");
-  app.add_option("--out", run.out, "Write the JSON run report to FILE (sets job.report)");
-  app.add_option("--save-state", run.save_state,
-                 "Save the conversation state after the run, an interrupted one too (sets job.save_state)");
-  app.add_option("--load-state", run.load_state,
-                 "Resume a saved conversation (sets job.load_state); without --prompt/--ids/--prompt-file it "
-                 "continues exactly where the saved run stopped");
-  app.add_option("--dump-logits", run.dump_logits,
-                 "Write the prompt's logits as raw float32 [positions, vocab] (sets job.dump_logits)");
+  app.add_flag("--version", run.version,
+               "Print the version, the commit it was built from, the compiler and the kernel sets this CPU runs");
   app.footer("Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
              "report (--out) are still written, then exit code 5; --load-state continues it exactly. A second "
              "Ctrl-C exits at once, leaving no temporary file. Exit codes: 0 ok, 1 runtime failure, 2 usage or "
              "configuration error, 3 the plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
-std::string human_bytes(std::uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
-  return buf;
-}
 
 namespace {
 
 /// --presets-dir, else the folder a preset name resolves in (k3/data_dir.hpp).
 std::filesystem::path presets_dir(const RunOptions& run) {
   return run.presets_dir.empty() ? default_presets_dir() : std::filesystem::path(run.presets_dir);
-}
-
-/// A YAML double-quoted scalar, so any text survives --set unchanged.
-std::string quote_yaml(const std::string& v) {
-  std::string out = "\"";
-  for (const char ch : v) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default: out += ch;
-    }
-  }
-  return out + "\"";
 }
 
 /// Per step: time, bytes read, true resident hit rate; then the whole-run I/O summary.
@@ -84,23 +53,23 @@ void print_io_report(const JobReport& r) {
       continue;
     }
     std::printf("step %3zu  %8.3f s  experts %s  trunk %s  tables %s  hit %5.1f%% (%llu/%llu)  io wait %.3f s\n", i,
-                r.result.steps[i].seconds, human_bytes(io.expert_bytes).c_str(), human_bytes(io.trunk_bytes).c_str(),
-                human_bytes(io.table_bytes).c_str(), 100.0 * io.hit_rate(),
+                r.result.steps[i].seconds, format_bytes(io.expert_bytes).c_str(), format_bytes(io.trunk_bytes).c_str(),
+                format_bytes(io.table_bytes).c_str(), 100.0 * io.hit_rate(),
                 static_cast<unsigned long long>(io.expert_hits), static_cast<unsigned long long>(io.expert_requests),
                 io.io_wait_seconds);
   }
   if (!r.streaming) {
     std::printf("resident: every weight read once at load (%s) | %.3f s/token | peak RSS %s (plan %s)\n",
-                human_bytes(r.io.trunk_bytes).c_str(), r.seconds_per_token, human_bytes(r.peak_rss).c_str(),
-                human_bytes(r.plan.total).c_str());
+                format_bytes(r.io.trunk_bytes).c_str(), r.seconds_per_token, format_bytes(r.peak_rss).c_str(),
+                format_bytes(r.plan.total).c_str());
     return;
   }
   std::printf("read: trunk %s, experts %s, embedding/head %s | true hit rate %.1f%% | I/O share of wall clock "
               "%.1f%% | %.3f s/token | peak RSS %s (plan %s)\n",
-              human_bytes(r.io.trunk_bytes).c_str(), human_bytes(r.io.expert_bytes).c_str(),
-              human_bytes(r.io.table_bytes).c_str(),
+              format_bytes(r.io.trunk_bytes).c_str(), format_bytes(r.io.expert_bytes).c_str(),
+              format_bytes(r.io.table_bytes).c_str(),
               r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0,
-              100.0 * r.io_share, r.seconds_per_token, human_bytes(r.peak_rss).c_str(), human_bytes(r.plan.total).c_str());
+              100.0 * r.io_share, r.seconds_per_token, format_bytes(r.peak_rss).c_str(), format_bytes(r.plan.total).c_str());
 }
 
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
@@ -118,8 +87,8 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     if (!log_enabled(LogLevel::info) || total == 0) return;
     done = std::min(done, total);
     std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
-                 100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done).c_str(),
-                 human_bytes(total).c_str(), done >= total ? "\n" : "");
+                 100.0 * static_cast<double>(done) / static_cast<double>(total), format_bytes(done).c_str(),
+                 format_bytes(total).c_str(), done >= total ? "\n" : "");
   };
   hooks.on_plan = [&](const std::string& table) { log_text(LogLevel::info, table); };
   hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
@@ -141,7 +110,7 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     std::printf("generated %zu tokens%s%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
                 r.result.generated.size(), r.result.stopped_at_eos ? " (stopped at EOS)" : "",
                 r.result.interrupted ? " (interrupted)" : "",
-                r.result.prefill_seconds, r.tokens_per_second, human_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
+                r.result.prefill_seconds, r.tokens_per_second, format_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
                 r.threads);
     print_io_report(r);
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
@@ -169,9 +138,29 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   return 0;
 }
 
+
+/// --version: what was built, from which commit, and which kernel sets this CPU can run.
+int print_version() {
+  const BuildInfo& b = build_info();
+  std::printf("k3host %s\ncommit %s\ncompiler %s, %s build\n", b.version.c_str(), b.commit.c_str(),
+              b.compiler.c_str(), b.build_type.c_str());
+  const PluginHost host;
+  std::string runs;
+  for (const auto& p : host.plugins())
+    if (p.kind == PluginKind::kernels && p.score > 0) runs += (runs.empty() ? "" : ", ") + p.name;
+  if (runs.empty()) {
+    std::printf("kernel sets this CPU runs: none found in %s\n",
+                host.search_path().empty() ? "(no plugin folder)" : host.search_path().front().c_str());
+    return static_cast<int>(ExitCode::runtime);
+  }
+  std::printf("kernel sets this CPU runs: %s (chosen by default: %s)\n", runs.c_str(), host.best_kernels().name.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_job(const GlobalOptions& global, const RunOptions& run) {
+  if (run.version) return print_version();
   if (run.print_schema) {
     std::fputs(pipeline_schema_markdown().c_str(), stdout);
     return 0;
@@ -184,18 +173,7 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
     return 0;
   }
   if (global.config.empty()) throw UsageError("no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
-  std::vector<std::string> sets = global.sets;
-  auto shortcut = [&](const std::string& value, const char* key, bool list = false) {
-    if (!value.empty()) sets.push_back(std::string(key) + "=" + (list ? "[" + value + "]" : quote_yaml(value)));
-  };
-  shortcut(run.ids, "job.ids", true);
-  shortcut(run.prompt, "job.prompt");
-  shortcut(run.prompt_file, "job.prompt_file");
-  shortcut(run.out, "job.report");
-  shortcut(run.save_state, "job.save_state");
-  shortcut(run.load_state, "job.load_state");
-  shortcut(run.dump_logits, "job.dump_logits");
-  const Pipeline pipeline = load_pipeline(global.config, sets);
+  const Pipeline pipeline = load_pipeline(global.config, global.overrides);
   if (run.print_config) {
     std::fputs(pipeline.dump().c_str(), stdout);
     return 0;

@@ -1,42 +1,11 @@
 # CLI tests of pipelines: --print-config, --list-presets, --print-schema, and bad pipelines
 # (exit code 2 with a file:line:col message, nothing run). The fixtures are
 # configs/test/bad-*.yaml.
-#
-# This one file has two roles. Included by tests/CMakeLists.txt it registers the tests;
-# run as `cmake -P` (CMAKE_SCRIPT_MODE_FILE set) it runs k3host once and checks the exit
-# code and the output:
-#   cmake -DEXE=k3host -DARGS="--config|f.yaml" -DCODE=2 -DSTDERR=regex [-DSTDOUT=regex] -P cli_config.cmake
-# (ARGS is '|'-separated: add_test would split a ';' list into separate arguments.)
+include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
 
-if(CMAKE_SCRIPT_MODE_FILE)
-  string(REPLACE "|" ";" args "${ARGS}")
-  execute_process(COMMAND ${EXE} ${args} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  set(shown "k3host ${args}\n--- exit code: ${code}\n--- stdout:\n${out}\n--- stderr:\n${err}")
-  if(NOT "${code}" STREQUAL "${CODE}")
-    message(FATAL_ERROR "expected exit code ${CODE}\n${shown}")
-  endif()
-  if(DEFINED STDERR AND NOT err MATCHES "${STDERR}")
-    message(FATAL_ERROR "stderr does not match '${STDERR}'\n${shown}")
-  endif()
-  if(DEFINED STDOUT AND NOT out MATCHES "${STDOUT}")
-    message(FATAL_ERROR "stdout does not match '${STDOUT}'\n${shown}")
-  endif()
-  return()
-endif()
-
-# k3_cli_config_test(NAME CODE ARGS <args...> [STDOUT regex] [STDERR regex])
+# k3_cli_config_test(NAME CODE ARGS <args...> [STDOUT regex] [STDERR regex]): lib/cli_check.cmake.
 function(k3_cli_config_test name code)
-  cmake_parse_arguments(T "" "STDOUT;STDERR" "ARGS" ${ARGN})
-  string(REPLACE ";" "|" joined "${T_ARGS}")
-  set(defs -DEXE=$<TARGET_FILE:k3host> "-DARGS=${joined}" -DCODE=${code})
-  if(DEFINED T_STDOUT)
-    list(APPEND defs "-DSTDOUT=${T_STDOUT}")
-  endif()
-  if(DEFINED T_STDERR)
-    list(APPEND defs "-DSTDERR=${T_STDERR}")
-  endif()
-  add_test(NAME "cli-config: ${name}" COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_LIST_FILE}
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  k3_cli_test("cli-config: ${name}" ${code} ${ARGN})
 endfunction()
 
 k3_cli_config_test("print-config shows the merged preset with origins" 0

@@ -47,6 +47,10 @@ struct ModelConfig {
   double activation_situ_linear_beta = 0;     ///< 25.0
   std::int64_t bos_token_id = 0;
   std::int64_t eos_token_id = 0;
+  /// config.json carries `k3host_synthetic`: `k3host make-model` wrote this checkpoint with
+  /// random weights (the demo), so its text is noise by design. Where the weights came from,
+  /// not the model's shape: not part of the fingerprint.
+  bool synthetic = false;
 
   [[nodiscard]] bool is_mla(std::int64_t layer) const;     ///< 0-based layer index
   [[nodiscard]] bool is_dense(std::int64_t layer) const { return layer < first_k_dense_replace; }

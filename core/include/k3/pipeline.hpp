@@ -6,7 +6,8 @@
 // environment in scalar values, applies `--set a.b=c` overrides (the value parsed as YAML),
 // and checks the result against the schema (core/src/config/schema.cpp): an unknown key, a
 // wrong type or an out-of-range value is a UsageError "file:line:col: key: message"
-// (overrides report "--set a.b=c" instead of a file position).
+// (overrides report how the command line said it, "--set a.b=c" or "--max-tokens 8",
+// instead of a file position).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -89,9 +90,20 @@ class Pipeline {
 /// tried and the presets there.
 std::filesystem::path resolve_pipeline_file(const std::string& name_or_path);
 
+/// One command-line override: `key=value` as --set takes it (the value parsed as YAML), and
+/// how the user wrote it, which is the value's origin in messages and --print-config
+/// ("--set a.b=c", "--max-tokens 8").
+struct Override {
+  std::string assignment;  ///< "job.max_new_tokens=8"
+  std::string origin;      ///< "--max-tokens 8"
+};
+
 /// Loads, merges and checks a pipeline (see the file comment); `file` goes through
-/// resolve_pipeline_file() first, so a preset name works too. Throws UsageError.
-Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+/// resolve_pipeline_file() first, so a preset name works too. Overrides apply in order,
+/// after every file. Throws UsageError.
+Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<Override>& overrides);
+/// The same with --set texts ("a.b=c"), each its own origin ("--set a.b=c").
+Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std::string>& sets = {});
 
 /// The data folder's presets/ (k3/data_dir.hpp): what a preset name and --list-presets use.
 std::filesystem::path default_presets_dir();

@@ -146,6 +146,8 @@ struct MemoryPlan {
   [[nodiscard]] bool fits() const { return total <= available; }
   /// The printed plan: one line per item, the total and the available memory.
   [[nodiscard]] std::string table() const;
+  /// One sentence: whether this run holds the whole model in memory or streams, and what.
+  [[nodiscard]] std::string summary() const;
 };
 
 /// Sizes everything from the geometry (no weights needed). UsageError for a budget that

@@ -15,7 +15,7 @@ struct Origin {
   std::string file;            ///< display path ("presets/laptop.yaml"); empty for --set and defaults
   int line = 0;                ///< 1-based; 0 when there is no file position
   int column = 0;              ///< 1-based
-  std::string label;           ///< "--set a.b=c" or "default" when `file` is empty
+  std::string label;           ///< "--set a.b=c", "--max-tokens 8" (a flag) or "default" when `file` is empty
   std::filesystem::path dir;   ///< absolute folder relative paths resolve against
 
   /// "presets/laptop.yaml:12:5", "--set a.b=c" or "default".

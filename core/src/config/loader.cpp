@@ -70,7 +70,8 @@ class ChainLoader {
   std::vector<std::string> files_;
 };
 
-bool from_set(const Origin& o) { return o.file.empty() && o.label.starts_with("--set "); }
+/// True for a value the command line gave (--set or a flag such as --max-tokens).
+bool from_set(const Origin& o) { return o.file.empty() && o.label != "default"; }
 
 /// The rule that makes --set compose (docs/pipelines.md, "--set"): a later --set replaces
 /// a value or merges into a map, key by key; it never goes inside a value (a.b=x, then
@@ -101,10 +102,12 @@ void check_composes(const ConfigNode& root, const std::string& key, const Config
   }
 }
 
-/// `--set a.b=c`: the value parsed as YAML, merged over the tree like one more file.
-void apply_override(ConfigNode& root, const std::string& text, const fs::path& cwd) {
+/// `--set a.b=c` (or a flag that stands for one): the value parsed as YAML, merged over the
+/// tree like one more file.
+void apply_override(ConfigNode& root, const Override& o, const fs::path& cwd) {
+  const std::string& text = o.assignment;
   Origin where;
-  where.label = "--set " + text;
+  where.label = o.origin;
   where.dir = cwd;
   const std::size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -140,7 +143,13 @@ void apply_override(ConfigNode& root, const std::string& text, const fs::path& c
 
 }  // namespace
 
-Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<std::string>& overrides) {
+Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<std::string>& sets) {
+  std::vector<Override> overrides;
+  for (const auto& text : sets) overrides.push_back({text, "--set " + text});
+  return load_pipeline(name_or_file, overrides);
+}
+
+Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<Override>& overrides) {
   const fs::path cwd = fs::current_path();
   const fs::path file = resolve_pipeline_file(name_or_file.string());
   ChainLoader chain;
@@ -149,7 +158,7 @@ Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<std::stri
   impl->root = chain.load(file, file.lexically_normal().string(), nullptr);
   impl->files = chain.take_files();
   // Files first, so an unset ${VAR} in a value a --set replaces is not an error.
-  for (const auto& text : overrides) apply_override(impl->root, text, cwd);
+  for (const auto& o : overrides) apply_override(impl->root, o, cwd);
   config::expand_env_tree(impl->root, "");
   config::validate_and_complete(impl->root, cwd);
   return Pipeline(std::move(impl));

@@ -34,11 +34,17 @@ std::vector<std::uint32_t> parse_ids(const std::vector<std::string>& items, std:
   return ids;
 }
 
-std::string read_text_file(const std::filesystem::path& p) {
+/// The prompt file's text; `where` is where job.prompt_file was set ("--file x", a file position).
+std::string read_text_file(const std::filesystem::path& p, const std::string& where) {
+  const std::string what = where + ": job.prompt_file: " + p.string() + ": ";
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) throw UsageError(what + "no such file");
+  if (std::filesystem::is_directory(p, ec)) throw UsageError(what + "a folder, not a prompt file");
   std::ifstream in(p, std::ios::binary);
-  if (!in) throw UsageError(p.string() + ": cannot read the prompt file");
+  if (!in) throw UsageError(what + "cannot be read");
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw UsageError(what + "read error");
   return ss.str();
 }
 
@@ -61,6 +67,21 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 
 JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
+  // The prompt: ids, a file, or text (first one set wins, in that order). A resumed
+  // conversation takes only a prompt the user gave: configs/default.yaml's demo prompt is
+  // not appended to it, so `--load-state FILE` alone continues where FILE stopped. The
+  // prompt file is read before the model loads, so a wrong path fails in a moment.
+  rep.mode = p.get_string("job.mode");
+  const std::filesystem::path load_state = p.get_path("job.load_state");
+  const auto given = [&](std::string_view key) { return load_state.empty() || set_by_user(p, key); };
+  const auto ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
+  const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
+  if (ids.empty()) {
+    rep.prompt_text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file"))
+                      : given("job.prompt") ? p.get_string("job.prompt")
+                                            : std::string();
+  }
+
   Runtime runtime(p, host, hooks);
   const auto loaded = std::chrono::steady_clock::now();
   Model& model = runtime.model();
@@ -75,24 +96,9 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.storage = ms.storage;
   rep.threads = model.threads();
 
-  // The prompt: ids, a file, or text (first one set wins, in that order). A resumed
-  // conversation takes only a prompt the user gave: configs/default.yaml's demo prompt is
-  // not appended to it, so `--load-state FILE` alone continues where FILE stopped.
   GenerateSettings g = generate_settings_of(p, model.config());
   g.stop = hooks.stop;
-  rep.mode = p.get_string("job.mode");
-  const std::filesystem::path load_state = p.get_path("job.load_state");
-  const auto given = [&](std::string_view key) { return load_state.empty() || set_by_user(p, key); };
-  const auto ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
-  const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
-  if (!ids.empty()) {
-    g.prompt = parse_ids(ids, model.config().vocab_size);
-  } else {
-    rep.prompt_text = !prompt_file.empty()       ? read_text_file(prompt_file)
-                      : given("job.prompt") ? p.get_string("job.prompt")
-                                            : std::string();
-    g.prompt = runtime.encode(rep.prompt_text);
-  }
+  g.prompt = !ids.empty() ? parse_ids(ids, model.config().vocab_size) : runtime.encode(rep.prompt_text);
   if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = runtime.decode(g.prompt);
 
   Session session(model, p.get_int("memory.context"));

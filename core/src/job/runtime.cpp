@@ -109,7 +109,7 @@ bool is_demo_location(const Pipeline& p) {
   if (ec) return false;
   for (const auto& file : default_pipelines(p)) {
     if (!std::filesystem::is_regular_file(file, ec)) continue;
-    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file, {}).get_path("model.path"), ec);
+    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file).get_path("model.path"), ec);
     if (!ec && demo == model) return true;
   }
   return false;
@@ -183,6 +183,13 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
   tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (hooks.on_plan) hooks.on_plan(model_->plan().table());
+  if (hooks.on_status) {
+    // Said at every load, so nobody mistakes the demo's noise for a broken engine.
+    if (model_->config().synthetic)
+      hooks.on_status(uri_ + " is a synthetic K3 checkpoint (k3host make-model): its weights are random, so the "
+                      "generated text is noise by design; it shows speed, memory and exactness, not language");
+    hooks.on_status(model_->plan().summary());
+  }
 }
 
 std::vector<std::uint32_t> Runtime::encode(const std::string& text) const {

@@ -291,7 +291,9 @@ ModelConfig model_config_from_tree(const ConfigTree& tree, const std::string& fi
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin) {
   auto tree = detail::config_tree_from_json(json_text, origin);
-  return detail::model_config_from_tree(tree, origin);
+  ModelConfig c = detail::model_config_from_tree(tree, origin);
+  c.synthetic = tree.count("k3host_synthetic") != 0;
+  return c;
 }
 
 ModelConfig read_model_config(sdk::StorageBackend& storage, const std::string& checkpoint_uri) {

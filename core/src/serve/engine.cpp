@@ -4,6 +4,7 @@
 
 #include <k3/error.hpp>
 #include <k3/log.hpp>
+#include <k3/units.hpp>
 
 namespace k3::serve {
 namespace {
@@ -36,8 +37,8 @@ Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& default
       store_(options.reuse ? options.snapshot_budget_bytes.value_or(full_snapshot_bytes(live_, runtime_->model().config()) * 4) : 0) {
   if (options.reuse)
     log(LogLevel::info, "serve",
-        "prefix reuse: snapshots within " + std::to_string(store_.budget() >> 20) + " MiB (a full-context snapshot is " +
-            std::to_string(full_snapshot_bytes(live_, runtime_->model().config()) >> 20) + " MiB)");
+        "prefix reuse: snapshots within " + format_bytes(store_.budget()) + " (a full-context snapshot is " +
+            format_bytes(full_snapshot_bytes(live_, runtime_->model().config())) + ")");
 }
 
 EngineStats Engine::stats() const {

@@ -13,6 +13,7 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/units.hpp>
 
 namespace k3 {
 namespace {
@@ -47,16 +48,7 @@ U held_bytes(const TensorGroup& g) {
 
 U gb_to_bytes(double gb) { return static_cast<U>(std::floor(gb * 1e9)); }
 
-std::string gb(U bytes) {
-  char buf[32];
-  if (bytes >= 100'000'000)
-    std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  else if (bytes >= 100'000)
-    std::snprintf(buf, sizeof buf, "%.2f MB", static_cast<double>(bytes) / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
-  return buf;
-}
+std::string gb(U bytes) { return format_bytes(bytes); }
 
 /// Pins layers largest first (ties: lower index) into what the ring leaves of the budget,
 /// iterating to a fixed point: pinning the largest layers shrinks the ring slot, which
@@ -331,6 +323,24 @@ std::string MemoryPlan::table() const {
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
   line("available", available, available_source);
   return out;
+}
+
+std::string MemoryPlan::summary() const {
+  if (resident())
+    return "fully resident: the whole model is held in memory (" + gb(total) +
+           " planned); every weight is read once at load and nothing is streamed";
+  const std::size_t n = layer_bytes.size();
+  std::string s = "streaming: ";
+  s += streams_trunk() ? std::to_string(pinned_count) + " of " + std::to_string(n) +
+                             " trunk layers pinned, the other " + std::to_string(n - pinned_count) +
+                             " read from storage every token (" + gb(streamed_trunk_bytes) + ")"
+                       : "every trunk layer pinned";
+  s += streams_experts() ? "; expert cache of " + std::to_string(expert_slots) + " of " +
+                               std::to_string(experts_total) + " routed experts, misses read from storage"
+                         : "; every routed expert cached";
+  if (lm_head_chunk_rows != 0) s += "; lm_head streamed in row chunks";
+  if (stream_embedding) s += "; embedding rows read per token";
+  return s + " (" + gb(total) + " planned)";
 }
 
 void require_fit(const MemoryPlan& p) {

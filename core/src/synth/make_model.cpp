@@ -15,6 +15,7 @@
 
 #include <k3/error.hpp>
 #include <k3/make_model.hpp>
+#include <k3/units.hpp>
 
 #include "io/safetensors.hpp"
 #include "synth/make_model_parts.hpp"
@@ -26,14 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string human_bytes(std::uint64_t b) {
-  char buf[64];
-  const double v = static_cast<double>(b);
-  if (b >= (1ull << 40)) std::snprintf(buf, sizeof buf, "%.2f TB", v / 1e12);
-  else if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GB", v / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.1f MB", v / 1e6);
-  return buf;
-}
 
 /// True when `dir` holds a checkpoint that make-model wrote (its config.json says so), the
 /// only kind of folder --force may replace.
@@ -199,7 +192,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   const DTypeMix mix = options.dtypes.value_or(geometry.writer.dtypes);
   const auto census = geometry_census(c, mix);
   if (geometry.writer.headers_only_required && !options.headers_only)
-    throw UsageError("geometry '" + geometry.name + "': writing it would take " + human_bytes(census.bytes) + " (" +
+    throw UsageError("geometry '" + geometry.name + "': writing it would take " + format_bytes(census.bytes) + " (" +
                      std::to_string(census.tensors) +
                      " tensors); only --headers-only is supported for it (real headers, sparse data)");
   const fs::path out = checked_target(options);
@@ -212,7 +205,7 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
     if (::statvfs(parent.c_str(), &vfs) == 0) {
       const std::uint64_t avail = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
       if (census.bytes + census.bytes / 50 + (64ull << 20) > avail)
-        throw UsageError(out.string() + ": needs " + human_bytes(census.bytes) + " but only " + human_bytes(avail) +
+        throw UsageError(out.string() + ": needs " + format_bytes(census.bytes) + " but only " + format_bytes(avail) +
                          " is free there");
     }
   }
