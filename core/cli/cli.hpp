@@ -47,5 +47,6 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& global);
 Command register_storage(CLI::App& app, GlobalOptions& global);
 Command register_chat(CLI::App& app, GlobalOptions& global);
 Command register_serve(CLI::App& app, GlobalOptions& global);
+Command register_bench(CLI::App& app, GlobalOptions& global);
 
 }  // namespace k3::cli
