@@ -22,8 +22,9 @@ CASE:
   table      the default table: one row per run, mean ± sd per pipeline and a B/A column that
              matches the printed means within their rounding; -q hides the progress.
   reload     --reload: every repetition in a fresh worker, same ids as the kept workers.
-  interrupt  SIGINT during a long bench: exit 5, the repetitions done are printed as JSON with
-             "interrupted": true, fewer than asked.
+  interrupt  SIGINT during a bench far too long to finish: exit 5, the repetitions done are
+             printed as JSON with "interrupted": true, and a warning says how many; a worker
+             killed with SIGKILL is exit 1 naming its pipeline and the signal.
   usage      exit 2 with a clear message: -r 0, -o xml, a missing pipeline file, no pipeline,
              -n 1, --prompt with --ids, an id outside the vocabulary (from the worker),
              cache.future set; --help says what is reset and what is kept.
@@ -284,52 +285,81 @@ def case_reload(opts):
           "--reload: not one warm-up per repetition", r)
 
 
-def case_interrupt(opts):
-    a, _ = pipelines(opts)
-    args = ["bench", "--config", a, "--ids", PROMPT_IDS, "-r", "200", "-n", "40", "--warmup", "0", "-o", "json",
-            "--set", "memory.context=256"]
-    p = subprocess.Popen([opts.exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=opts.src)
-    err = []
-    seen = threading.Event()
+class LongBench:
+    """A bench of A far too long to finish, its stdout and stderr read as they come; started()
+    returns once the third run began."""
+    REPS = 100000
 
-    def pump():
-        buf = ""
+    def __init__(self, opts):
+        a, _ = pipelines(opts)
+        self.args = ["bench", "--config", a, "--ids", PROMPT_IDS, "-r", str(self.REPS), "-n", "40", "--warmup", "0",
+                     "-o", "json", "--set", "memory.context=256"]
+        self.p = subprocess.Popen([opts.exe] + self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=opts.src)
+        self.err, self.out = [], []
+        self.seen = threading.Event()
+        self.mark = ("run 3/%d" % self.REPS).encode()
+        self.threads = [threading.Thread(target=self.pump, args=(self.p.stderr, self.err, True)),
+                        threading.Thread(target=self.pump, args=(self.p.stdout, self.out, False))]
+        for t in self.threads:
+            t.start()
+
+    def pump(self, stream, into, watch):
+        tail = b""
         while True:
-            ch = p.stderr.read(1)
-            if not ch:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
                 return
-            buf += ch
-            if "run 3/200" in buf:
-                seen.set()
-            err.append(ch)
+            into.append(chunk)
+            if watch and self.mark in tail + chunk:
+                self.seen.set()
+            tail = chunk[-len(self.mark):]
 
-    out_parts = []
-    t = threading.Thread(target=pump)
-    t.start()
-    t_out = threading.Thread(target=lambda: out_parts.append(p.stdout.read()))
-    t_out.start()
-    deadline = time.time() + 120
-    while not seen.wait(0.1):
-        if p.poll() is not None or time.time() > deadline:
-            p.kill()
+    @staticmethod
+    def text(parts):
+        return b"".join(parts).decode(errors="replace")
+
+    def started(self):
+        deadline = time.time() + 120
+        while not self.seen.wait(0.1):
+            if self.p.poll() is not None or time.time() > deadline:
+                self.p.kill()
+                self.finish()
+                raise Failure("bench never reached run 3 (exit %r):\n%s" % (self.p.returncode, self.text(self.err)[-3000:]))
+
+    def finish(self):
+        try:
+            self.p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise Failure("bench did not stop:\n" + self.text(self.err)[-3000:])
+        for t in self.threads:
             t.join()
-            t_out.join()
-            raise Failure("bench never reached run 3/200 (exit %r):\n%s" % (p.returncode, "".join(err)))
-    p.send_signal(signal.SIGINT)
-    try:
-        p.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise Failure("bench did not stop after SIGINT:\n" + "".join(err))
-    t.join()
-    t_out.join()
-    out = "".join(out_parts)
-    r = Run(args, p.returncode, out, "".join(err))
+        return Run(self.args, self.p.returncode, self.text(self.out), self.text(self.err)[-3000:])
+
+
+def case_interrupt(opts):
+    b = LongBench(opts)
+    b.started()
+    b.p.send_signal(signal.SIGINT)
+    r = b.finish()
     check(r.code == 5, "SIGINT: expected exit 5", r)
-    j = json.loads(out)
+    j = json.loads(r.out)
     n = len(j["pipelines"][0]["samples"])
-    check(j["interrupted"] is True and 2 <= n < 200, "interrupted %r with %d samples" % (j["interrupted"], n), r)
-    check(re.search(r"interrupted by Ctrl-C after %d of 200 runs" % n, r.err), "no interruption warning", r)
+    check(j["interrupted"] is True and 2 <= n < b.REPS, "interrupted %r with %d samples" % (j["interrupted"], n), r)
+    check(len(j["order"]) == n, "order has %d runs for %d samples" % (len(j["order"]), n), r)
+    check(re.search(r"interrupted by Ctrl-C after %d of %d runs" % (n, b.REPS), r.err), "no interruption warning", r)
+
+    # A worker that dies (kill -9) is exit 1 naming the pipeline and the signal, not a hang.
+    b = LongBench(opts)
+    b.started()
+    with open("/proc/%d/task/%d/children" % (b.p.pid, b.p.pid)) as f:
+        workers = [int(x) for x in f.read().split()]
+    check(len(workers) == 1, "expected one worker process, found %r" % workers)
+    os.kill(workers[0], signal.SIGKILL)
+    r = b.finish()
+    killed = r"k3host: error: bench: the worker process of [^\n]*a\.yaml was killed by signal 9 \([^)]*\) before it answered"
+    check(r.code == 1 and re.search(killed, r.err), "a killed worker: expected exit 1 naming it", r)
+    check(r.out == "", "a failed bench printed a result", r)
 
 
 def case_usage(opts):

@@ -81,8 +81,8 @@ bool write_line(int fd, const std::string& text) {
   return true;
 }
 
-/// Reads up to the next newline into `line` (buffering the rest in `buffer`); false at end
-/// of file. `idle` is called every 100 ms while nothing arrives.
+/// Reads up to the next newline into `line` (buffering the rest in `buffer`); false when
+/// the other side is gone. `idle` is called every 100 ms while nothing arrives.
 template <class Idle>
 bool read_line(int fd, std::string& buffer, std::string& line, Idle&& idle) {
   for (;;) {
@@ -101,8 +101,9 @@ bool read_line(int fd, std::string& buffer, std::string& line, Idle&& idle) {
     char chunk[4096];
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
+    // A peer that died with our request unread resets the connection: gone, like end of file.
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return false;
     if (n < 0) throw RuntimeError(std::string("bench: reading from a worker failed: ") + std::strerror(errno));
-    if (n == 0) return false;
     buffer.append(chunk, static_cast<std::size_t>(n));
   }
 }
@@ -111,7 +112,7 @@ std::string how_it_ended(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     const char* name = ::strsignal(sig);
-    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
   }
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   return "ended";
@@ -139,7 +140,7 @@ struct BenchWorker::Impl {
       const pid_t gone = ::waitpid(pid, &status, 0);
       pid = -1;
       throw RuntimeError("bench: the worker process of " + name + " " +
-                         (gone > 0 ? how_it_ended(status) : std::string("ended")) + " without an answer");
+                         (gone > 0 ? how_it_ended(status) : std::string("ended")) + " before it answered");
     }
     nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains("error")) {
