@@ -7,7 +7,6 @@
 //   parent → child: {"run": what} or {"quit": true}.
 // A stop request (LoadHooks::stop in the parent) reaches the child through a shared page,
 // copied there while the parent waits: the child's generation then ends at its next token.
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -15,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
