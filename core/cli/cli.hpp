@@ -53,6 +53,10 @@ void add_pipeline_flags(CLI::App& app, GlobalOptions& global);
 std::vector<Override> pipeline_overrides(const GlobalOptions& global);
 
 
+/// The load progress redraw on stderr ("k3host: writing demo checkpoint:  42.0% (…)"), shown
+/// when info lines are (LoadHooks::on_progress; run_job.cpp).
+void show_load_progress(const std::string& what, std::uint64_t done, std::uint64_t total);
+
 /// Each cmd_<name>.cpp defines one of these.
 Command register_plugins(CLI::App& app, GlobalOptions& global);
 Command register_tokenize(CLI::App& app, GlobalOptions& global);
@@ -63,5 +67,6 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& global);
 Command register_storage(CLI::App& app, GlobalOptions& global);
 Command register_chat(CLI::App& app, GlobalOptions& global);
 Command register_serve(CLI::App& app, GlobalOptions& global);
+Command register_bench(CLI::App& app, GlobalOptions& global);
 
 }  // namespace k3::cli

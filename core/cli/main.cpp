@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_storage(app, global));
   commands.push_back(register_chat(app, global));
   commands.push_back(register_serve(app, global));
+  commands.push_back(register_bench(app, global));
 
   try {
     app.parse(argc, argv);

@@ -82,14 +82,7 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   JobHooks hooks;
   hooks.stop = &stop.flag();
   hooks.on_status = [&](const std::string& s) { log(LogLevel::info, "", s); };
-  hooks.on_progress = [&](const std::string& what, std::uint64_t done, std::uint64_t total) {
-    // A terminal redraw, not a log line: shown when info lines are, never in the log file.
-    if (!log_enabled(LogLevel::info) || total == 0) return;
-    done = std::min(done, total);
-    std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
-                 100.0 * static_cast<double>(done) / static_cast<double>(total), format_bytes(done).c_str(),
-                 format_bytes(total).c_str(), done >= total ? "\n" : "");
-  };
+  hooks.on_progress = show_load_progress;
   hooks.on_plan = [&](const std::string& table) { log_text(LogLevel::info, table); };
   hooks.on_prompt = [&](const std::string& text, const std::vector<std::uint32_t>& ids) {
     if (quiet) return;
@@ -158,6 +151,15 @@ int print_version() {
 }
 
 }  // namespace
+
+void show_load_progress(const std::string& what, std::uint64_t done, std::uint64_t total) {
+  // A terminal redraw, not a log line: shown when info lines are, never in the log file.
+  if (!log_enabled(LogLevel::info) || total == 0) return;
+  done = std::min(done, total);
+  std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
+               100.0 * static_cast<double>(done) / static_cast<double>(total), format_bytes(done).c_str(),
+               format_bytes(total).c_str(), done >= total ? "\n" : "");
+}
 
 int run_job(const GlobalOptions& global, const RunOptions& run) {
   if (run.version) return print_version();

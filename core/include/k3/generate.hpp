@@ -77,6 +77,18 @@ struct GenerateResult {
   bool interrupted = false;  ///< settings.stop ended the run early
 };
 
+/// The decode part of a run: the forward passes of its steps and their seconds. The last
+/// token is sampled from the previous step's logits and needs no forward pass, so N
+/// generated tokens cost N-1 decode forwards; the seconds are every step's (sampling
+/// included). Prefill excluded.
+struct DecodeTiming {
+  double seconds = 0;
+  std::size_t forwards = 0;
+  [[nodiscard]] double tokens_per_second() const { return seconds > 0 ? static_cast<double>(forwards) / seconds : 0; }
+  [[nodiscard]] double seconds_per_token() const { return forwards ? seconds / static_cast<double>(forwards) : 0; }
+};
+[[nodiscard]] DecodeTiming decode_timing(const GenerateResult& result);
+
 /// Runs generation on `session` (which may already hold a resumed conversation): feeds
 /// the session's pending ids and the prompt, then generates. The last generated token is
 /// not fed (its successor is not needed): it is left as the session's pending id, and the

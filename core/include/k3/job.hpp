@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <k3/generate.hpp>
@@ -72,6 +73,30 @@ struct JobReport {
   /// Non-empty: routed experts failed to load; the run finished but the ids are unsound (exit 4).
   std::vector<std::string> expert_failures;
 };
+
+/// The prompt of the pipeline's job: job.ids (checked against the vocabulary), else the text
+/// of job.prompt_file, else job.prompt, encoded with the runtime's tokenizer. With
+/// job.load_state only a value the user gave counts (set_by_user): configs/default.yaml's
+/// demo prompt is not appended to a resumed conversation. UsageError for a bad id, an
+/// unreadable file or text the tokenizer refuses.
+struct JobPrompt {
+  std::string text;                ///< as given, or the ids decoded
+  std::vector<std::uint32_t> ids;
+};
+JobPrompt job_prompt(const Pipeline& pipeline, const Runtime& runtime);
+/// The same in two steps: what the pipeline says, read before the model loads (the prompt
+/// file too, so a wrong path fails at once), then checked and encoded with the runtime.
+struct JobPromptSource {
+  std::vector<std::string> ids;  ///< job.ids as written
+  std::string text;              ///< job.prompt_file's text or job.prompt, when there are no ids
+};
+JobPromptSource read_job_prompt(const Pipeline& pipeline);
+JobPrompt job_prompt(const JobPromptSource& source, const Runtime& runtime);
+
+/// Token ids written as text ("5", "17"), each checked to be an id of a vocabulary of
+/// `vocab`. UsageError "<where>: '<text>' is not a token id of this model (0 … vocab-1)".
+std::vector<std::uint32_t> parse_token_ids(const std::vector<std::string>& items, std::int64_t vocab,
+                                           std::string_view where);
 
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the
 /// pipeline, the checkpoint or the prompt, before any compute.

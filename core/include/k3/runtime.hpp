@@ -41,6 +41,7 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   [[nodiscard]] Model& model() noexcept { return *model_; }
+  [[nodiscard]] const Model& model() const noexcept { return *model_; }
   [[nodiscard]] sdk::Tokenizer& tokenizer() noexcept { return *tokenizer_; }
   [[nodiscard]] const ModelSettings& settings() const noexcept { return settings_; }
   /// model.path: a folder or a URL, as the storage plugin reads it.

@@ -27,6 +27,15 @@ std::uint64_t peak_rss_bytes() {
   return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+DecodeTiming decode_timing(const GenerateResult& r) {
+  DecodeTiming t;
+  for (const auto& s : r.steps) {
+    t.seconds += s.seconds;
+    t.forwards += s.forward ? 1 : 0;
+  }
+  return t;
+}
+
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
   GenerateResult r;
   r.prompt = g.prompt;

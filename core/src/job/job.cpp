@@ -17,23 +17,6 @@
 namespace k3 {
 namespace {
 
-std::vector<std::uint32_t> parse_ids(const std::vector<std::string>& items, std::int64_t vocab) {
-  std::vector<std::uint32_t> ids;
-  for (const auto& s : items) {
-    std::size_t pos = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(s, &pos);
-    } catch (...) {
-      pos = 0;
-    }
-    if (pos != s.size() || v < 0 || v >= vocab)
-      throw UsageError("job.ids: '" + s + "' is not a token id of this model (0 … " + std::to_string(vocab - 1) + ")");
-    ids.push_back(static_cast<std::uint32_t>(v));
-  }
-  return ids;
-}
-
 /// The prompt file's text; `where` is where job.prompt_file was set ("--file x", a file position).
 std::string read_text_file(const std::filesystem::path& p, const std::string& where) {
   const std::string what = where + ": job.prompt_file: " + p.string() + ": ";
@@ -60,6 +43,55 @@ struct TraceRecorder final : RoutingListener {
 
 }  // namespace
 
+std::vector<std::uint32_t> parse_token_ids(const std::vector<std::string>& items, std::int64_t vocab,
+                                           std::string_view where) {
+  std::vector<std::uint32_t> ids;
+  for (const auto& s : items) {
+    std::size_t pos = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(s, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    if (pos != s.size() || v < 0 || v >= vocab)
+      throw UsageError(std::string(where) + ": '" + s + "' is not a token id of this model (0 … " +
+                       std::to_string(vocab - 1) + ")");
+    ids.push_back(static_cast<std::uint32_t>(v));
+  }
+  return ids;
+}
+
+JobPromptSource read_job_prompt(const Pipeline& p) {
+  // ids, a file, or text (first one set wins, in that order). A resumed conversation takes
+  // only a prompt the user gave: configs/default.yaml's demo prompt is not appended to it,
+  // so `--load-state FILE` alone continues where FILE stopped.
+  JobPromptSource out;
+  const bool resumed = !p.get_path("job.load_state").empty();
+  const auto given = [&](std::string_view key) { return !resumed || set_by_user(p, key); };
+  out.ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
+  const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
+  if (out.ids.empty())
+    out.text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file"))
+               : given("job.prompt") ? p.get_string("job.prompt")
+                                     : std::string();
+  return out;
+}
+
+JobPrompt job_prompt(const JobPromptSource& source, const Runtime& runtime) {
+  JobPrompt out;
+  if (!source.ids.empty()) {
+    out.ids = parse_token_ids(source.ids, runtime.model().config().vocab_size, "job.ids");
+  } else {
+    out.text = source.text;
+    out.ids = runtime.encode(out.text);
+  }
+  if (out.text.empty() && !out.ids.empty()) out.text = runtime.decode(out.ids);
+  return out;
+}
+
+JobPrompt job_prompt(const Pipeline& p, const Runtime& runtime) { return job_prompt(read_job_prompt(p), runtime); }
+
 JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   PluginHost host(p.plugin_path());
   return run_job(p, host, hooks);
@@ -67,20 +99,10 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 
 JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
-  // The prompt: ids, a file, or text (first one set wins, in that order). A resumed
-  // conversation takes only a prompt the user gave: configs/default.yaml's demo prompt is
-  // not appended to it, so `--load-state FILE` alone continues where FILE stopped. The
-  // prompt file is read before the model loads, so a wrong path fails in a moment.
+  // The prompt file is read before the model loads, so a wrong path fails in a moment.
+  const JobPromptSource source = read_job_prompt(p);
   rep.mode = p.get_string("job.mode");
   const std::filesystem::path load_state = p.get_path("job.load_state");
-  const auto given = [&](std::string_view key) { return load_state.empty() || set_by_user(p, key); };
-  const auto ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
-  const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
-  if (ids.empty()) {
-    rep.prompt_text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file"))
-                      : given("job.prompt") ? p.get_string("job.prompt")
-                                            : std::string();
-  }
 
   Runtime runtime(p, host, hooks);
   const auto loaded = std::chrono::steady_clock::now();
@@ -98,8 +120,9 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
 
   GenerateSettings g = generate_settings_of(p, model.config());
   g.stop = hooks.stop;
-  g.prompt = !ids.empty() ? parse_ids(ids, model.config().vocab_size) : runtime.encode(rep.prompt_text);
-  if (rep.prompt_text.empty() && !g.prompt.empty()) rep.prompt_text = runtime.decode(g.prompt);
+  JobPrompt prompt = job_prompt(source, runtime);
+  rep.prompt_text = std::move(prompt.text);
+  g.prompt = std::move(prompt.ids);
 
   Session session(model, p.get_int("memory.context"));
   if (!load_state.empty()) session.load(load_state, p.get_bool("job.accept_unsound_state"));
@@ -136,16 +159,10 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
     if (!rest.empty()) hooks.on_token(rep.result.generated.empty() ? 0 : rep.result.generated.back(), rest);
   }
   rep.generated_text = runtime.decode(rep.result.generated);
-  // Decode speed counts the forward passes: the last token is sampled from the previous
-  // step's logits and needs none, so N tokens cost N-1 decode forwards.
-  double decode_s = 0;
-  std::size_t forwards = 0;
-  for (const auto& s : rep.result.steps) {
-    decode_s += s.seconds;
-    forwards += s.forward ? 1 : 0;
-  }
-  rep.decode_forwards = forwards;
-  rep.tokens_per_second = decode_s > 0 ? static_cast<double>(forwards) / decode_s : 0;
+  // Decode speed counts the forward passes (decode_timing): N tokens cost N-1.
+  const DecodeTiming decode = decode_timing(rep.result);
+  rep.decode_forwards = decode.forwards;
+  rep.tokens_per_second = decode.tokens_per_second();
   rep.peak_rss = peak_rss_bytes();
   rep.weight_bytes_read = model.weight_bytes_read();
   rep.io = model.stream_stats();
@@ -158,7 +175,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   }
   rep.wall_seconds = rep.load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
   rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
-  rep.seconds_per_token = forwards == 0 ? 0 : decode_s / static_cast<double>(forwards);
+  rep.seconds_per_token = decode.seconds_per_token();
   rep.expert_failures = rep.io.expert_failures;
 
   if (trace) {

@@ -1,0 +1,149 @@
+// BenchRunner: one pipeline loaded once, its prompt run again and again from an empty
+// conversation, each run measured from the model's stream counters (k3/bench.hpp).
+#include <algorithm>
+#include <chrono>
+
+#include <k3/bench.hpp>
+#include <k3/error.hpp>
+#include <k3/job.hpp>
+#include <k3/model.hpp>
+
+namespace k3 {
+namespace {
+
+BenchIo io_between(const StreamStats& a, const StreamStats& b) {
+  return {b.expert_bytes - a.expert_bytes,       b.trunk_bytes - a.trunk_bytes,
+          b.table_bytes - a.table_bytes,         b.expert_requests - a.expert_requests,
+          b.expert_hits - a.expert_hits,         b.io_wait_seconds - a.io_wait_seconds};
+}
+
+/// A key the bench does not honour, refused at its place in the pipeline.
+void refuse_if_set(const Pipeline& p, std::string_view key, const char* why) {
+  if (!p.get_path(key).empty()) p.refuse(key, std::string("k3host bench does not use it: ") + why);
+}
+
+}  // namespace
+
+struct BenchRunner::Impl {
+  PluginHost host;
+  Runtime runtime;
+  GenerateSettings settings;  ///< the job's sampling and mode; the bench's prompt, EOS off
+  Session session;
+  BenchInfo info;
+
+  Impl(const Pipeline& p, const LoadHooks& hooks)
+      : host(p.plugin_path()), runtime(p, host, hooks), session(runtime.model(), p.get_int("memory.context")) {}
+
+  BenchSample pass(std::int64_t tokens, const std::string& what, const BenchProgress& progress) {
+    Model& model = runtime.model();
+    session.reset();
+    GenerateSettings g = settings;
+    g.max_new_tokens = tokens;
+    const StreamStats before = model.stream_stats();
+    StreamStats first;
+    bool have_first = false;
+    std::size_t done = 0;
+    const auto total = static_cast<std::size_t>(tokens);
+    if (progress) progress(what, 0, total);
+    const GenerateResult r = generate(session, g, [&](std::uint32_t) {
+      // The first token's callback is where the prefill ends and the decode begins.
+      if (!have_first) {
+        first = model.stream_stats();
+        have_first = true;
+      }
+      if (progress) progress(what, ++done, total);
+    });
+    const StreamStats end = model.stream_stats();
+    if (!have_first) first = end;  // stopped inside the prefill
+    BenchSample s;
+    s.prompt_tokens = r.pending.size() + r.prompt.size();
+    s.generated = r.generated;
+    s.prefill_seconds = r.prefill_seconds;
+    s.decode = decode_timing(r);
+    s.prefill_io = io_between(before, first);
+    s.decode_io = io_between(first, end);
+    s.peak_rss = peak_rss_bytes();
+    s.interrupted = r.interrupted;
+    s.expert_failures.assign(end.expert_failures.begin() + static_cast<std::ptrdiff_t>(before.expert_failures.size()),
+                             end.expert_failures.end());
+    return s;
+  }
+};
+
+BenchRunner::BenchRunner(const Pipeline& p, const BenchSettings& settings, const LoadHooks& hooks) {
+  // Checked before the model loads: a bench of such a pipeline would not be the job's.
+  refuse_if_set(p, "job.load_state", "every repetition starts from an empty conversation");
+  refuse_if_set(p, "cache.future", "a trace describes one run, not the repetitions after it");
+  impl_ = std::make_unique<Impl>(p, hooks);
+  Runtime& runtime = impl_->runtime;
+  const Model& model = runtime.model();
+  BenchInfo& info = impl_->info;
+
+  if (!settings.prompt_ids.empty()) {
+    info.prompt_ids = parse_token_ids(settings.prompt_ids, model.config().vocab_size, "the bench's prompt ids");
+    info.prompt_text = runtime.decode(info.prompt_ids);
+  } else if (settings.prompt_text) {
+    info.prompt_text = *settings.prompt_text;
+    info.prompt_ids = runtime.encode(info.prompt_text);
+  } else {
+    JobPrompt prompt = job_prompt(p, runtime);
+    info.prompt_text = std::move(prompt.text);
+    info.prompt_ids = std::move(prompt.ids);
+  }
+  if (info.prompt_ids.empty())
+    throw UsageError("bench: the prompt is empty (job.prompt, job.prompt_file or job.ids of " + p.file().string() +
+                     ", or the bench's own prompt)");
+
+  info.new_tokens = settings.new_tokens > 0 ? settings.new_tokens : p.get_int("job.max_new_tokens");
+  if (info.new_tokens < 2)
+    throw UsageError("bench: " + std::to_string(info.new_tokens) + " new token(s) per repetition (job.max_new_tokens from " +
+                     p.where("job.max_new_tokens") +
+                     "): a repetition needs at least 2, so that there is a decode forward pass to time");
+  info.warmup_tokens = settings.warmup_tokens < 0 ? info.new_tokens : settings.warmup_tokens;
+  info.context = p.get_int("memory.context");
+  // generate() feeds the prompt and all but the last generated token.
+  const std::int64_t longest = static_cast<std::int64_t>(info.prompt_ids.size()) +
+                               std::max(info.new_tokens, info.warmup_tokens) - 1;
+  if (longest > info.context)
+    throw UsageError("bench: the prompt (" + std::to_string(info.prompt_ids.size()) + " tokens) and " +
+                     std::to_string(std::max(info.new_tokens, info.warmup_tokens)) +
+                     " new tokens do not fit in memory.context = " + std::to_string(info.context) + " (from " +
+                     p.where("memory.context") + ")");
+
+  GenerateSettings& g = impl_->settings;
+  g = generate_settings_of(p, model.config());
+  g.prompt = info.prompt_ids;
+  g.stop_at_eos = false;  // every repetition generates the same number of tokens
+  g.stop_tokens.clear();
+  g.dump_logits.clear();
+  g.stop = hooks.stop;
+
+  info.model = runtime.model_uri();
+  info.kernels = model.kernel_set();
+  info.storage = runtime.settings().storage;
+  info.cache_policy = runtime.settings().cache_policy;
+  info.mode = p.get_string("job.mode");
+  info.threads = model.threads();
+  info.streaming = model.streaming();
+  info.plan_bytes = model.plan().total;
+  info.load_seconds = runtime.load_seconds();
+}
+
+BenchRunner::~BenchRunner() = default;
+
+const BenchInfo& BenchRunner::info() const noexcept { return impl_->info; }
+
+void BenchRunner::warm_up(const std::string& what, const BenchProgress& progress) {
+  BenchInfo& info = impl_->info;
+  if (info.warmup_tokens == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const BenchSample s = impl_->pass(info.warmup_tokens, what, progress);
+  info.warmup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  info.warmup_expert_failures = s.expert_failures;
+}
+
+BenchSample BenchRunner::run(const std::string& what, const BenchProgress& progress) {
+  return impl_->pass(impl_->info.new_tokens, what, progress);
+}
+
+}  // namespace k3
