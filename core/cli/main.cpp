@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   using namespace k3::cli;
+  apply_openmp_wait_policy(argv);  // may re-execute this program once: before anything else
   CLI::App app{"k3host — runs Moonshot's Kimi K3 exactly on a CPU in a few GB of RAM,\n"
                "streaming the trunk and the routed experts from storage through plugins.",
                "k3host"};
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
 
   try {
     start_logging(global);
+    log_openmp_wait_policy();
     for (const auto& cmd : commands)
       if (cmd.app->parsed()) return cmd.run();
     return run_job(global, run);
