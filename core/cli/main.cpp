@@ -1,6 +1,6 @@
 // k3host: runs a Kimi K3 pipeline (k3host --config presets/laptop.yaml) and its tools.
 // Exit codes (docs/architecture.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
-// fit, 4 a routed expert failed to load, 5 interrupted.
+// fit, 4 a routed expert failed to load, 5 interrupted, 6 `doctor` found warnings only.
 #include <exception>
 #include <string>
 
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_storage(app, global));
   commands.push_back(register_chat(app, global));
   commands.push_back(register_serve(app, global));
+  commands.push_back(register_doctor(app, global));
 
   try {
     app.parse(argc, argv);
