@@ -1,7 +1,7 @@
 // The OpenMP wait policy of this process (k3/machine.hpp): the environment as it was when
 // libk3core was loaded, right after the OpenMP runtime it depends on read it, and the
 // choice k3host makes when the user made none (docs/benchmarks.md, "OpenMP wait policy":
-// spinning waits made a demo run 20-70x slower while other processes were busy).
+// with spinning waits a demo run took 6x as long while other processes were busy).
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
