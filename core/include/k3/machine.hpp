@@ -96,6 +96,9 @@ struct DiskBench {
   std::string filesystem;         ///< "ext4", "xfs", "tmpfs", ... ("0x…" when unknown)
   bool temporary_file = false;    ///< read a temporary file, not the given files
   bool o_direct = false;          ///< every read bypassed the page cache
+  /// The given files' file system refused O_DIRECT (rather than: no files, or none as large
+  /// as one request), which is why a temporary file was read.
+  bool direct_refused = false;
   /// Why the given files were not read with O_DIRECT, or how the fallback reads: empty
   /// when the files were read with O_DIRECT.
   std::string note;

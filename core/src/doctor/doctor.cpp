@@ -140,44 +140,54 @@ fs::path existing_folder(fs::path dir) {
   return dir.empty() ? fs::current_path() : dir;
 }
 
-void check_disk(const Context& c, std::uint64_t request_bytes) {
+/// Where the checkpoint is (model_path, checkpoint_present, shards) and the folder the disk
+/// test reads in; empty when nothing can be tested (a URL, or no checkpoint where the run
+/// would refuse it: both reported here).
+fs::path locate_checkpoint(const Context& c) {
   DoctorReport& r = c.r;
   r.model_path = c.p.get_path("model.path").string();
   if (io::has_uri_scheme(c.p.get_string("model.path"))) {
     r.model_path = c.p.get_string("model.path");
     r.disk_skipped = "model.path is a URL: there is no local disk to test (the storage plugin reads it over the network)";
     c.add("disk", DoctorSeverity::warning, r.disk_skipped + "; the forecasts leave out the I/O time");
-    return;
+    return {};
   }
   const fs::path dir = c.p.get_path("model.path");
   std::error_code ec;
   r.checkpoint_present = fs::is_regular_file(dir / "config.json", ec);
-  fs::path scratch = dir;
   if (r.checkpoint_present) {
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) r.shards.push_back(e.path());
     std::sort(r.shards.begin(), r.shards.end());
-  } else if (generates_missing_checkpoint(c.p)) {
-    scratch = existing_folder(dir);
+    return dir;
+  }
+  if (generates_missing_checkpoint(c.p)) {
+    const fs::path scratch = existing_folder(dir);
     c.add("disk", DoctorSeverity::ok,
           r.model_path + ": no checkpoint yet; the first run writes the synthetic '" + c.p.get_string("model.geometry") +
               "' checkpoint there (the disk is tested in " + scratch.string() + ")");
-  } else {
-    // What the run would refuse (core/src/job/runtime.cpp), with the same exit code.
-    r.disk_skipped = r.model_path + ": no checkpoint there (no config.json; model.path from " + c.p.where("model.path") +
-                     "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " +
-                     r.model_path + "`";
-    c.add("disk", DoctorSeverity::error, r.disk_skipped, static_cast<int>(ExitCode::usage));
-    return;
+    return scratch;
   }
+  // What the run would refuse (core/src/job/runtime.cpp), with the same exit code.
+  r.disk_skipped = r.model_path + ": no checkpoint there (no config.json; model.path from " + c.p.where("model.path") +
+                   "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " + r.model_path +
+                   "`";
+  c.add("disk", DoctorSeverity::error, r.disk_skipped, static_cast<int>(ExitCode::usage));
+  return {};
+}
+
+/// The read test in `folder` (the shards when there are any) with requests of `request_bytes`,
+/// then the page cache's share of the shards.
+void measure_disk(const Context& c, const fs::path& folder, std::uint64_t request_bytes) {
+  DoctorReport& r = c.r;
   machine::DiskBenchOptions bo;
   bo.files = r.shards;
-  bo.scratch_folder = scratch;
+  bo.scratch_folder = folder;
   bo.request_bytes = request_bytes;
   bo.seconds = c.o.seconds;
   bo.depths = {1, c.o.io_depth};
-  c.status("reading " + (r.shards.empty() ? scratch.string() : dir.string()) + " for " +
-           doctor::fixed(c.o.seconds, 1) + " s (" + human(request_bytes) + " requests, O_DIRECT)");
+  c.status("reading " + folder.string() + " for " + doctor::fixed(c.o.seconds, 1) + " s (" + human(request_bytes) +
+           " requests, O_DIRECT)");
   try {
     r.disk = machine::bench_disk(bo);
   } catch (const Error& e) {
@@ -187,14 +197,13 @@ void check_disk(const Context& c, std::uint64_t request_bytes) {
   }
   const auto& d = *r.disk;
   const std::string rate = human(static_cast<std::uint64_t>(d.best_bytes_per_second())) + "/s";
-  if (d.temporary_file && !r.shards.empty())
-    c.add("disk", DoctorSeverity::warning, "the checkpoint's shards cannot be read with O_DIRECT: " + d.note + "; " + rate);
-  else if (d.filesystem == "tmpfs" || d.filesystem == "ramfs")
-    c.add("disk", DoctorSeverity::ok, d.folder.string() + " is on " + d.filesystem + ": the checkpoint is in memory, " + rate);
+  const bool in_memory = d.filesystem == "tmpfs" || d.filesystem == "ramfs";
+  const std::string what = std::string(d.o_direct ? "O_DIRECT" : "buffered") + " reads of " + human(d.request_bytes) +
+                           " on " + d.filesystem + ": " + rate + (in_memory ? " (this file system is memory)" : "");
+  if (d.direct_refused)
+    c.add("disk", DoctorSeverity::warning, "the checkpoint's shards cannot be read with O_DIRECT: " + d.note + "; " + what);
   else
-    c.add("disk", DoctorSeverity::ok,
-          std::string(d.o_direct ? "O_DIRECT" : "buffered") + " reads of " + human(d.request_bytes) + " on " +
-              d.filesystem + ": " + rate + (d.temporary_file ? " (" + d.note + ")" : ""));
+    c.add("disk", DoctorSeverity::ok, what + (d.temporary_file ? " (" + d.note + ")" : ""));
   if (!r.shards.empty()) {
     r.page_cache = machine::page_cache_state(r.shards);
     const auto& pc = r.page_cache;
@@ -388,20 +397,24 @@ DoctorReport run_doctor(const Pipeline& p, const DoctorOptions& o) {
   check_memory(c);
   check_openmp(c);
 
-  // The disk test reads requests the size of one routed expert of the pipeline's model
-  // geometry (a 4096-aligned slot, as the cache reads them).
-  std::uint64_t request = 1u << 20;
-  try {
-    const ModelGeometry g = load_geometry(p.get_string("model.geometry"));
-    PlanInputs in = plan_inputs(p);
-    in.available = 1ull << 40;
-    request = std::max<std::uint64_t>(4096, plan_memory(g.config, in).expert_slot_bytes);
-  } catch (const Error&) {
-    // models_of() reports a geometry that does not load.
-  }
-  check_disk(c, request);
-
+  // The disk test reads requests the size of one routed expert of the model a run plans (its
+  // 4096-aligned slot, as the expert cache reads them).
+  const fs::path folder = locate_checkpoint(c);
   std::vector<ModelToForecast> models = models_of(c, host);
+  if (!folder.empty()) {
+    std::uint64_t request = 1u << 20;
+    if (!models.empty()) {
+      PlanInputs in = plan_inputs(p);
+      in.available = 1ull << 40;
+      try {
+        request = std::max<std::uint64_t>(4096, plan_memory(models.front().config, in).expert_slot_bytes);
+      } catch (const Error&) {
+        // The pipeline's own plan is reported with the presets.
+      }
+    }
+    measure_disk(c, folder, request);
+  }
+
   doctor::Rates rates;
   if (r.disk) rates.disk_bytes_per_second = r.disk->best_bytes_per_second();
   if (kernels && !models.empty()) {

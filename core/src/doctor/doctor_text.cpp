@@ -75,7 +75,7 @@ std::string DoctorReport::text() const {
     if (!disk->note.empty()) out += "  " + disk->note + "\n";
     for (const auto& p : disk->passes) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "  depth %-3u %12s  (%llu reads in %.2f s, %.2f ms each)\n", p.depth,
+      std::snprintf(buf, sizeof buf, "  depth %-3u %12s  (%llu reads in %.2f s, %.3f ms each)\n", p.depth,
                     rate(p.bytes_per_second()).c_str(), static_cast<unsigned long long>(p.requests), p.seconds,
                     p.requests ? 1e3 * p.seconds * p.depth / static_cast<double>(p.requests) : 0.0);
       out += buf;

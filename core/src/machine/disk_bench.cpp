@@ -69,7 +69,8 @@ void add_target(Span& span, OwnedFd fd, const fs::path& path, std::uint64_t slot
 
 /// The given files opened with O_DIRECT, each proven with one read; nullopt and the
 /// reason when the file system refuses O_DIRECT.
-std::optional<Span> open_direct(const std::vector<fs::path>& files, std::uint64_t request, std::string& why) {
+std::optional<Span> open_direct(const std::vector<fs::path>& files, std::uint64_t request, std::string& why,
+                                bool& refused) {
   Span span;
   AlignedBuffer probe(request);
   for (const auto& file : files) {
@@ -77,6 +78,7 @@ std::optional<Span> open_direct(const std::vector<fs::path>& files, std::uint64_
     if (!fd) {
       if (errno == EINVAL) {
         why = "the file system of " + file.parent_path().string() + " does not support O_DIRECT";
+        refused = true;
         return std::nullopt;
       }
       throw RuntimeError(file.string() + ": cannot open for the read test: " + std::strerror(errno));
@@ -87,6 +89,7 @@ std::optional<Span> open_direct(const std::vector<fs::path>& files, std::uint64_
     const long long r = read_at(fd.get(), probe.data(), request, 0);
     if (r == -EINVAL) {
       why = "O_DIRECT reads of " + file.string() + " are refused (EINVAL)";
+      refused = true;
       return std::nullopt;
     }
     if (r < 0) throw RuntimeError(file.string() + ": read failed at offset 0: " + std::strerror(static_cast<int>(-r)));
@@ -240,7 +243,7 @@ DiskBench bench_disk(const DiskBenchOptions& o) {
   std::optional<Span> span;
   if (!o.files.empty()) {
     b.folder = o.files.front().parent_path();
-    span = open_direct(o.files, b.request_bytes, b.note);
+    span = open_direct(o.files, b.request_bytes, b.note, b.direct_refused);
     if (span) b.o_direct = true;
   }
   if (!span) {

@@ -55,13 +55,13 @@ TEST_CASE("disk: reads the given files at both depths, whole requests of the rou
     CHECK(p.bytes_per_second() > 0);
   }
   CHECK(b.best_bytes_per_second() > 0);
-  if (b.o_direct) {
-    CHECK_FALSE(b.temporary_file);
-    CHECK(b.note.empty());
-  } else {  // a file system without O_DIRECT (tmpfs on older kernels): the fallback says so
-    CHECK(b.temporary_file);
+  // The files are large enough, so the only reason to read a temporary file is a file
+  // system that refuses O_DIRECT (tmpfs before Linux 6.6), and the fallback says so.
+  CHECK(b.temporary_file == b.direct_refused);
+  if (b.temporary_file)
     CHECK(b.note.find("temporary file") != std::string::npos);
-  }
+  else
+    CHECK(b.note.empty());
   CHECK_FALSE(b.filesystem.empty());
 }
 
@@ -76,11 +76,28 @@ TEST_CASE("disk: without files a temporary file is read, and nothing is left in 
   o.depths = {2};
   const m::DiskBench b = m::bench_disk(o);
   CHECK(b.temporary_file);
+  CHECK_FALSE(b.direct_refused);  // no files were given: nothing refused
   CHECK(b.folder == dir.path());
   CHECK(b.note.find("temporary file") != std::string::npos);
   REQUIRE(b.passes.size() == 1);
   CHECK(b.passes[0].requests > 0);
   CHECK(entries(dir.path()) == before);
+}
+
+TEST_CASE("disk: files all smaller than one request fall back to a temporary file, not as a refusal") {
+  FakeRoot dir("disk-small");
+  write_random(dir.path() / "small.safetensors", 8192);
+  m::DiskBenchOptions o;
+  o.files = {dir.path() / "small.safetensors"};
+  o.scratch_folder = dir.path();
+  o.scratch_bytes = 8 << 20;
+  o.request_bytes = 1 << 20;
+  o.seconds = 0.05;
+  o.depths = {1};
+  const m::DiskBench b = m::bench_disk(o);
+  CHECK(b.temporary_file);
+  CHECK_FALSE(b.direct_refused);
+  CHECK(b.note.find("no file is as large as one request") != std::string::npos);
 }
 
 TEST_CASE("disk: a folder that does not exist is a RuntimeError naming it") {
