@@ -57,7 +57,7 @@ Command register_doctor(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--assume-ram", args->assume_ram_gb,
                   "Plan the presets against this much usable memory (GB of 1e9 bytes) instead of measuring it")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--presets-dir", args->presets_dir, "Folder of preset files to choose from (default ./presets)");
+  sub->add_option("--presets-dir", args->presets_dir, "Folder of preset files to choose from (default ./presets, else the source tree's)");
   sub->add_option("-o,--output", args->output, "Report format: text or json (stable keys, docs/doctor.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

@@ -33,7 +33,7 @@ struct AtLoad {
 // Initialised when the library is loaded, before main(): what the runtime saw.
 const AtLoad g_at_load;
 // Written once by main() before any other thread exists (openmp_reexec_failed).
-std::string g_reexec_error;  // NOLINT(cert-err58-cpp)
+std::string g_reexec_error;
 
 bool user_chose() {
   return !env("OMP_WAIT_POLICY").empty() || !env("GOMP_SPINCOUNT").empty() || !env("KMP_BLOCKTIME").empty();
