@@ -68,5 +68,12 @@ Command register_storage(CLI::App& app, GlobalOptions& global);
 Command register_chat(CLI::App& app, GlobalOptions& global);
 Command register_serve(CLI::App& app, GlobalOptions& global);
 Command register_bench(CLI::App& app, GlobalOptions& global);
+Command register_doctor(CLI::App& app, GlobalOptions& global);
+
+/// First thing in main(): when the user set no OpenMP wait policy, sets k3host's and
+/// re-executes the program once (openmp_reexec.cpp); returns only when it did not.
+void apply_openmp_wait_policy(char** argv);
+/// After logging starts: the policy in effect and who chose it, at debug level.
+void log_openmp_wait_policy();
 
 }  // namespace k3::cli

@@ -1,6 +1,6 @@
 // k3host: runs a Kimi K3 pipeline (k3host --config presets/laptop.yaml) and its tools.
 // Exit codes (docs/architecture.md): 0 ok, 1 runtime failure, 2 usage/config error, 3 plan does not
-// fit, 4 a routed expert failed to load, 5 interrupted.
+// fit, 4 a routed expert failed to load, 5 interrupted, 6 `doctor` found warnings only.
 #include <exception>
 #include <string>
 
@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   using namespace k3::cli;
+  apply_openmp_wait_policy(argv);  // may re-execute this program once: before anything else
   CLI::App app{"k3host — runs Moonshot's Kimi K3 exactly on a CPU in a few GB of RAM,\n"
                "streaming the trunk and the routed experts from storage through plugins.",
                "k3host"};
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_chat(app, global));
   commands.push_back(register_serve(app, global));
   commands.push_back(register_bench(app, global));
+  commands.push_back(register_doctor(app, global));
 
   try {
     app.parse(argc, argv);
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   try {
     start_logging(global);
     global.overrides = pipeline_overrides(global);
+    log_openmp_wait_policy();
     for (const auto& cmd : commands)
       if (cmd.app->parsed()) return cmd.run();
     return run_job(global, run);

@@ -13,6 +13,7 @@ enum class ExitCode : int {
   resource = 3,        ///< the plan does not fit in memory; nothing ran
   expert_failure = 4,  ///< finished, but a routed expert failed to load: ids are unsound
   interrupted = 5,     ///< stopped by Ctrl-C after writing state and report
+  warnings = 6,        ///< `k3host doctor` only: finished, found warnings but no error
 };
 
 class Error : public std::runtime_error {

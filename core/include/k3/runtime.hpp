@@ -68,6 +68,11 @@ class Runtime {
 /// the framework's example, not the user's input).
 bool set_by_user(const Pipeline& pipeline, std::string_view key);
 
+/// True when model.path is the demo location of configs/default.yaml and
+/// model.generate_if_missing is on: the one case where a missing checkpoint is written on
+/// first use instead of refused.
+bool generates_missing_checkpoint(const Pipeline& pipeline);
+
 /// The generation settings of the pipeline's job section (mode, prefill chunk, sampling,
 /// token limit, EOS; no prompt) for `config`'s model.
 GenerateSettings generate_settings_of(const Pipeline& pipeline, const ModelConfig& config);

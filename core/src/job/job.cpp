@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <k3/error.hpp>
+#include <k3/machine.hpp>
 #include <k3/model.hpp>
 #include <k3/runtime.hpp>
 #include <k3/trace.hpp>
@@ -207,6 +208,11 @@ std::string report_json(const JobReport& r) {
   j["kernels"] = r.kernels;
   j["storage"] = r.storage;
   j["threads"] = r.threads;
+  {
+    // What the OpenMP runtime read at load, and who chose it (k3/machine.hpp).
+    const machine::OpenMpWaitPolicy omp = machine::openmp_wait_policy();
+    j["openmp"] = {{"wait_policy", omp.effective()}, {"set_by", omp.set_by()}};
+  }
   j["mode"] = r.mode;
   j["prompt_text"] = r.prompt_text;
   j["prompt_ids"] = r.result.prompt;

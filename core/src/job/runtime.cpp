@@ -206,6 +206,10 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
   return out;
 }
 
+bool generates_missing_checkpoint(const Pipeline& p) {
+  return p.get_bool("model.generate_if_missing") && is_demo_location(p);
+}
+
 bool set_by_user(const Pipeline& p, std::string_view key) {
   if (p.where(key) == "default") return false;
   const std::filesystem::path file = p.source_file(key);
