@@ -25,7 +25,6 @@
 namespace k3 {
 
 namespace fs = std::filesystem;
-using doctor::human;
 
 const char* to_string(DoctorSeverity s) noexcept {
   switch (s) {

@@ -12,7 +12,6 @@ namespace k3 {
 namespace {
 
 using doctor::fixed;
-using doctor::human;
 
 std::string rate(double bytes_per_second) {
   return bytes_per_second > 0 ? format_bytes(static_cast<std::uint64_t>(bytes_per_second)) + "/s" : "not measured";
