@@ -6,7 +6,7 @@
 # Included by tests/CMakeLists.txt it registers the tests; run as `cmake -P` it runs one:
 #   cmake -DEXE=k3host -DARGS="a|b" -DCODE=n [-DSTDOUT=re] [-DSTDERR=re] [-DNOT_STDOUT=re] -P cli_plugins.cmake
 #   cmake -DEXE=k3host -DCASE=every-plugin -P cli_plugins.cmake
-#   cmake -DEXE=k3host -DCASE=docs -DDOC=docs/pipelines.md -P cli_plugins.cmake
+#   cmake -DEXE=k3host -DCASE=docs -DDOC=docs/pipelines.md -DGENERATED=<scratch file> -P cli_plugins.cmake
 #     (with K3_UPDATE_DOCS=1 in the environment it rewrites the section instead)
 # K3_PLUGIN_PATH is cleared: only the plugins of this build are seen.
 
@@ -89,9 +89,9 @@ if(CMAKE_SCRIPT_MODE_FILE)
       message(STATUS "rewrote the plugin parameters in ${DOC}")
       return()
     endif()
-    file(WRITE "${DOC}.generated" "${out}")
+    file(WRITE "${GENERATED}" "${out}")
     message(FATAL_ERROR "${DOC}: the plugin parameters differ from `k3host plugins --params --markdown` "
-                        "(written to ${DOC}.generated); after changing a plugin's parameter table run "
+                        "(written to ${GENERATED}); after changing a plugin's parameter table run "
                         "K3_UPDATE_DOCS=1 ctest --test-dir build -R 'docs: plugin parameters'")
   endif()
 
@@ -178,5 +178,5 @@ k3_cli_plugins_test("--params NAME in the wrong case suggests the right one" 2
 # 5. docs/pipelines.md holds what --markdown prints.
 add_test(NAME "docs: plugin parameters in docs/pipelines.md equal `k3host plugins --params --markdown`"
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:k3host> -DCASE=docs -DDOC=${PROJECT_SOURCE_DIR}/docs/pipelines.md
-                 -P ${CMAKE_CURRENT_LIST_FILE}
+                 -DGENERATED=${CMAKE_BINARY_DIR}/test-tmp/plugin-params.md -P ${CMAKE_CURRENT_LIST_FILE}
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
