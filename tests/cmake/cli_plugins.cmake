@@ -148,6 +148,12 @@ k3_cli_plugins_test("plugins --help tells of --params and --markdown" 0
 k3_cli_plugins_test("an out-of-range parameter quotes its description at file:line:col" 2
   ARGS --config configs/test/bad-plugin-value.yaml --set model.path=configs/test/no-such-model
   STDERR "configs/test/bad-plugin-value.yaml:7:18: storage.params.queue_depth: 0 is out of range 1–4096 \\(io_uring submission queue depth")
+k3_cli_plugins_test("storage warm checks the storage parameters the same way" 2
+  ARGS --config configs/test/bad-plugin-value.yaml storage warm
+  STDERR "configs/test/bad-plugin-value.yaml:7:18: storage.params.queue_depth: 0 is out of range 1–4096 \\(io_uring")
+k3_cli_plugins_test("plan --from-checkpoint checks the storage parameters the same way" 2
+  ARGS --config configs/test/bad-plugin-value.yaml plan --from-checkpoint
+  STDERR "configs/test/bad-plugin-value.yaml:7:18: storage.params.queue_depth: 0 is out of range 1–4096 \\(io_uring")
 k3_cli_plugins_test("an unknown parameter suggests the closest and lists the plugin's" 2
   ARGS --config configs/default.yaml --set storage.plugin=uring --set storage.params.queue_dept=8
        --set model.path=configs/test/no-such-model

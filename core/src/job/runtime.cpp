@@ -232,6 +232,19 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
   return out;
 }
 
+std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& p, PluginHost& host) {
+  const std::string name = p.get_string("storage.plugin");
+  const PluginInfo* info = nullptr;
+  at_key(p, "storage.plugin", [&] { info = &host.find(PluginKind::storage, name); });
+  const PluginParams params = p.get_params("storage.params");
+  check_described(p, host, "storage.plugin", "storage.params", *info, params);
+  std::vector<std::string> unknown;
+  std::shared_ptr<sdk::StorageBackend> storage;
+  at_key(p, "storage.params", [&] { storage = host.create_storage(name, params, &unknown); });
+  refuse_unknown(p, "storage.params", *info, unknown);
+  return storage;
+}
+
 bool set_by_user(const Pipeline& p, std::string_view key) {
   if (p.where(key) == "default") return false;
   const std::filesystem::path file = p.source_file(key);
