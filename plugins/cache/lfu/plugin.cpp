@@ -1,4 +1,4 @@
-// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: README.md.
+// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: kParams below (README.md explains them).
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Registers S3-FIFO as cache plugin "s3fifo" (k3-cache-s3fifo.so). Parameters: README.md.
+// Registers S3-FIFO as cache plugin "s3fifo" (k3-cache-s3fifo.so). Parameters: kParams below (README.md explains them).
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Registers SIEVE as cache plugin "sieve" (k3-cache-sieve.so). No parameters: README.md.
+// Registers SIEVE as cache plugin "sieve" (k3-cache-sieve.so). No parameters (K3_PLUGIN_NO_PARAMS).
 #include <memory>
 #include <string>
 #include <vector>
