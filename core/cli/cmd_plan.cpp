@@ -9,6 +9,7 @@
 #include <k3/model_config.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plan.hpp>
+#include <k3/runtime.hpp>
 
 #include "cli.hpp"
 
@@ -40,7 +41,7 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
             if (args->from_checkpoint) {
               const std::string uri = p.get_path("model.path").string();
               PluginHost host(p.plugin_path());
-              const auto storage = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
+              const auto storage = create_pipeline_storage(p, host);
               config = read_model_config(*storage, uri);
               what = uri;
             } else {

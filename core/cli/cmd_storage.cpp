@@ -20,6 +20,7 @@
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
+#include <k3/runtime.hpp>
 
 #include "cli.hpp"
 
@@ -87,7 +88,7 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
             const Pipeline p = load_pipeline(global.config, global.overrides);
             const std::string uri = p.get_path("model.path").string();
             PluginHost host(p.plugin_path());
-            const auto storage = host.create_storage(p.get_string("storage.plugin"), p.get_params("storage.params"));
+            const auto storage = create_pipeline_storage(p, host);
             const CheckpointIndex index = CheckpointIndex::open(*storage, uri);
 
             std::vector<Piece> pieces;

@@ -26,6 +26,7 @@
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
+#include <k3/runtime.hpp>
 
 #include "cli.hpp"
 
@@ -88,7 +89,7 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
     return false;
   };
   PluginHost host(pipeline.plugin_path());
-  const auto storage = host.create_storage(pipeline.get_string("storage.plugin"), pipeline.get_params("storage.params"));
+  const auto storage = create_pipeline_storage(pipeline, host);
   host.set_file_storage(storage);
   if (!has("model")) {
     const std::string model_uri = pipeline.get_path("model.path").string();

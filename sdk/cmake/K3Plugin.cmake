@@ -2,7 +2,7 @@
 # Builds a k3host plugin: a MODULE library named k3-<kind>-<name>.so with hidden
 # visibility, exact floating point (-ffp-contract=off) and C++20, linked only to k3::sdk.
 # A linker version script (k3plugin.map, next to this file) keeps every symbol local but
-# k3_plugin_descriptor, k3_plugin_create and the SDK interfaces' type_info.
+# k3_plugin_descriptor, k3_plugin_create, k3_plugin_params and the SDK interfaces' type_info.
 # In the k3host tree it lands in the plugin directory next to libk3core; out of tree it
 # lands in the build directory (point K3_PLUGIN_PATH or a pipeline's plugin_path at it).
 

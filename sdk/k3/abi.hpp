@@ -1,19 +1,24 @@
-// k3host plugin SDK: the ABI number and the plugin descriptor.
+// k3host plugin SDK: the ABI number, the plugin descriptor and the parameter descriptions.
 //
-// Every plugin library exports exactly two symbols (made by K3_PLUGIN in plugin.hpp):
+// Every plugin library exports two symbols (made by K3_PLUGIN in plugin.hpp), and a third
+// when it describes its parameters (K3_PLUGIN_PARAMS or K3_PLUGIN_NO_PARAMS):
 //   k3_plugin_descriptor  a K3PluginDescriptor (plain C data, `abi` first)
 //   k3_plugin_create      the factory for the kind named in the descriptor
+//   k3_plugin_params      a K3PluginParams: every parameter the factory accepts (optional)
 // The host reads the descriptor first and refuses the library, naming the file, unless
 // abi == K3_PLUGIN_ABI and toolchain matches its own: our interfaces are C++ vtables, so
-// the compiler and standard-library ABI must agree too.
+// the compiler and standard-library ABI must agree too. The parameter table is plain data
+// too: the host reads it without creating a plugin object (`k3host plugins --params`, and
+// to check a pipeline's parameters before the factory runs).
 //
 // Bump K3_PLUGIN_ABI on any change under sdk/ that alters a layout, a vtable or documented
 // behaviour, and update sdk/abi.lock (tools/sdk-abi-lock.sh); a test checks the two agree.
-// History: 1 the first SDK; 2 StorageBackend::list and HostServices::read_file.
+// History: 1 the first SDK; 2 StorageBackend::list and HostServices::read_file;
+// 3 k3_plugin_params (K3ParamDescriptor), and ParamReader reads through that table.
 #pragma once
 #include <cstdint>
 
-#define K3_PLUGIN_ABI 2u
+#define K3_PLUGIN_ABI 3u
 
 #if defined(__clang__)
 #define K3_TOOLCHAIN_COMPILER "clang"
@@ -42,5 +47,40 @@ struct K3PluginDescriptor {
   const char* toolchain;   ///< K3_TOOLCHAIN when built
   int (*score)(void);      ///< kernels: 0 = cannot run on this CPU, higher = preferred.
                            ///< Others: may be null (treated as 1). Must run no ISA code.
+};
+
+/// The type of a described parameter; params.hpp says which text each one accepts. \since ABI 3
+enum K3ParamType : std::uint32_t {
+  K3_PARAM_STRING = 1,   ///< any text
+  K3_PARAM_INTEGER = 2,  ///< decimal integer, within `allowed` (an interval)
+  K3_PARAM_NUMBER = 3,   ///< finite decimal number, within `allowed` (an interval)
+  K3_PARAM_BOOL = 4,     ///< true/false (also yes/no, on/off, 1/0)
+  K3_PARAM_ENUM = 5,     ///< one of `allowed` ("none|buffered"; "regex:*" = any text after "regex:")
+  K3_PARAM_PATH = 6,     ///< a file, folder or URI, as the plugin reads it (pipelines tag it !path)
+};
+
+/// K3ParamDescriptor::flags.
+#define K3_PARAM_REQUIRED 1u  ///< creation fails without it (an empty value counts as absent)
+/// On a family "p.*" only: its keys are the parameters of the storage plugin that the string
+/// parameter `p` names (a decorator's inner.*), so the host checks them against that plugin.
+#define K3_PARAM_STORAGE_PARAMS 2u
+
+/// One parameter a plugin accepts. Every string is static, NUL-terminated, and stays valid
+/// while the library is loaded. \since ABI 3
+struct K3ParamDescriptor {
+  const char* key;            ///< "queue_depth"; "inner.*" stands for every key starting "inner."
+  std::uint32_t type;         ///< a K3ParamType
+  const char* default_value;  ///< as a pipeline writes it ("32", "false", "none", "" = empty);
+                              ///< nullptr: no default (required, or `meaning` says what absence does)
+  const char* allowed;        ///< integer/number: an interval "[1, 4096]", "(0, 1]", "[0, )";
+                              ///< enum: the choices, '|'-separated; others: nullptr
+  const char* meaning;        ///< one line: what it does, with units
+  std::uint32_t flags;        ///< K3_PARAM_REQUIRED, K3_PARAM_STORAGE_PARAMS, or 0
+};
+
+/// What `k3_plugin_params` points at: the plugin's parameter table. \since ABI 3
+struct K3PluginParams {
+  std::uint32_t count;              ///< entries in `items` (0: the plugin takes no parameters)
+  const K3ParamDescriptor* items;   ///< nullptr when count is 0
 };
 }

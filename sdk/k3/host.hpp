@@ -1,12 +1,12 @@
 // k3host plugin SDK: what the host hands a plugin at creation.
 //
-// Plugin parameters arrive as a flat key -> string list (never a YAML node). A plugin reads
-// them through ParamReader and reports the keys it did not recognise, so the host can fail
-// with the pipeline file's line and column. Host services (logging, opening another
-// storage backend for decorators, reading a small file through the pipeline's storage)
-// come through HostServices; a plugin never reaches for host globals. \since ABI 1
+// Plugin parameters arrive as a flat key -> string list (never a YAML node). A plugin
+// describes them in a table and reads them through ParamReader with it (params.hpp), and
+// reports the keys it did not read, so the host can fail with the pipeline file's line and
+// column. Host services (logging, opening another storage backend for decorators, reading a
+// small file through the pipeline's storage) come through HostServices; a plugin never
+// reaches for host globals. \since ABI 1
 #pragma once
-#include <charconv>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,16 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include <k3/params.hpp>
 #include <k3/status.hpp>
 
 namespace k3::sdk {
 
 class StorageBackend;
-
-struct Param {
-  std::string_view key;
-  std::string_view value;
-};
 
 enum class LogLevel : int { debug = 0, info = 1, warn = 2, error = 3 };
 
@@ -51,84 +47,6 @@ class __attribute__((visibility("default"))) HostServices {
 struct CreateArgs {
   std::span<const Param> params;
   HostServices* host = nullptr;
-};
-
-/// Reads typed parameters and remembers which keys were used, so the factory can report
-/// the rest as unknown. Header-only so plugins share one parser.
-class ParamReader {
- public:
-  explicit ParamReader(std::span<const Param> params) : params_(params), used_(params.size(), false) {}
-
-  [[nodiscard]] bool has(std::string_view key) const noexcept { return find(key) >= 0; }
-
-  std::string get_string(std::string_view key, std::string_view fallback) {
-    const long i = mark(key);
-    return std::string(i >= 0 ? params_[static_cast<std::size_t>(i)].value : fallback);
-  }
-
-  /// Integer parameter; `ok` is false (and an error detail set) if present but malformed.
-  template <class Int>
-  Int get_int(std::string_view key, Int fallback, Status& status) {
-    const long i = mark(key);
-    if (i < 0) return fallback;
-    const std::string_view v = params_[static_cast<std::size_t>(i)].value;
-    Int out{};
-    const auto res = std::from_chars(v.data(), v.data() + v.size(), out);
-    if (res.ec != std::errc{} || res.ptr != v.data() + v.size()) {
-      status = Status::error(StatusCode::invalid_argument,
-                             std::string(key) + ": expected an integer, got '" + std::string(v) + "'");
-      return fallback;
-    }
-    return out;
-  }
-
-  double get_double(std::string_view key, double fallback, Status& status) {
-    const long i = mark(key);
-    if (i < 0) return fallback;
-    const std::string v(params_[static_cast<std::size_t>(i)].value);
-    try {
-      std::size_t pos = 0;
-      const double d = std::stod(v, &pos);
-      if (pos == v.size()) return d;
-    } catch (...) {
-    }
-    status = Status::error(StatusCode::invalid_argument,
-                           std::string(key) + ": expected a number, got '" + v + "'");
-    return fallback;
-  }
-
-  bool get_bool(std::string_view key, bool fallback, Status& status) {
-    const long i = mark(key);
-    if (i < 0) return fallback;
-    const std::string_view v = params_[static_cast<std::size_t>(i)].value;
-    if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
-    if (v == "false" || v == "0" || v == "no" || v == "off") return false;
-    status = Status::error(StatusCode::invalid_argument,
-                           std::string(key) + ": expected true or false, got '" + std::string(v) + "'");
-    return fallback;
-  }
-
-  /// Parameters whose keys were never read; the factory returns them as unknown.
-  [[nodiscard]] std::vector<std::string> unused() const {
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (!used_[i]) out.emplace_back(params_[i].key);
-    return out;
-  }
-
- private:
-  long find(std::string_view key) const noexcept {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].key == key) return static_cast<long>(i);
-    return -1;
-  }
-  long mark(std::string_view key) {
-    const long i = find(key);
-    if (i >= 0) used_[static_cast<std::size_t>(i)] = true;
-    return i;
-  }
-  std::span<const Param> params_;
-  std::vector<bool> used_;
 };
 
 }  // namespace k3::sdk

@@ -1,22 +1,30 @@
-// k3host plugin SDK: the one registration macro. \since ABI 1
+// k3host plugin SDK: the registration macros. \since ABI 1 (K3_PLUGIN_PARAMS: ABI 3)
 //
 //   K3_PLUGIN(kind, "name", "version", factory, score)
+//   K3_PLUGIN_PARAMS(table)     the parameters the factory accepts (params.hpp), or
+//   K3_PLUGIN_NO_PARAMS()       when it accepts none
 //
 // kind     storage | cache | kernels | tokenizer (a token, not a string)
 // factory  a function  k3::sdk::Status factory(const k3::sdk::CreateArgs& args,
 //                                               std::unique_ptr<Interface>& out,
 //                                               std::vector<std::string>& unknown_params);
 //          Interface is StorageBackend, CachePolicy, KernelSet or Tokenizer. It fills `out`
-//          and lists the parameter keys it did not recognise (ParamReader::unused()).
+//          and lists the parameter keys it did not read (ParamReader::unused()).
+// table    a C array of K3ParamDescriptor (abi.hpp), the same one the factory hands its
+//          ParamReader, so the description cannot drift from the code.
 // score    int(*)(void) or nullptr; kernels: 0 = cannot run here. Must execute no ISA code
 //          beyond the baseline (compile it in a TU built with baseline flags).
 //
-// The macro exports exactly `k3_plugin_descriptor` and `k3_plugin_create` through
-// BOOST_DLL_ALIAS; build plugins with -fvisibility=hidden (k3_add_plugin does).
+// K3_PLUGIN exports exactly `k3_plugin_descriptor` and `k3_plugin_create`, and
+// K3_PLUGIN_PARAMS / K3_PLUGIN_NO_PARAMS `k3_plugin_params`, through BOOST_DLL_ALIAS; build
+// plugins with -fvisibility=hidden (k3_add_plugin does). The parameter table is optional
+// for the host: a plugin without one is listed as "does not describe its parameters", and
+// only its factory's unused() keys are refused.
 // Exceptions thrown by the factory are caught and returned as StatusCode::internal.
-// The macro's own names (k3_descriptor_entry, k3_factory_entry) cannot collide with a
-// factory called `create` in the plugin's namespace.
+// The macros' own names (k3_descriptor_entry, k3_factory_entry, k3_params_entry) cannot
+// collide with a factory called `create` in the plugin's namespace.
 #pragma once
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -28,6 +36,7 @@
 #include <k3/cache_policy.hpp>
 #include <k3/host.hpp>
 #include <k3/kernels.hpp>
+#include <k3/params.hpp>
 #include <k3/status.hpp>
 #include <k3/storage.hpp>
 #include <k3/tokenizer.hpp>
@@ -74,3 +83,16 @@ Status guarded_create(const CreateArgs& args, std::unique_ptr<typename Kind::Int
   }                                                                                            \
   BOOST_DLL_ALIAS(k3_plugin_export::k3_descriptor_entry, k3_plugin_descriptor)                          \
   BOOST_DLL_ALIAS(k3_plugin_export::k3_factory_entry, k3_plugin_create)
+
+#define K3_PLUGIN_PARAMS(TABLE)                                                                \
+  namespace k3_plugin_export {                                                                 \
+  const K3PluginParams k3_params_entry = {static_cast<std::uint32_t>(sizeof(TABLE) / sizeof((TABLE)[0])), \
+                                          (TABLE)};                                            \
+  }                                                                                            \
+  BOOST_DLL_ALIAS(k3_plugin_export::k3_params_entry, k3_plugin_params)
+
+#define K3_PLUGIN_NO_PARAMS()                                                                  \
+  namespace k3_plugin_export {                                                                 \
+  const K3PluginParams k3_params_entry = {0, nullptr};                                         \
+  }                                                                                            \
+  BOOST_DLL_ALIAS(k3_plugin_export::k3_params_entry, k3_plugin_params)

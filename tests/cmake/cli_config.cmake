@@ -67,7 +67,7 @@ k3_cli_config_test("an unknown --set key is exit 2 naming the --set" 2
   STDERR "--set memory.trunkgb=2: memory.trunkgb: unknown key")
 k3_cli_config_test("an unknown plugin parameter is exit 2 with file:line:col, before the model loads" 2
   ARGS --config configs/test/bad-plugin-param.yaml --set model.path=configs/test/no-such-model
-  STDERR "configs/test/bad-plugin-param.yaml:5:5: storage.params: plugin 'posix' has no parameter 'read_ahead_kb'")
+  STDERR "configs/test/bad-plugin-param.yaml:5:20: storage.params.read_ahead_kb: storage plugin 'posix' has no parameter 'read_ahead_kb': it takes none")
 k3_cli_config_test("an unknown cache policy is exit 2 naming the --set" 2
   ARGS --config presets/laptop.yaml --set cache.policy=nope --set model.path=configs/test/no-such-model
   STDERR "--set cache.policy=nope: cache.policy: cache plugin 'nope' not found")

@@ -81,8 +81,8 @@ if(NOT EXISTS ${example_plugin})
 endif()
 
 # 3. The installed K3Plugin.cmake applied the version script.
-run("export check of the example" ${CMAKE_COMMAND} -DPLUGIN_DIRS=${example_build} -DMIN_PLUGINS=1
-    -P ${SOURCE_DIR}/tests/cmake/plugin_exports.cmake)
+run("export check of the example" ${CMAKE_COMMAND} -DPLUGIN_DIRS=${example_build}
+    -DPARAMS_REQUIRED_DIRS=${example_build} -DMIN_PLUGINS=1 -P ${SOURCE_DIR}/tests/cmake/plugin_exports.cmake)
 
 # 4. The installed k3host lists it, from the installed plugin folder and K3_PLUGIN_PATH.
 run("k3host plugins" ${CMAKE_COMMAND} -E env K3_PLUGIN_PATH=${example_build} ${prefix}/${BINDIR}/k3host plugins)

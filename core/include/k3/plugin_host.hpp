@@ -25,6 +25,7 @@
 #include <k3/cache_policy.hpp>
 #include <k3/host.hpp>
 #include <k3/kernels.hpp>
+#include <k3/params.hpp>
 #include <k3/storage.hpp>
 #include <k3/tokenizer.hpp>
 
@@ -40,6 +41,12 @@ struct PluginInfo {
   std::filesystem::path path;
   std::uint32_t abi = 0;
   int score = 0;  ///< kernels: 0 = cannot run on this CPU; other kinds: 1
+  /// False when the library exports no parameter table (k3_plugin_params): then only its
+  /// factory knows which keys it takes.
+  bool describes_params = false;
+  /// The parameters it takes, in its table's order (checked well-formed when loaded). The
+  /// strings point into the library, which stays mapped until the process exits.
+  std::vector<K3ParamDescriptor> params;
 };
 
 /// A library on the search path that cannot be used, with the one-line reason.
@@ -50,6 +57,39 @@ struct PluginProblem {
 
 /// Parameters for a plugin, in pipeline order.
 using PluginParams = std::vector<std::pair<std::string, std::string>>;
+
+/// A parameter that the plugin's description refuses (check_params).
+struct ParamIssue {
+  std::string key;      ///< the parameter, as given ("queue_depth"), or the required one missing
+  bool missing = false; ///< true: a required parameter that was not given
+  std::string message;  ///< "0 is out of range 1–4096 (io_uring submission queue depth ...)"
+};
+
+class PluginHost;
+
+/// Checks `params` against the parameters `info` describes, creating nothing: keys it does
+/// not describe (the message suggests the closest described key and lists them all), values
+/// of the wrong type or out of range (quoting the parameter's description, the same words
+/// the plugin's ParamReader would use), and required parameters that are missing. With a
+/// `host`, a decorator's forwarded keys (K3_PARAM_STORAGE_PARAMS, "inner.*") are checked
+/// against the storage plugin they go to, and their issues keep the prefix
+/// ("inner.queue_depth"). Empty when every parameter passes, or when the plugin describes
+/// none (its factory decides).
+std::vector<ParamIssue> check_params(const PluginInfo& info, const PluginParams& params,
+                                     const PluginHost* host = nullptr);
+
+/// "has no parameter 'queue_dept' (did you mean 'queue_depth'?); it takes queue_depth,
+/// direct": why `info` refuses `keys`, to follow the plugin's name in a message.
+std::string unknown_params_message(const PluginInfo& info, const std::vector<std::string>& keys);
+
+/// What `k3host plugins --params` prints for one plugin: a heading line and a table (key,
+/// type, default, allowed, meaning), or a line saying it takes none / describes none.
+std::string plugin_params_text(const PluginInfo& info);
+/// The Markdown that docs/pipelines.md embeds for `plugins` (`k3host plugins --params
+/// --markdown`): a table per plugin that takes parameters, in kind order, then one line per
+/// kind naming those that take none. Paths and versions are left out, so it depends only on
+/// the plugins' tables.
+std::string plugin_params_markdown(const std::vector<PluginInfo>& plugins);
 
 class PluginHost {
  public:

@@ -62,6 +62,11 @@ class Runtime {
   double load_seconds_ = 0;
 };
 
+/// The pipeline's storage backend alone, for tools that read the checkpoint without a model
+/// (`storage warm`, `plan --from-checkpoint`, `tokenize`): its plugin and parameters checked
+/// as Runtime checks them, each refusal a UsageError at its file:line:col.
+std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& pipeline, PluginHost& host);
+
 /// True when the value of `key` was given for this run: by a --set override (the CLI's
 /// --prompt, --ids, ... are ones) or by a pipeline file other than configs/default.yaml.
 /// False for the schema default and for what configs/default.yaml sets (its demo prompt is

@@ -5,8 +5,8 @@
 
 #include "config/scalar_text.hpp"
 
-#include <algorithm>
-#include <limits>
+#include <k3/closest_name.hpp>
+
 
 namespace k3::config {
 
@@ -152,21 +152,6 @@ std::vector<KeySpec> build_schema() {
   };
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0U : 1U)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 const std::vector<KeySpec>& schema() {
@@ -204,18 +189,7 @@ std::string closest_key(std::string_view dotted) {
     for (std::size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
       candidates.push_back(key.substr(0, dot));
   }
-  std::string best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(dotted, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  // Close enough to be a typo: at most a third of the name, and never more than 3 edits.
-  const std::size_t limit = std::min<std::size_t>(3, std::max<std::size_t>(1, dotted.size() / 3));
-  return best_distance <= limit ? best : std::string();
+  return closest_name(dotted, candidates);
 }
 
 std::string_view type_name(ValueType type) {

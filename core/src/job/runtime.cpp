@@ -22,13 +22,36 @@ void at_key(const Pipeline& p, std::string_view key, F&& f) {
   }
 }
 
-/// A plugin's leftover parameters, refused at `key`.
-void refuse_unknown(const Pipeline& p, std::string_view key, const std::string& plugin,
+/// Refuses the first parameter that the plugin's description refuses (an undescribed key, a
+/// value of the wrong type or range), at the parameter's own place in the pipeline, before
+/// the factory runs; a missing required one (unless `allow_missing`) at the key that chose
+/// the plugin.
+void check_described(const Pipeline& p, const PluginHost& host, std::string_view plugin_key,
+                     std::string_view params_key, const PluginInfo& info, const PluginParams& params,
+                     bool allow_missing = false) {
+  for (const ParamIssue& issue : check_params(info, params, &host)) {
+    if (issue.missing && allow_missing) continue;
+    const std::string key = std::string(params_key) + "." + issue.key;
+    if (issue.missing)
+      p.refuse(plugin_key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' needs " + key + ": " +
+                               issue.message);
+    if (p.has(key)) p.refuse(key, issue.message);
+    p.refuse(params_key, issue.key + ": " + issue.message);  // a value the host filled in
+  }
+}
+
+/// The keys the factory itself reported as not read, refused at `key`: a plugin that does
+/// not describe its parameters, or one whose factory does not read a key it describes.
+void refuse_unknown(const Pipeline& p, std::string_view key, const PluginInfo& info,
                     const std::vector<std::string>& unknown) {
   if (unknown.empty()) return;
-  std::string names;
-  for (const auto& u : unknown) names += (names.empty() ? "'" : ", '") + u + "'";
-  p.refuse(key, "plugin '" + plugin + "' has no parameter " + names + " (its README lists the parameters)");
+  std::vector<std::string> described;
+  for (const auto& u : unknown)
+    if (sdk::find_param(info.params, u) != nullptr) described.push_back(u);
+  if (!described.empty())
+    p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' describes '" + described.front() +
+                      "' but its factory did not read it (a bug in " + info.path.string() + ")");
+  p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' " + unknown_params_message(info, unknown));
 }
 
 /// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
@@ -46,8 +69,10 @@ ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
                           Section{PluginKind::kernels, "kernels.set", "kernels.params"}}) {
     std::string name = p.get_string(s.plugin_key);
     if (s.kind == PluginKind::kernels && name == "auto") name = host.best_kernels().name;
-    at_key(p, s.plugin_key, [&] { (void)host.find(s.kind, name); });
+    const PluginInfo* info = nullptr;
+    at_key(p, s.plugin_key, [&] { info = &host.find(s.kind, name); });
     const PluginParams params = p.get_params(s.params_key);
+    check_described(p, host, s.plugin_key, s.params_key, *info, params);
     std::vector<std::string> unknown;
     at_key(p, s.params_key, [&] {
       if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
@@ -55,8 +80,15 @@ ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
       if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
     });
     if (s.kind == PluginKind::kernels) out.kernel_name = name;
-    refuse_unknown(p, s.params_key, name, unknown);
+    refuse_unknown(p, s.params_key, *info, unknown);
   }
+  // The tokenizer is created after the model loads (it reads its files through the model's
+  // storage), but what the pipeline gives it is checked now, with the others.
+  const std::string tokenizer = p.get_string("tokenizer.plugin");
+  const PluginInfo* info = nullptr;
+  at_key(p, "tokenizer.plugin", [&] { info = &host.find(PluginKind::tokenizer, tokenizer); });
+  check_described(p, host, "tokenizer.plugin", "tokenizer.params", *info, p.get_params("tokenizer.params"),
+                  true);  // model: filled in by make_tokenizer
   return out;
 }
 
@@ -80,11 +112,13 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& ho
   if (!has("config") && exists_in_storage(*storage, config)) params.emplace_back("config", config);
   host.set_file_storage(storage);
   const std::string name = p.get_string("tokenizer.plugin");
-  at_key(p, "tokenizer.plugin", [&] { (void)host.find(PluginKind::tokenizer, name); });
+  const PluginInfo* info = nullptr;
+  at_key(p, "tokenizer.plugin", [&] { info = &host.find(PluginKind::tokenizer, name); });
+  check_described(p, host, "tokenizer.plugin", "tokenizer.params", *info, params);
   std::vector<std::string> unknown;
   std::shared_ptr<sdk::Tokenizer> tok;
   at_key(p, "tokenizer.params", [&] { tok = host.create_tokenizer(name, params, &unknown); });
-  refuse_unknown(p, "tokenizer.params", name, unknown);
+  refuse_unknown(p, "tokenizer.params", *info, unknown);
   return tok;
 }
 
@@ -208,6 +242,19 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
 
 bool generates_missing_checkpoint(const Pipeline& p) {
   return p.get_bool("model.generate_if_missing") && is_demo_location(p);
+}
+
+std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& p, PluginHost& host) {
+  const std::string name = p.get_string("storage.plugin");
+  const PluginInfo* info = nullptr;
+  at_key(p, "storage.plugin", [&] { info = &host.find(PluginKind::storage, name); });
+  const PluginParams params = p.get_params("storage.params");
+  check_described(p, host, "storage.plugin", "storage.params", *info, params);
+  std::vector<std::string> unknown;
+  std::shared_ptr<sdk::StorageBackend> storage;
+  at_key(p, "storage.params", [&] { storage = host.create_storage(name, params, &unknown); });
+  refuse_unknown(p, "storage.params", *info, unknown);
+  return storage;
 }
 
 bool set_by_user(const Pipeline& p, std::string_view key) {

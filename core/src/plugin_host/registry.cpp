@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 #include <cstring>
 #include <exception>
 
 #include <k3/abi.hpp>
+#include <k3/closest_name.hpp>
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/plugin.hpp>
@@ -58,6 +60,9 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 /// Storage decorators create their inner backend through HostServices; a decorator
 /// configured to wrap itself would otherwise recurse until the stack runs out.
 constexpr int kMaxStorageNesting = 8;
+
+/// More parameters than any plugin needs: a larger count is a corrupt table.
+constexpr std::uint32_t kMaxParams = 4096;
 thread_local int storage_nesting = 0;
 
 /// Adapts a shared backend (which keeps its library and the registry alive) to the
@@ -185,6 +190,19 @@ void Registry::load(Candidate& c) noexcept {
                     "', so its file must be named k3-" + to_string(info.kind) + "-" + info.name + ".so");
     if (!loaded->lib.has("k3_plugin_create"))
       return refuse("has a descriptor but no k3_plugin_create factory (build it with K3_PLUGIN)");
+    if (loaded->lib.has("k3_plugin_params")) {
+      // Plain data like the descriptor: read now, so `k3host plugins --params` and the
+      // pipeline's parameter check need no plugin object.
+      const auto& table = loaded->lib.get_alias<const K3PluginParams>("k3_plugin_params");
+      if (table.count > kMaxParams || (table.count > 0 && table.items == nullptr))
+        return refuse("has a parameter table of " + std::to_string(table.count) +
+                      " entries that cannot be read (build it with K3_PLUGIN_PARAMS)");
+      const std::span<const K3ParamDescriptor> items(table.items, table.count);
+      if (const std::string problem = sdk::table_problem(items); !problem.empty())
+        return refuse("has a malformed parameter table: " + problem);
+      info.describes_params = true;
+      info.params.assign(items.begin(), items.end());
+    }
     info.score = 1;
     if (d.score != nullptr) {
       try {
@@ -231,7 +249,12 @@ const PluginInfo& Registry::find(PluginKind kind, const std::string& name) {
                      "; remove all but one from the plugin search path");
   }
   if (it == declared_.end()) {
-    std::string msg = what + " not found";
+    // Names are exact identifiers; the suggestion ignores case (`URING` -> uring).
+    std::vector<std::string> same_kind;
+    for (const auto& [key, files] : declared_)
+      if (key.first == kind) same_kind.push_back(key.second);
+    const std::string near = closest_name(name, same_kind);
+    std::string msg = what + " not found" + (near.empty() ? std::string() : " (did you mean '" + near + "'?)");
     for (const Candidate& c : candidates_)
       if (c.name == name) msg += "; '" + name + "' is a " + to_string(c.kind) + " plugin (" + c.path.string() + ")";
     for (const PluginProblem& pr : scan_problems_)
@@ -293,9 +316,7 @@ std::shared_ptr<Interface> Registry::create(PluginKind kind, const std::string& 
   if (!object) throw RuntimeError(who + ": factory returned success but no object");
   if (!unknown_keys.empty()) {
     if (unknown == nullptr) {
-      std::vector<std::string> quoted;
-      for (const auto& k : unknown_keys) quoted.push_back("'" + k + "'");
-      throw UsageError(who + ": unknown parameter" + (quoted.size() > 1 ? "s " : " ") + join(quoted, ", "));
+      throw UsageError(who + " " + unknown_params_message(info, unknown_keys));
     }
     *unknown = std::move(unknown_keys);
   }
@@ -377,10 +398,9 @@ sdk::Status Registry::create_storage(std::string_view plugin, std::span<const sd
     std::vector<std::string> unknown;
     auto inner = create<sdk::StorageBackend>(PluginKind::storage, std::string(plugin), p, &unknown);
     if (!unknown.empty()) {
-      std::vector<std::string> quoted;
-      for (const auto& k : unknown) quoted.push_back("'" + k + "'");
-      return sdk::Status::error(sdk::StatusCode::invalid_argument, "storage plugin '" + std::string(plugin) +
-                                                                       "' does not know " + join(quoted, ", "));
+      const PluginInfo& info = find(PluginKind::storage, std::string(plugin));
+      return sdk::Status::error(sdk::StatusCode::invalid_argument, "storage plugin '" + std::string(plugin) + "' " +
+                                                                       unknown_params_message(info, unknown));
     }
     out = std::make_unique<NestedStorage>(std::move(inner));
     return sdk::Status::success();

@@ -12,7 +12,7 @@ namespace {
 
 k3::sdk::Status make_belady(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::CachePolicy>& out,
                             std::vector<std::string>& unknown_params) {
-  const k3::sdk::ParamReader params(args.params);
+  const k3::sdk::ParamReader params(args.params, {});  // the policy takes no parameters
   unknown_params = params.unused();
   out = std::make_unique<k3cache::BeladyPolicy>();
   return k3::sdk::Status::success();
@@ -21,3 +21,4 @@ k3::sdk::Status make_belady(const k3::sdk::CreateArgs& args, std::unique_ptr<k3:
 }  // namespace
 
 K3_PLUGIN(cache, "belady", "1.0.0", make_belady, nullptr)
+K3_PLUGIN_NO_PARAMS()

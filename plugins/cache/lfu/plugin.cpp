@@ -1,4 +1,4 @@
-// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: README.md.
+// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: kParams below (README.md explains them).
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,12 +9,16 @@
 
 namespace {
 
+constexpr K3ParamDescriptor kParams[] = {
+    k3::sdk::param::integer("halve_every", "0", "[0, )",
+                            "requests between two halvings of every resident count; 0 = 4 x capacity"),
+};
+
 k3::sdk::Status make_lfu(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::CachePolicy>& out,
                          std::vector<std::string>& unknown_params) {
-  k3::sdk::ParamReader params(args.params);
-  k3::sdk::Status status;
-  const auto halve_every = params.get_int<std::uint64_t>("halve_every", 0, status);
-  if (!status.ok()) return status;
+  k3::sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
+  const auto halve_every = params.get_int<std::uint64_t>("halve_every");
   unknown_params = params.unused();
   out = std::make_unique<k3cache::LfuPolicy>(halve_every);
   return k3::sdk::Status::success();
@@ -23,3 +27,4 @@ k3::sdk::Status make_lfu(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sd
 }  // namespace
 
 K3_PLUGIN(cache, "lfu", "1.0.0", make_lfu, nullptr)
+K3_PLUGIN_PARAMS(kParams)

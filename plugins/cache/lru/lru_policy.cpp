@@ -124,7 +124,7 @@ namespace k3::cache::lru {
 
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::CachePolicy>& out,
                    std::vector<std::string>& unknown_params) {
-  const sdk::ParamReader params(args.params);  // the policy takes no parameters
+  const sdk::ParamReader params(args.params, {});  // the policy takes no parameters
   unknown_params = params.unused();
   out = std::make_unique<LruPolicy>();
   return sdk::Status::success();
@@ -133,3 +133,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::CachePolicy
 }  // namespace k3::cache::lru
 
 K3_PLUGIN(cache, "lru", "1.0", k3::cache::lru::create, nullptr)
+K3_PLUGIN_NO_PARAMS()

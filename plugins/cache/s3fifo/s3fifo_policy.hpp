@@ -35,10 +35,12 @@
 
 namespace k3cache {
 
+/// The policy's parameters; their defaults and ranges are the plugin's table (kParams in
+/// plugin.cpp), which the factory reads them through.
 struct S3FifoParams {
-  double small_ratio = 0.10;               ///< SMALL target as a fraction of the slots (paper: 10%)
-  double ghost_ratio = 1.0;                ///< GHOST entries per MAIN-target slot (paper: same size)
-  std::uint32_t move_to_main_threshold = 1;  ///< counter value that promotes SMALL -> MAIN (1..3)
+  double small_ratio = 0;                  ///< SMALL target as a fraction of the slots (paper: 10%)
+  double ghost_ratio = 0;                  ///< GHOST entries per MAIN-target slot (paper: same size)
+  std::uint32_t move_to_main_threshold = 0;  ///< counter value that promotes SMALL -> MAIN (1..3)
 };
 
 class S3FifoPolicy final : public k3::sdk::CachePolicy {

@@ -1,4 +1,4 @@
-// Registers SIEVE as cache plugin "sieve" (k3-cache-sieve.so). No parameters: README.md.
+// Registers SIEVE as cache plugin "sieve" (k3-cache-sieve.so). No parameters (K3_PLUGIN_NO_PARAMS).
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@ namespace {
 
 k3::sdk::Status make_sieve(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::CachePolicy>& out,
                            std::vector<std::string>& unknown_params) {
-  const k3::sdk::ParamReader params(args.params);
+  const k3::sdk::ParamReader params(args.params, {});  // the policy takes no parameters
   unknown_params = params.unused();
   out = std::make_unique<k3cache::SievePolicy>();
   return k3::sdk::Status::success();
@@ -20,3 +20,4 @@ k3::sdk::Status make_sieve(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::
 }  // namespace
 
 K3_PLUGIN(cache, "sieve", "1.0.0", make_sieve, nullptr)
+K3_PLUGIN_NO_PARAMS()

@@ -45,7 +45,7 @@ class OpTableKernelSet final : public sdk::KernelSet {
 inline sdk::Status make_op_table_kernel_set(const sdk::CreateArgs& args, std::unique_ptr<sdk::KernelSet>& out,
                                             std::vector<std::string>& unknown_params, std::string_view name,
                                             const OpTable& ops, bool cpu_supported, const char* missing) {
-  sdk::ParamReader params(args.params);
+  const sdk::ParamReader params(args.params, {});  // a kernel set takes no parameters
   unknown_params = params.unused();
   if (!cpu_supported)
     return sdk::Status::error(sdk::StatusCode::unsupported,

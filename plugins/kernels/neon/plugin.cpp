@@ -19,3 +19,4 @@ k3::sdk::Status make_kernel_set(const k3::sdk::CreateArgs& args, std::unique_ptr
 }  // namespace
 
 K3_PLUGIN(kernels, "neon", "1.0.0", make_kernel_set, score)
+K3_PLUGIN_NO_PARAMS()

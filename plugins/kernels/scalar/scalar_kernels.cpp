@@ -47,7 +47,7 @@ namespace k3::kernels::scalar_set {
 
 k3::sdk::Status create(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::KernelSet>& out,
                        std::vector<std::string>& unknown_params) {
-  const k3::sdk::ParamReader params(args.params);  // the set takes no parameters
+  const k3::sdk::ParamReader params(args.params, {});  // the set takes no parameters
   unknown_params = params.unused();
   out = std::make_unique<ScalarKernels>();
   return k3::sdk::Status::success();
@@ -58,3 +58,4 @@ int score() { return 1; }
 }  // namespace k3::kernels::scalar_set
 
 K3_PLUGIN(kernels, "scalar", "1.0", k3::kernels::scalar_set::create, k3::kernels::scalar_set::score)
+K3_PLUGIN_NO_PARAMS()

@@ -170,21 +170,22 @@ class DirectBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::direct {
 
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::integer("threads", "2", "[1, 64]",
+                        "readers per batch, the calling thread included; 1 reads the batch in order on the caller"),
+    sdk::param::choice("fallback", "none", "none|buffered",
+                       "when the filesystem refuses O_DIRECT: none fails, buffered reads through the page cache "
+                       "with a warning"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
   Options options;
-  const int threads = params.get_int<int>("threads", 2, st);
-  const std::string fallback = params.get_string("fallback", "none");
+  const int threads = params.get_int<int>("threads");
+  const std::string fallback = params.get_string("fallback");
   unknown_params = params.unused();
-  if (!st.ok()) return st;
-  if (threads < 1 || threads > 64)
-    return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "threads: expected 1..64, got " + std::to_string(threads));
-  if (fallback != "none" && fallback != "buffered")
-    return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "fallback: expected none or buffered, got '" + fallback + "'");
   options.threads = static_cast<unsigned>(threads);
   options.fallback_buffered = fallback == "buffered";
   out = std::make_unique<DirectBackend>(args.host, options);
@@ -194,3 +195,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::direct
 
 K3_PLUGIN(storage, "direct", "1.0", k3::storage::direct::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::direct::kParams)

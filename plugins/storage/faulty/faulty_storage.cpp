@@ -134,7 +134,7 @@ Status parse_offsets(std::string_view text, std::vector<std::uint64_t>& out) {
     const auto res = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || res.ec != std::errc{} || res.ptr != item.data() + item.size())
       return Status::error(StatusCode::invalid_argument,
-                           "fail_offsets: expected a comma-separated list of byte offsets, got '" + std::string(item) + "'");
+                           "expected a comma-separated list of byte offsets, got '" + std::string(item) + "'");
     out.push_back(v);
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
@@ -146,34 +146,44 @@ Status parse_offsets(std::string_view text, std::vector<std::uint64_t>& out) {
 
 namespace k3::storage::faulty {
 
+constexpr K3ParamDescriptor kParams[] = {
+    local::inner_name("posix"),
+    local::kInnerKeys,
+    sdk::param::integer("seed", "0", "[0, )", "selects the fault pattern (faults are a function of seed, offset and length)"),
+    sdk::param::number("eio_rate", "0", "[0, 1]", "probability that a request fails with io_error"),
+    sdk::param::number("short_read_rate", "0", "[0, 1]", "probability that a request (not already EIO) is a short read"),
+    sdk::param::number("delay_rate", "0", "[0, 1]",
+                       "probability that a request is delayed; a batch with any delayed request sleeps delay_us once"),
+    sdk::param::integer("delay_us", "1000", "[0, 10000000]", "the injected delay in microseconds"),
+    sdk::param::string("fail_offsets", "",
+                       "comma-separated byte offsets; a request whose range contains one always fails with io_error"),
+    sdk::param::integer("fail_after_bytes", nullptr, "[0, )",
+                        "a request reaching past this byte of the file always fails with io_error; unset = never"),
+    sdk::param::boolean("transient", "true",
+                        "a rate-drawn fault hits only the first attempt of a request (the retry succeeds); false: every "
+                        "attempt"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
   auto config = std::make_shared<Config>();
-  const std::string inner = params.get_string("inner", "posix");
-  config->faults.seed = params.get_int<std::uint64_t>("seed", 0, st);
-  config->faults.short_read_rate = params.get_double("short_read_rate", 0.0, st);
-  config->faults.eio_rate = params.get_double("eio_rate", 0.0, st);
-  config->faults.delay_rate = params.get_double("delay_rate", 0.0, st);
-  config->delay_us = params.get_int<std::uint64_t>("delay_us", 1000, st);
-  config->faults.fail_after_bytes = params.get_int<std::uint64_t>("fail_after_bytes", UINT64_MAX, st);
-  config->transient = params.get_bool("transient", true, st);
-  const std::string offsets = params.get_string("fail_offsets", "");
-  unknown_params = local::without_inner_keys(params.unused());
-  if (!st.ok()) return st;
-  if (sdk::Status parsed = parse_offsets(offsets, config->faults.fail_offsets); !parsed.ok()) return parsed;
-  for (const auto& [key, rate] : {std::pair{"short_read_rate", config->faults.short_read_rate},
-                                  std::pair{"eio_rate", config->faults.eio_rate},
-                                  std::pair{"delay_rate", config->faults.delay_rate}})
-    if (!(rate >= 0.0 && rate <= 1.0))
-      return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                                std::string(key) + ": expected a probability in [0, 1], got " + std::to_string(rate));
-  if (config->delay_us > 10'000'000)
-    return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "delay_us: expected at most 10000000, got " + std::to_string(config->delay_us));
+  const std::string inner = params.get_string("inner");
+  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  config->faults.seed = params.get_int<std::uint64_t>("seed");
+  config->faults.short_read_rate = params.get_double("short_read_rate");
+  config->faults.eio_rate = params.get_double("eio_rate");
+  config->faults.delay_rate = params.get_double("delay_rate");
+  config->delay_us = params.get_int<std::uint64_t>("delay_us");
+  config->faults.fail_after_bytes = params.get_int<std::uint64_t>("fail_after_bytes", UINT64_MAX);
+  config->transient = params.get_bool("transient");
+  const std::string offsets = params.get_string("fail_offsets");
+  unknown_params = params.unused();
+  if (sdk::Status parsed = parse_offsets(offsets, config->faults.fail_offsets); !parsed.ok())
+    return params.refuse("fail_offsets", parsed.detail);
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args, "faulty", inner, wrapped); !made.ok()) return made;
+  if (sdk::Status made = local::create_inner(args.host, "faulty", inner, forwarded, wrapped); !made.ok()) return made;
   out = std::make_unique<FaultyBackend>(std::move(wrapped), std::move(config));
   return sdk::Status::success();
 }
@@ -181,3 +191,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::faulty
 
 K3_PLUGIN(storage, "faulty", "1.0", k3::storage::faulty::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::faulty::kParams)

@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -51,16 +52,17 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kComponent = "storage/http";
 
 /// Everything a transfer needs from the parameters; fixed at creation.
+/// The parameters, as the factory read them; their defaults are those of kParams.
 struct Settings {
-  long connections = 8;             ///< connections to one host (and in all)
-  long connect_timeout_ms = 10000;  ///< TCP + TLS handshake
-  long low_speed_bytes = 1024;      ///< a transfer slower than this (bytes/s) ...
-  long low_speed_time_s = 30;       ///< ... for this long is a stall
+  long connections = 0;             ///< connections to one host (and in all)
+  long connect_timeout_ms = 0;      ///< TCP + TLS handshake
+  long low_speed_bytes = 0;         ///< a transfer slower than this (bytes/s) ...
+  long low_speed_time_s = 0;        ///< ... for this long is a stall
   long request_timeout_s = 0;       ///< whole transfer; 0 = none (stalls are caught above)
-  int retries = 4;                  ///< attempts after the first, for transient failures
-  long backoff_ms = 100;            ///< first retry delay; doubles per attempt
-  long backoff_max_ms = 5000;
-  std::uint64_t max_range_bytes = std::uint64_t{8} << 20;
+  int retries = 0;                  ///< attempts after the first, for transient failures
+  long backoff_ms = 0;              ///< first retry delay; doubles per attempt
+  long backoff_max_ms = 0;
+  std::uint64_t max_range_bytes = 0;
   std::uint64_t coalesce_gap_bytes = 0;
   long http_version = CURL_HTTP_VERSION_2TLS;
   bool tls_verify = true;
@@ -611,20 +613,21 @@ class HttpBackend final : public k3::sdk::StorageBackend {
 
 std::once_flag curl_initialised;  // trivially destructible; libcurl is never cleaned up
 
-/// Reads the environment variable `name` into a header line; never shows its value.
-Status secret_header(const std::string& key, const std::string& name, bool bearer, http::HeaderList& headers) {
+/// Reads the environment variable `name` into a header line; never shows its value. The
+/// detail of an invalid_argument is about the parameter (the caller quotes its description).
+Status secret_header(const std::string& name, bool bearer, http::HeaderList& headers) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr || *value == '\0')
-    return Status::error(StatusCode::invalid_argument, key + ": the environment variable " + name + " is not set or empty");
+    return Status::error(StatusCode::invalid_argument, "the environment variable " + name + " is not set or empty");
   const std::string_view v(value);
   if (v.find_first_of("\r\n") != std::string_view::npos)
-    return Status::error(StatusCode::invalid_argument, key + ": the environment variable " + name + " holds a line break");
+    return Status::error(StatusCode::invalid_argument, "the environment variable " + name + " holds a line break");
   if (!bearer && (v.find(':') == std::string_view::npos || v.front() == ':'))
     return Status::error(StatusCode::invalid_argument,
-                         key + ": the environment variable " + name + " must hold one header line 'Name: value'");
+                         "the environment variable " + name + " must hold one header line 'Name: value'");
   const std::string line = bearer ? "Authorization: Bearer " + std::string(v) : std::string(v);
   if (!http::append_header(headers, line.c_str()))
-    return Status::error(StatusCode::out_of_memory, key + ": curl_slist_append failed");
+    return Status::error(StatusCode::out_of_memory, "curl_slist_append failed");
   return Status::success();
 }
 
@@ -632,67 +635,81 @@ Status secret_header(const std::string& key, const std::string& name, bool beare
 
 namespace k3::storage::http {
 
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::integer("connections", "8", "[1, 256]", "connections to the server (the pool; requests beyond it queue)"),
+    sdk::param::integer("connect_timeout_ms", "10000", "[1, 600000]", "TCP + TLS handshake timeout in ms"),
+    sdk::param::integer("low_speed_bytes", "1024", "[0, 1073741824]",
+                        "a transfer slower than this many bytes/s for low_speed_time_s is a stall (timed out, "
+                        "retried); 0 = no stall detection"),
+    sdk::param::integer("low_speed_time_s", "30", "[1, 3600]", "seconds below low_speed_bytes that make a stall"),
+    sdk::param::integer("request_timeout_s", "0", "[0, 86400]", "limit on one whole transfer in seconds; 0 = none"),
+    sdk::param::integer("retries", "4", "[0, 100]", "attempts after the first for a transient failure"),
+    sdk::param::integer("backoff_ms", "100", "[0, 600000]",
+                        "delay before the first retry in ms; doubles each attempt, drawn in [d/2, d]"),
+    sdk::param::integer("backoff_max_ms", "5000", "[0, 600000]", "cap of the retry delay in ms, at least backoff_ms"),
+    sdk::param::integer("max_range_bytes", "8388608", "[4096, 1073741824]",
+                        "the largest range one request asks for; a larger read is split, adjacent reads merged up to it"),
+    sdk::param::integer("coalesce_gap_bytes", "0", "[0, 1073741824]",
+                        "reads of a batch at most this far apart are merged into one range; at most max_range_bytes"),
+    sdk::param::choice("http_version", "auto", "auto|1.1|2",
+                       "auto: HTTP/2 over TLS when the server offers it, else 1.1; 2 also tries h2 on http://"),
+    sdk::param::boolean("tls_verify", "true", "verify the server's certificate and name; false is logged as a warning"),
+    sdk::param::path("ca_bundle", "", "a readable PEM file of CA certificates to verify against; empty = the system's"),
+    sdk::param::string("bearer_token_env", "",
+                       "name of an environment variable whose token is sent as Authorization: Bearer; empty = none"),
+    sdk::param::string("header_env", "",
+                       "name of an environment variable holding one header line 'Name: value'; empty = none"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
   Settings s;
-  s.connections = params.get_int<long>("connections", s.connections, st);
-  s.connect_timeout_ms = params.get_int<long>("connect_timeout_ms", s.connect_timeout_ms, st);
-  s.low_speed_bytes = params.get_int<long>("low_speed_bytes", s.low_speed_bytes, st);
-  s.low_speed_time_s = params.get_int<long>("low_speed_time_s", s.low_speed_time_s, st);
-  s.request_timeout_s = params.get_int<long>("request_timeout_s", s.request_timeout_s, st);
-  s.retries = params.get_int<int>("retries", s.retries, st);
-  s.backoff_ms = params.get_int<long>("backoff_ms", s.backoff_ms, st);
-  s.backoff_max_ms = params.get_int<long>("backoff_max_ms", s.backoff_max_ms, st);
-  s.max_range_bytes = params.get_int<std::uint64_t>("max_range_bytes", s.max_range_bytes, st);
-  s.coalesce_gap_bytes = params.get_int<std::uint64_t>("coalesce_gap_bytes", s.coalesce_gap_bytes, st);
-  const std::string version = params.get_string("http_version", "auto");
-  s.tls_verify = params.get_bool("tls_verify", true, st);
-  s.ca_bundle = params.get_string("ca_bundle", "");
-  const std::string bearer_env = params.get_string("bearer_token_env", "");
-  const std::string header_env = params.get_string("header_env", "");
+  s.connections = params.get_int<long>("connections");
+  s.connect_timeout_ms = params.get_int<long>("connect_timeout_ms");
+  s.low_speed_bytes = params.get_int<long>("low_speed_bytes");
+  s.low_speed_time_s = params.get_int<long>("low_speed_time_s");
+  s.request_timeout_s = params.get_int<long>("request_timeout_s");
+  s.retries = params.get_int<int>("retries");
+  s.backoff_ms = params.get_int<long>("backoff_ms");
+  s.backoff_max_ms = params.get_int<long>("backoff_max_ms");
+  s.max_range_bytes = params.get_int<std::uint64_t>("max_range_bytes");
+  s.coalesce_gap_bytes = params.get_int<std::uint64_t>("coalesce_gap_bytes");
+  const std::string version = params.get_string("http_version");
+  s.tls_verify = params.get_bool("tls_verify");
+  s.ca_bundle = params.get_string("ca_bundle");
+  const std::string bearer_env = params.get_string("bearer_token_env");
+  const std::string header_env = params.get_string("header_env");
   unknown_params = params.unused();
-  if (!st.ok()) return st;
 
-  auto invalid = [](const std::string& what) { return sdk::Status::error(sdk::StatusCode::invalid_argument, what); };
-  auto in = [](long v, long lo, long hi) { return v >= lo && v <= hi; };
-  if (!in(s.connections, 1, 256)) return invalid("connections: expected 1..256, got " + std::to_string(s.connections));
-  if (!in(s.connect_timeout_ms, 1, 600000))
-    return invalid("connect_timeout_ms: expected 1..600000, got " + std::to_string(s.connect_timeout_ms));
-  if (!in(s.low_speed_bytes, 0, 1L << 30))
-    return invalid("low_speed_bytes: expected 0..1073741824 (0 = no stall detection), got " + std::to_string(s.low_speed_bytes));
-  if (!in(s.low_speed_time_s, 1, 3600))
-    return invalid("low_speed_time_s: expected 1..3600, got " + std::to_string(s.low_speed_time_s));
-  if (!in(s.request_timeout_s, 0, 86400))
-    return invalid("request_timeout_s: expected 0..86400 (0 = none), got " + std::to_string(s.request_timeout_s));
-  if (s.retries < 0 || s.retries > 100) return invalid("retries: expected 0..100, got " + std::to_string(s.retries));
-  if (!in(s.backoff_ms, 0, 600000)) return invalid("backoff_ms: expected 0..600000, got " + std::to_string(s.backoff_ms));
-  if (!in(s.backoff_max_ms, s.backoff_ms, 600000))
-    return invalid("backoff_max_ms: expected backoff_ms..600000, got " + std::to_string(s.backoff_max_ms));
-  if (s.max_range_bytes < 4096 || s.max_range_bytes > (std::uint64_t{1} << 30))
-    return invalid("max_range_bytes: expected 4096..1073741824, got " + std::to_string(s.max_range_bytes));
+  // What the table cannot say: bounds set by another parameter.
+  if (s.backoff_max_ms < s.backoff_ms)
+    return params.refuse("backoff_max_ms", std::to_string(s.backoff_max_ms) + " is below backoff_ms (" +
+                                               std::to_string(s.backoff_ms) + ")");
   if (s.coalesce_gap_bytes > s.max_range_bytes)
-    return invalid("coalesce_gap_bytes: expected 0..max_range_bytes, got " + std::to_string(s.coalesce_gap_bytes));
+    return params.refuse("coalesce_gap_bytes", std::to_string(s.coalesce_gap_bytes) + " is above max_range_bytes (" +
+                                                   std::to_string(s.max_range_bytes) + ")");
   if (s.low_speed_bytes == 0) s.low_speed_time_s = 0;  // libcurl: both 0 turns the check off
 
   std::call_once(curl_initialised, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
   if (version == "auto") s.http_version = CURL_HTTP_VERSION_2TLS;
   else if (version == "1.1") s.http_version = CURL_HTTP_VERSION_1_1;
-  else if (version == "2") {
+  else {  // "2": the reader refused anything but the three choices
     if ((info->features & CURL_VERSION_HTTP2) == 0)
       return sdk::Status::error(sdk::StatusCode::unsupported, "http_version: 2 asked, but this libcurl has no HTTP/2");
     s.http_version = CURL_HTTP_VERSION_2_0;
-  } else {
-    return invalid("http_version: expected auto, 1.1 or 2, got '" + version + "'");
   }
   if (!s.ca_bundle.empty() && ::access(s.ca_bundle.c_str(), R_OK) != 0)
-    return invalid("ca_bundle: cannot read " + s.ca_bundle);
-  if (!bearer_env.empty())
-    if (sdk::Status h = secret_header("bearer_token_env", bearer_env, true, s.headers); !h.ok()) return h;
-  if (!header_env.empty())
-    if (sdk::Status h = secret_header("header_env", header_env, false, s.headers); !h.ok()) return h;
+    return params.refuse("ca_bundle", "cannot read " + s.ca_bundle);
+  for (const auto& [key, name, bearer] : {std::tuple{"bearer_token_env", bearer_env, true},
+                                          std::tuple{"header_env", header_env, false}}) {
+    if (name.empty()) continue;
+    sdk::Status h = secret_header(name, bearer, s.headers);
+    if (h.code == sdk::StatusCode::invalid_argument) return params.refuse(key, h.detail);
+    if (!h.ok()) return sdk::Status::error(h.code, std::string(key) + ": " + h.detail);
+  }
   if (!s.tls_verify && args.host != nullptr)
     args.host->log(sdk::LogLevel::warn, kComponent, "tls_verify is false: https certificates are not checked");
 
@@ -706,3 +723,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::http
 
 K3_PLUGIN(storage, "http", "1.0", k3::storage::http::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::http::kParams)

@@ -116,19 +116,21 @@ class MmapBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::mmap {
 
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::choice("advice", "normal", "normal|random|sequential|willneed",
+                       "madvise hint for the whole mapping; a refused hint is logged and ignored (speed, never bytes)"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  const std::string advice = params.get_string("advice", "normal");
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
+  const std::string advice = params.get_string("advice");
   unknown_params = params.unused();
-  int flag = MADV_NORMAL;
-  if (advice == "normal") flag = MADV_NORMAL;
-  else if (advice == "random") flag = MADV_RANDOM;
+  int flag = MADV_NORMAL;  // "normal"; the reader refused anything but the four choices
+  if (advice == "random") flag = MADV_RANDOM;
   else if (advice == "sequential") flag = MADV_SEQUENTIAL;
   else if (advice == "willneed") flag = MADV_WILLNEED;
-  else
-    return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "advice: expected normal, random, sequential or willneed, got '" + advice + "'");
   out = std::make_unique<MmapBackend>(args.host, flag, advice);
   return sdk::Status::success();
 }
@@ -136,3 +138,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::mmap
 
 K3_PLUGIN(storage, "mmap", "1.0", k3::storage::mmap::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::mmap::kParams)

@@ -130,7 +130,7 @@ namespace k3::storage::posix {
 
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  const sdk::ParamReader params(args.params);  // the backend takes no parameters
+  const sdk::ParamReader params(args.params, {});  // the backend takes no parameters
   unknown_params = params.unused();
   out = std::make_unique<PosixBackend>(args.host);
   return sdk::Status::success();
@@ -139,3 +139,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::posix
 
 K3_PLUGIN(storage, "posix", "1.0", k3::storage::posix::create, nullptr)
+K3_PLUGIN_NO_PARAMS()

@@ -100,26 +100,27 @@ class ThrottleBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::throttle {
 
+constexpr K3ParamDescriptor kParams[] = {
+    local::inner_name("posix"),
+    local::kInnerKeys,
+    sdk::param::number("bandwidth_mbps", "0", "[0, )", "link bandwidth in MB/s (10^6 bytes per second); 0 = unlimited"),
+    sdk::param::number("latency_us", "0", "[0, 60000000]", "per-request latency in microseconds"),
+    sdk::param::integer("max_inflight", "0", "[0, 65536]", "requests the device serves at once; 0 = unlimited"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
-  const std::string inner = params.get_string("inner", "posix");
-  const double mbps = params.get_double("bandwidth_mbps", 0.0, st);
-  const double latency_us = params.get_double("latency_us", 0.0, st);
-  const long max_inflight = params.get_int<long>("max_inflight", 0, st);
-  unknown_params = local::without_inner_keys(params.unused());
-  if (!st.ok()) return st;
-  auto invalid = [](const std::string& what) { return sdk::Status::error(sdk::StatusCode::invalid_argument, what); };
-  if (!std::isfinite(mbps) || mbps < 0)
-    return invalid("bandwidth_mbps: expected a number >= 0 (MB/s, 0 = unlimited), got " + std::to_string(mbps));
-  if (!std::isfinite(latency_us) || latency_us < 0 || latency_us > 60e6)
-    return invalid("latency_us: expected 0..60000000 microseconds, got " + std::to_string(latency_us));
-  if (max_inflight < 0 || max_inflight > 65536)
-    return invalid("max_inflight: expected 0..65536 (0 = unlimited), got " + std::to_string(max_inflight));
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
+  const std::string inner = params.get_string("inner");
+  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  const double mbps = params.get_double("bandwidth_mbps");
+  const double latency_us = params.get_double("latency_us");
+  const auto max_inflight = params.get_int<unsigned>("max_inflight");
+  unknown_params = params.unused();
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args, "throttle", inner, wrapped); !made.ok()) return made;
-  auto device = std::make_shared<Device>(mbps * 1e6, latency_us * 1e-6, static_cast<unsigned>(max_inflight));
+  if (sdk::Status made = local::create_inner(args.host, "throttle", inner, forwarded, wrapped); !made.ok()) return made;
+  auto device = std::make_shared<Device>(mbps * 1e6, latency_us * 1e-6, max_inflight);
   out = std::make_unique<ThrottleBackend>(std::move(wrapped), std::move(device));
   return sdk::Status::success();
 }
@@ -127,3 +128,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::throttle
 
 K3_PLUGIN(storage, "throttle", "1.0", k3::storage::throttle::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::throttle::kParams)

@@ -462,30 +462,37 @@ class TieredBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::tiered {
 
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::required(sdk::param::path("dir", nullptr, "the local directory that holds the tier; created when missing")),
+    local::inner_name("http"),
+    local::kInnerKeys,
+    sdk::param::integer("max_mb", "0", "[0, 1099511627776]",
+                        "cap on the tier's size in MiB; least recently used blocks are evicted beyond it; 0 = no cap"),
+    sdk::param::integer("block_kb", "1024", "[4, 1048576]",
+                        "block size in KiB: the unit fetched, stored, checked and evicted"),
+    sdk::param::integer("max_pending_mb", "256", "[1, 1048576]",
+                        "MiB of fetched blocks waiting to be written; beyond it a block is delivered but not cached"),
+    sdk::param::boolean("fsync", "false", "fsync each block before its rename (survives power loss; costs write latency)"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
   Settings s;
-  const std::string inner = params.get_string("inner", "http");
-  s.dir = params.get_string("dir", "");
-  const auto max_mb = params.get_int<std::uint64_t>("max_mb", 0, st);
-  const auto block_kb = params.get_int<std::uint64_t>("block_kb", 1024, st);
-  const auto pending_mb = params.get_int<std::uint64_t>("max_pending_mb", 256, st);
-  s.fsync = params.get_bool("fsync", false, st);
-  unknown_params = local::without_inner_keys(params.unused());
-  if (!st.ok()) return st;
-  auto invalid = [](const std::string& what) { return sdk::Status::error(sdk::StatusCode::invalid_argument, what); };
-  if (s.dir.empty()) return invalid("dir: required (the local directory that holds the tier)");
-  if (block_kb < 4 || block_kb > 1024 * 1024) return invalid("block_kb: expected 4..1048576, got " + std::to_string(block_kb));
-  if (max_mb > (std::uint64_t{1} << 40)) return invalid("max_mb: expected 0 (no cap) .. 2^40, got " + std::to_string(max_mb));
-  if (pending_mb < 1 || pending_mb > 1024 * 1024)
-    return invalid("max_pending_mb: expected 1..1048576, got " + std::to_string(pending_mb));
+  const std::string inner = params.get_string("inner");
+  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  s.dir = params.get_string("dir");
+  const auto max_mb = params.get_int<std::uint64_t>("max_mb");
+  const auto block_kb = params.get_int<std::uint64_t>("block_kb");
+  const auto pending_mb = params.get_int<std::uint64_t>("max_pending_mb");
+  s.fsync = params.get_bool("fsync");
+  unknown_params = params.unused();
   s.block_bytes = block_kb << 10;
   s.max_bytes = max_mb << 20;
   s.max_pending_bytes = pending_mb << 20;
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args, "tiered", inner, wrapped); !made.ok()) return made;
+  if (sdk::Status made = local::create_inner(args.host, "tiered", inner, forwarded, wrapped); !made.ok()) return made;
   auto t = std::make_shared<Tier>(std::move(s), args.host);
   try {
     if (sdk::Status started = t->start(); !started.ok()) return started;
@@ -499,3 +506,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::tiered
 
 K3_PLUGIN(storage, "tiered", "1.0", k3::storage::tiered::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::tiered::kParams)

@@ -312,17 +312,20 @@ class UringBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::uring {
 
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::integer("queue_depth", "32", "[1, 4096]",
+                        "io_uring submission queue depth: ring entries and reads in flight per read() call"),
+    sdk::param::boolean("direct", "false",
+                        "open files with O_DIRECT (no page cache); requests are read in aligned 1 MiB windows"),
+};
+
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
                    std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  sdk::Status st;
-  const int depth = params.get_int<int>("queue_depth", 32, st);
-  const bool direct = params.get_bool("direct", false, st);
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
+  const int depth = params.get_int<int>("queue_depth");
+  const bool direct = params.get_bool("direct");
   unknown_params = params.unused();
-  if (!st.ok()) return st;
-  if (depth < 1 || depth > 4096)
-    return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "queue_depth: expected 1..4096, got " + std::to_string(depth));
   auto rings = std::make_shared<RingPool>(static_cast<unsigned>(depth));
   // Probe now, so a kernel or sandbox without io_uring is reported at creation, not at the
   // first read; the probe ring is kept for that first read.
@@ -341,3 +344,4 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 }  // namespace k3::storage::uring
 
 K3_PLUGIN(storage, "uring", "1.0", k3::storage::uring::create, nullptr)
+K3_PLUGIN_PARAMS(k3::storage::uring::kParams)

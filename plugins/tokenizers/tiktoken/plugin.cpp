@@ -1,4 +1,4 @@
-// Registration of the tiktoken tokenizer and its parameters (README.md lists them).
+// Registration of the tiktoken tokenizer and the table of its parameters (README.md explains them).
 #include <k3/host.hpp>
 #include <k3/plugin.hpp>
 
@@ -33,21 +33,44 @@ std::string read_through_host(sdk::HostServices* host, const std::string& uri, c
   return data;
 }
 
+}  // namespace
+
+constexpr K3ParamDescriptor kParams[] = {
+    sdk::param::required(sdk::param::path(
+        "model", nullptr,
+        "the rank file, one '<base64 token> <rank>' per line; k3host fills in <model.path>/tiktoken.model")),
+    sdk::param::choice("pattern", "kimi", "kimi|cl100k|o200k|regex:*",
+                       "the pre-tokenizer: a preset's official pat_str, or regex:<PCRE2 pattern>"),
+    sdk::param::path("config", "",
+                     "a Hugging Face tokenizer_config.json whose added_tokens_decoder become special tokens; k3host "
+                     "fills in <model.path>/tokenizer_config.json when it exists; empty = none"),
+    sdk::param::string("specials", "", "inline special tokens text=id,text=id; empty = none"),
+    sdk::param::integer("num_reserved_special_tokens", nullptr, "[0, 4294967295]",
+                        "ids after the largest rank that are special (reserved_token_<id>); unset = 256 with pattern "
+                        "kimi, else 0"),
+    sdk::param::integer("max_chunk_chars", nullptr, "[0, )",
+                        "cut the text into pieces of this many code points first (Kimi's behaviour); 0 = off; unset "
+                        "= 400000 with pattern kimi, else 0"),
+    sdk::param::integer("max_run_chars", nullptr, "[0, )",
+                        "also cut runs of whitespace or non-whitespace longer than this (Kimi's); 0 = off; unset = "
+                        "25000 with pattern kimi, else 0"),
+};
+
+namespace {
+
 Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
               std::vector<std::string>& unknown_params) {
-  sdk::ParamReader params(args.params);
-  Status status;
-  const std::string model = params.get_string("model", "");
-  const std::string pattern = params.get_string("pattern", "kimi");
-  const std::string config = params.get_string("config", "");
-  const std::string specials = params.get_string("specials", "");
+  sdk::ParamReader params(args.params, kParams);
+  if (!params.ok()) return params.status();
+  const std::string model = params.get_string("model");
+  const std::string pattern = params.get_string("pattern");
+  const std::string config = params.get_string("config");
+  const std::string specials = params.get_string("specials");
   const bool kimi = pattern == "kimi";
-  const auto reserved = params.get_int<std::uint32_t>("num_reserved_special_tokens", kimi ? kKimiReserved : 0u, status);
-  const auto max_chunk = params.get_int<std::size_t>("max_chunk_chars", kimi ? kKimiMaxChunkChars : 0u, status);
-  const auto max_run = params.get_int<std::size_t>("max_run_chars", kimi ? kKimiMaxRunChars : 0u, status);
+  const auto reserved = params.get_int<std::uint32_t>("num_reserved_special_tokens", kimi ? kKimiReserved : 0u);
+  const auto max_chunk = params.get_int<std::size_t>("max_chunk_chars", kimi ? kKimiMaxChunkChars : std::size_t{0});
+  const auto max_run = params.get_int<std::size_t>("max_run_chars", kimi ? kKimiMaxRunChars : std::size_t{0});
   unknown_params = params.unused();
-  if (!status.ok()) return status;
-  if (model.empty()) return Status::error(StatusCode::invalid_argument, "model: the path or URI of the rank file is required");
 
   try {
     TiktokenConfig cfg{RankTable::parse(read_through_host(args.host, model, "rank file"), model),
@@ -56,7 +79,8 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
       cfg.specials.add_from_config(read_through_host(args.host, config, "tokenizer config"), config);
     if (!specials.empty()) cfg.specials.add_inline(specials);
     if (reserved > kMaxRank - cfg.ranks.end())
-      return Status::error(StatusCode::invalid_argument, "num_reserved_special_tokens: too large");
+      return params.refuse("num_reserved_special_tokens",
+                           "too large: the ids would pass 2^24 - 1 after the " + std::to_string(cfg.ranks.end()) + " ranks");
     cfg.specials.add_reserved(cfg.ranks.end(), reserved);
     cfg.specials.finish();
     out = std::make_unique<TiktokenTokenizer>(std::move(cfg));
@@ -74,3 +98,4 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
 }  // namespace k3::tiktoken
 
 K3_PLUGIN(tokenizer, "tiktoken", "1.0", k3::tiktoken::create, nullptr)
+K3_PLUGIN_PARAMS(k3::tiktoken::kParams)

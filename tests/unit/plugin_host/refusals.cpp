@@ -247,6 +247,29 @@ TEST_CASE("parameters a plugin does not know are an error unless the caller coll
   }
 }
 
+TEST_CASE("a library whose parameter table contradicts itself is refused when it is read", "[plugin_host]") {
+  const k3::test::ScopedPluginPath env(std::nullopt);
+  PluginHost host({fixture_dir("badtable")});
+  const fs::path file = fixture_file("badtable", "cache", "fxbadtable");
+  const std::string reason = single_refusal(host, file);
+  CHECK_THAT(reason, Contains("malformed parameter table: depth: the default 0 is out of range 1–8"));
+  CHECK_FALSE(lists(host, PluginKind::cache, "fxbadtable"));
+  check_one_line_naming(find_error(host, PluginKind::cache, "fxbadtable"), file);
+}
+
+TEST_CASE("a plugin without a parameter table is listed as not describing them; its factory decides", "[plugin_host]") {
+  const k3::test::ScopedPluginPath env(std::nullopt);
+  PluginHost host({fixture_dir("unknown"), fixture_dir("good")});
+  const k3::PluginInfo& silent = host.find(PluginKind::cache, "fxunknown");
+  CHECK_FALSE(silent.describes_params);
+  CHECK(k3::check_params(silent, {{"colour", "blue"}}).empty());
+  CHECK_THAT(k3::plugin_params_text(silent), Contains("does not describe its parameters"));
+  const k3::PluginInfo& described = host.find(PluginKind::storage, "fxmem");
+  CHECK(described.describes_params);
+  REQUIRE(described.params.size() == 1);
+  CHECK(std::string(described.params[0].key) == "size");
+}
+
 TEST_CASE("a plugin that is nowhere on the path is an error listing the searched folders", "[plugin_host]") {
   const k3::test::ScopedPluginPath env(std::nullopt);
   PluginHost host({fixture_dir("good")});
@@ -256,6 +279,10 @@ TEST_CASE("a plugin that is nowhere on the path is an error listing the searched
   // Asking for a name under the wrong kind says which kind it is.
   const std::string wrong_kind = find_error(host, PluginKind::storage, "fxgood");
   CHECK_THAT(wrong_kind, Contains("is a cache plugin"));
+  // Names are exact; the suggestion ignores case.
+  CHECK_THAT(find_error(host, PluginKind::cache, "FXGOOD"), Contains("not found (did you mean 'fxgood'?)"));
+  CHECK_THAT(find_error(host, PluginKind::cache, "fxgod"), Contains("(did you mean 'fxgood'?)"));
+  CHECK(find_error(host, PluginKind::cache, "zzzzzz").find("did you mean") == std::string::npos);
 }
 
 TEST_CASE("a well-formed plugin is listed with its descriptor", "[plugin_host]") {
