@@ -210,7 +210,8 @@ std::string bench_csv(const BenchResult& r) {
     const auto& [pi, rep] = r.order[k];
     const BenchPipelineResult& p = r.pipelines[pi];
     o << "run," << k + 1 << "," << p.label << "," << csv_field(p.config) << "," << rep + 1;
-    metrics([&](BenchMetric m) { return bench_metric(p.samples[rep], m); });
+    const auto& sample = p.samples[rep];  // clang 14 cannot capture a structured binding
+    metrics([&](BenchMetric m) { return bench_metric(sample, m); });
   }
   for (const auto& p : r.pipelines) {
     o << "mean,," << p.label << "," << csv_field(p.config) << ",";

@@ -9,6 +9,13 @@ std::string Origin::str() const {
   return file + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
+ConfigNode::ConfigNode() = default;
+ConfigNode::~ConfigNode() = default;
+ConfigNode::ConfigNode(const ConfigNode&) = default;
+ConfigNode::ConfigNode(ConfigNode&&) noexcept = default;
+ConfigNode& ConfigNode::operator=(const ConfigNode&) = default;
+ConfigNode& ConfigNode::operator=(ConfigNode&&) noexcept = default;
+
 ConfigNode* ConfigNode::find(std::string_view key) {
   for (auto& [k, v] : entries)
     if (k == key) return &v;

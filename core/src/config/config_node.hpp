@@ -25,6 +25,16 @@ struct Origin {
 struct ConfigNode {
   enum class Kind { null, scalar, sequence, map };
 
+  // Declared here, defaulted in config_node.cpp: `entries` holds pairs of this type, which
+  // is complete only after the class; clang (with libstdc++) refuses implicit members
+  // that would destroy std::pair<std::string, ConfigNode> inside the class itself.
+  ConfigNode();
+  ~ConfigNode();
+  ConfigNode(const ConfigNode&);
+  ConfigNode(ConfigNode&&) noexcept;
+  ConfigNode& operator=(const ConfigNode&);
+  ConfigNode& operator=(ConfigNode&&) noexcept;
+
   Kind kind = Kind::null;
   std::string text;          ///< scalar text (after ${VAR} expansion once that has run)
   std::string tag;           ///< explicit YAML tag, e.g. "!path"; empty when none

@@ -36,12 +36,24 @@ bool looks_typed(const std::string& text) {
 }
 
 
+/// The text as a pipeline file must spell it: loading expands ${...} in every value from a
+/// file, and the values dumped are already expanded, so a literal "${" is written "$${".
+std::string escape_env(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "${") == 0) out += '$';
+    out += text[i];
+  }
+  return out;
+}
+
 /// Quotes text that would read back as another type. Plugin parameters reach the plugin
 /// as text whatever their YAML type, so for them only null-looking text needs quotes.
 void emit_text(YAML::Emitter& out, const std::string& text, bool only_null = false) {
   const bool nullish = text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL";
   if (only_null ? nullish : looks_typed(text)) out << YAML::DoubleQuoted;
-  out << text;
+  out << escape_env(text);
 }
 
 void emit_params(YAML::Emitter& out, const ConfigNode& map, const std::string& prefix) {

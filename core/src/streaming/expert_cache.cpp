@@ -69,7 +69,6 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
                          std::uint64_t slots, std::uint64_t slot_bytes, int attempts,
                          runtime::StreamCounters& counters)
     : c_(c),
-      index_(index),
       policy_(std::move(policy)),
       future_(std::move(future)),
       counters_(counters),

@@ -129,7 +129,6 @@ class ExpertCache {
   void forget(std::uint64_t packed) noexcept;
 
   const ModelConfig& c_;
-  const CheckpointIndex& index_;
   std::shared_ptr<sdk::CachePolicy> policy_;
   std::shared_ptr<const CacheFuture> future_;  // the span set_future() got points into it
   runtime::StreamCounters& counters_;

@@ -12,8 +12,7 @@ namespace k3::runtime {
 
 StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
                              const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed)
-    : c_(c),
-      counters_(counters),
+    : counters_(counters),
       pinned_(plan.pinned),
       head_chunk_rows_(plan.lm_head_chunk_rows),
       main_reader_(index, storage, packed),

@@ -80,7 +80,6 @@ class StreamedTrunk final : public model::WeightSource {
   void start_read(int slot, std::size_t layer);
   void read_ahead(std::size_t layer);
 
-  const ModelConfig& c_;
   StreamCounters& counters_;
   std::vector<bool> pinned_;
   std::vector<bool> split_;  ///< streamed dense layer whose FFN is read in row chunks

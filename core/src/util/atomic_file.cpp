@@ -30,7 +30,7 @@ enum SlotState : int { kFree = 0, kBusy = 1, kLive = 2, kClaimed = 3 };
 constexpr int kSlots = 64;
 struct Slot {
   std::atomic<int> state{kFree};
-  char path[PATH_MAX];
+  char path[PATH_MAX] = {};
 };
 static_assert(std::atomic<int>::is_always_lock_free, "the registry is read from a signal handler");
 constinit Slot g_slots[kSlots];

@@ -46,6 +46,17 @@ TEST_CASE("dump() round-trips the default pipeline with overrides of every kind"
   check_round_trip(p, dir);
 }
 
+TEST_CASE("dump() writes a literal ${ as $${, so loading the dump does not expand it", "[dump]") {
+  TempDir dir;
+  // From a file, "$${HOME}" is the literal text "${HOME}"; from --set nothing is expanded.
+  const auto file = dir.write("p.yaml", "job:\n  prompt: \"$${HOME} and $$${X}\"\n");
+  const k3::Pipeline p =
+      k3::load_pipeline(file, std::vector<std::string>{"description=cost ${USD}", "storage.params.key=${K}"});
+  REQUIRE(p.get_string("job.prompt") == "${HOME} and $${X}");
+  REQUIRE(p.get_string("description") == "cost ${USD}");
+  check_round_trip(p, dir);
+}
+
 TEST_CASE("dump() round-trips every preset", "[dump][presets]") {
   TempDir dir;
   for (const auto& entry : fs::directory_iterator(k3test::source_dir() / "presets")) {
