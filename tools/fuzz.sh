@@ -72,11 +72,11 @@ for n in "${names[@]}"; do
   took=$(($(date +%s) - start))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | sed 's/cov: //')
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | sed 's/cov: //')
   if ((rc == 0)); then
     result=ok
   else
-    result="FINDING (exit $rc): $(grep -m1 -E 'ERROR: |k3 fuzz finding|runtime error|Test unit written' "$log" | cut -c1-120)"
+    result="FINDING (exit $rc): $(grep -a -m1 -E 'ERROR: |k3 fuzz finding|runtime error|Test unit written' "$log" | cut -c1-120)"
     status=1
   fi
   printf '%-18s %8s %12s %10s %6s  %s\n' "$n" "$took" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
