@@ -4,7 +4,8 @@
 // 206 body's bytes into the read requests.
 //
 // Input: header lines up to the first NUL; after it, read requests as 8 bytes each (u32
-// offset, u16 length, u8 gap, u8 max range) over a 64 KiB file. Oracles: a parsed
+// offset, u16 length, u8 gap in 64-byte steps, u8 max range: 4096 + 256 per step; the last
+// request's gap and max range apply) over a 64 KiB file. Oracles: a parsed
 // Content-Range is an ordered interval that prints back to itself; the plan covers every
 // request with ranges no longer than the maximum, and scattering each range's bytes of the
 // file fills every request with exactly the file's bytes.
@@ -61,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&off, reqs.data() + at, 4);
     std::memcpy(&len, reqs.data() + at + 4, 2);
     gap = static_cast<std::uint8_t>(reqs[at + 6]) * 64u;
-    max_range = 1 + static_cast<std::uint8_t>(reqs[at + 7]) * 97u;
+    // The plugin accepts max_range_bytes from 4096 and coalesce_gap_bytes up to it.
+    max_range = 4096 + static_cast<std::uint8_t>(reqs[at + 7]) * 256u;
     const std::uint64_t offset = off % kFile, length = std::min<std::uint64_t>(1 + len, kFile - offset);
     dests.emplace_back(length);
     asked.emplace_back(offset, length);
