@@ -3,8 +3,8 @@
 # description at its file:line:col, "did you mean" for plugin names (case ignored), and the
 # generated plugin section of docs/pipelines.md.
 #
-# Included by tests/CMakeLists.txt it registers the tests; run as `cmake -P` it runs one:
-#   cmake -DEXE=k3host -DARGS="a|b" -DCODE=n [-DSTDOUT=re] [-DSTDERR=re] [-DNOT_STDOUT=re] -P cli_plugins.cmake
+# Included by tests/CMakeLists.txt it registers the tests (a plain run through
+# lib/cli_check.cmake); run as `cmake -P` it runs one of the cases that check more:
 #   cmake -DEXE=k3host -DCASE=every-plugin -P cli_plugins.cmake
 #   cmake -DEXE=k3host -DCASE=docs -DDOC=docs/pipelines.md -DGENERATED=<scratch file> -P cli_plugins.cmake
 #     (with K3_UPDATE_DOCS=1 in the environment it rewrites the section instead)
@@ -95,35 +95,17 @@ if(CMAKE_SCRIPT_MODE_FILE)
                         "K3_UPDATE_DOCS=1 ctest --test-dir build -R 'docs: plugin parameters'")
   endif()
 
-  string(REPLACE "|" ";" args "${ARGS}")
-  k3_run(${args})
-  if(NOT "${code}" STREQUAL "${CODE}")
-    message(FATAL_ERROR "expected exit code ${CODE}\n${shown}")
-  endif()
-  if(DEFINED STDERR AND NOT err MATCHES "${STDERR}")
-    message(FATAL_ERROR "stderr does not match '${STDERR}'\n${shown}")
-  endif()
-  if(DEFINED STDOUT AND NOT out MATCHES "${STDOUT}")
-    message(FATAL_ERROR "stdout does not match '${STDOUT}'\n${shown}")
-  endif()
-  if(DEFINED NOT_STDOUT AND out MATCHES "${NOT_STDOUT}")
-    message(FATAL_ERROR "stdout matches '${NOT_STDOUT}'\n${shown}")
-  endif()
+  message(FATAL_ERROR "unknown CASE '${CASE}'")
   return()
 endif()
 
-# k3_cli_plugins_test(NAME CODE ARGS <args...> [STDOUT regex] [STDERR regex] [NOT_STDOUT regex])
+include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
+
+# k3_cli_plugins_test(NAME CODE ARGS <args...> [STDOUT regex] [STDERR regex] [STDOUT_NOT regex]):
+# one k3host run (lib/cli_check.cmake), seeing only the plugins of this build.
 function(k3_cli_plugins_test name code)
-  cmake_parse_arguments(T "" "STDOUT;STDERR;NOT_STDOUT" "ARGS" ${ARGN})
-  string(REPLACE ";" "|" joined "${T_ARGS}")
-  set(defs -DEXE=$<TARGET_FILE:k3host> "-DARGS=${joined}" -DCODE=${code})
-  foreach(stream STDOUT STDERR NOT_STDOUT)
-    if(DEFINED T_${stream})
-      list(APPEND defs "-D${stream}=${T_${stream}}")
-    endif()
-  endforeach()
-  add_test(NAME "cli-plugins: ${name}" COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_LIST_FILE}
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  k3_cli_test("cli-plugins: ${name}" ${code} ${ARGN})
+  set_tests_properties("cli-plugins: ${name}" PROPERTIES ENVIRONMENT "K3_PLUGIN_PATH=")
 endfunction()
 
 # 1-3. The descriptions, printed without creating anything.
@@ -133,7 +115,7 @@ add_test(NAME "cli-plugins: --params describes every plugin the listing shows"
 k3_cli_plugins_test("--params NAME prints that plugin only" 0
   ARGS plugins --params direct
   STDOUT "^storage direct [^\n]+k3-storage-direct\\.so\n  KEY [^\n]+\n  threads +integer +2 +1–64 [^\n]+\n  fallback +enum +none +none, buffered "
-  NOT_STDOUT "posix|uring")
+  STDOUT_NOT "posix|uring")
 k3_cli_plugins_test("--params of an unknown name is exit 2 with the closest name" 2
   ARGS plugins --params thrttle
   STDERR "no plugin named 'thrttle' on the search path \\(did you mean 'throttle'\\?\\)")
