@@ -16,34 +16,10 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   cmake_policy(VERSION 3.20)
-  # k3_run(ENV <NAME=VALUE...> ARGS <args...>): k3host with the OpenMP variables cleared
-  # (so k3host's own choice applies) unless ENV sets them; leaves code, out, err, shown.
-  function(k3_run)
-    cmake_parse_arguments(R "" "" "ENV;ARGS" ${ARGN})
-    execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=OMP_WAIT_POLICY --unset=GOMP_SPINCOUNT
-                            --unset=KMP_BLOCKTIME --unset=K3_OMP_WAIT_POLICY_CHOSEN --unset=K3_LOG_LEVEL ${R_ENV}
-                            ${EXE} ${R_ARGS}
-                    RESULT_VARIABLE c OUTPUT_VARIABLE o ERROR_VARIABLE e)
-    set(code "${c}" PARENT_SCOPE)
-    set(out "${o}" PARENT_SCOPE)
-    set(err "${e}" PARENT_SCOPE)
-    string(REPLACE ";" " " a "${R_ARGS}")
-    set(shown "${R_ENV} k3host ${a}\n--- exit code: ${c}\n--- stdout:\n${o}\n--- stderr:\n${e}" PARENT_SCOPE)
-  endfunction()
-  function(k3_fail what)
-    message(FATAL_ERROR "${what}\n${shown}")
-  endfunction()
-  function(k3_expect_code want)
-    if(NOT code EQUAL ${want})
-      k3_fail("expected exit code ${want}")
-    endif()
-  endfunction()
-  function(k3_expect what var regex)
-    if(NOT ${var} MATCHES "${regex}")
-      k3_fail("${what} does not match '${regex}'")
-    endif()
-  endfunction()
-  # k3_json(VAR <path...>): VAR = the value at the path of the JSON in `out` (fails if absent).
+  # k3_run, k3_fail, k3_expect_code, k3_expect: the OpenMP variables cleared, so k3host's own
+  # choice applies unless a run's ENV sets them.
+  set(K3_RUN_UNSET OMP_WAIT_POLICY GOMP_SPINCOUNT KMP_BLOCKTIME K3_OMP_WAIT_POLICY_CHOSEN)
+  include(${CMAKE_CURRENT_LIST_DIR}/lib/k3_run.cmake)
   function(k3_json var)
     string(JSON v ERROR_VARIABLE error GET "${out}" ${ARGN})
     if(error)

@@ -9,29 +9,7 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   cmake_policy(VERSION 3.20)  # quoted strings are never variable names (CMP0054)
-  # k3_run(ENV <NAME=VALUE...> ARGS <args...>): runs k3host with K3_LOG_LEVEL unset unless ENV
-  # sets it; leaves code, out, err and `shown` (everything, for a failure message).
-  function(k3_run)
-    cmake_parse_arguments(R "" "" "ENV;ARGS" ${ARGN})
-    execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=K3_LOG_LEVEL ${R_ENV} ${EXE} ${R_ARGS}
-                    RESULT_VARIABLE c OUTPUT_VARIABLE o ERROR_VARIABLE e)
-    set(code "${c}" PARENT_SCOPE)
-    set(out "${o}" PARENT_SCOPE)
-    set(err "${e}" PARENT_SCOPE)
-    string(REPLACE ";" " " a "${R_ARGS}")
-    set(shown "${R_ENV} k3host ${a}\n--- exit code: ${c}\n--- stdout:\n${o}\n--- stderr:\n${e}" PARENT_SCOPE)
-  endfunction()
-  function(k3_expect_code want)
-    if(NOT code EQUAL ${want})
-      message(FATAL_ERROR "expected exit code ${want}\n${shown}")
-    endif()
-  endfunction()
-  # k3_expect(WHAT VAR REGEX): the variable named VAR (out, err, logged...) matches REGEX.
-  function(k3_expect what var regex)
-    if(NOT ${var} MATCHES "${regex}")
-      message(FATAL_ERROR "${what} does not match '${regex}'\n${shown}")
-    endif()
-  endfunction()
+  include(${CMAKE_CURRENT_LIST_DIR}/lib/k3_run.cmake)  # k3_run, k3_expect_code, k3_expect
   function(k3_expect_not what var regex)
     if(${var} MATCHES "${regex}")
       message(FATAL_ERROR "${what} matches '${regex}' but must not\n${shown}")

@@ -11,28 +11,9 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   cmake_policy(VERSION 3.20)
-  # k3_run(ENV <NAME=VALUE...> ARGS <args...>): k3host with every wait-policy variable
-  # cleared, then ENV; leaves code, out, err and shown.
-  function(k3_run)
-    cmake_parse_arguments(R "" "" "ENV;ARGS" ${ARGN})
-    execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=OMP_WAIT_POLICY --unset=GOMP_SPINCOUNT
-                            --unset=KMP_BLOCKTIME --unset=K3_OMP_WAIT_POLICY_CHOSEN --unset=OMP_DISPLAY_ENV
-                            --unset=K3_LOG_LEVEL ${R_ENV} ${EXE} ${R_ARGS}
-                    RESULT_VARIABLE c OUTPUT_VARIABLE o ERROR_VARIABLE e)
-    set(code "${c}" PARENT_SCOPE)
-    set(out "${o}" PARENT_SCOPE)
-    set(err "${e}" PARENT_SCOPE)
-    string(REPLACE ";" " " a "${R_ARGS}")
-    set(shown "${R_ENV} k3host ${a}\n--- exit code: ${c}\n--- stdout:\n${o}\n--- stderr:\n${e}" PARENT_SCOPE)
-  endfunction()
-  function(k3_fail what)
-    message(FATAL_ERROR "${what}\n${shown}")
-  endfunction()
-  function(k3_expect what var regex)
-    if(NOT ${var} MATCHES "${regex}")
-      k3_fail("${what} does not match '${regex}'")
-    endif()
-  endfunction()
+  # k3_run, k3_fail, k3_expect: every wait-policy variable cleared, then a run's ENV.
+  set(K3_RUN_UNSET OMP_WAIT_POLICY GOMP_SPINCOUNT KMP_BLOCKTIME K3_OMP_WAIT_POLICY_CHOSEN OMP_DISPLAY_ENV)
+  include(${CMAKE_CURRENT_LIST_DIR}/lib/k3_run.cmake)
   # k3_report(POLICY SET_BY IDS_VAR): the run report's openmp section, and its generated ids.
   function(k3_report policy set_by ids_var)
     file(READ "${WORK}/report.json" report)
