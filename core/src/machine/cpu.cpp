@@ -7,6 +7,9 @@
 #include <fstream>
 #include <string>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -51,7 +54,12 @@ CpuInfo probe_cpu(const fs::path& root) {
 #define K3_X86_FEATURE(name) info.features.push_back({name, __builtin_cpu_supports(name) != 0})
   K3_X86_FEATURE("sse4.2");
   K3_X86_FEATURE("avx");
-  K3_X86_FEATURE("f16c");
+  // clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID leaf 1 (ECX bit 29).
+  {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+    info.features.push_back({"f16c", f16c});
+  }
   K3_X86_FEATURE("fma");
   K3_X86_FEATURE("avx2");
   K3_X86_FEATURE("avx512f");
