@@ -69,6 +69,7 @@ Command register_chat(CLI::App& app, GlobalOptions& global);
 Command register_serve(CLI::App& app, GlobalOptions& global);
 Command register_bench(CLI::App& app, GlobalOptions& global);
 Command register_doctor(CLI::App& app, GlobalOptions& global);
+Command register_perplexity(CLI::App& app, GlobalOptions& global);
 
 /// First thing in main(): when the user set no OpenMP wait policy, sets k3host's and
 /// re-executes the program once (openmp_reexec.cpp); returns only when it did not.

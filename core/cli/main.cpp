@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   commands.push_back(register_serve(app, global));
   commands.push_back(register_bench(app, global));
   commands.push_back(register_doctor(app, global));
+  commands.push_back(register_perplexity(app, global));
 
   try {
     app.parse(argc, argv);

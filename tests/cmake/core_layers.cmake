@@ -9,7 +9,7 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 # Bottom to top.
-set(layers util machine io config plugin_host chat model maths streaming engine job conversation sim synth serve bench doctor)
+set(layers util machine io config plugin_host chat model maths streaming engine job eval conversation sim synth serve bench doctor)
 
 set(src ${K3_SOURCE_DIR}/core/src)
 file(GLOB folders LIST_DIRECTORIES true RELATIVE ${src} ${src}/*)
