@@ -171,3 +171,19 @@ def route(x, W_gate, bias, topk, renormalize, scale):
     w = w * scale
     margin = choice[order[topk - 1]] - choice[order[topk]] if topk < len(choice) else math.inf
     return idx, w, margin
+
+
+def route_batch(X, W_gate, bias, topk, renormalize, scale):
+    """`route` for many tokens at once, X [T, E] (what training needs; same rule, vectorised).
+
+    Returns (idx [T, k] long, weights [T, k]). Selection by torch.topk on s + bias is detached
+    (top-k is not differentiable); gradients reach W_gate through the weights s of the chosen.
+    Ties are measure-zero for trained float weights, so torch.topk's tie order is not pinned
+    (`route` breaks them toward the lower id; test_reference checks the two agree without ties).
+    """
+    s = torch.sigmoid(X @ W_gate.T)
+    idx = torch.topk((s + bias).detach(), topk, dim=-1, sorted=True).indices
+    w = torch.gather(s, -1, idx)
+    if renormalize and topk > 1:
+        w = w / (w.sum(dim=-1, keepdim=True) + RENORM_EPS)
+    return idx, w * scale
