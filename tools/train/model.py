@@ -71,7 +71,7 @@ class TrainModel(K3Model):
         g = g.transpose(0, 1).reshape(T, B * H, D)
         beta = torch.sigmoid(X @ self.lw(i, a + "b_proj.weight").T).transpose(0, 1).reshape(T, B * H)
         S0 = torch.zeros(B * H, D, D, dtype=X.dtype)
-        _, o = km.kda_chunked(S0, q, k, v, g, beta, self.kda_chunk)
+        _, o = km.kda_chunked(S0, q, k, v, g, beta, self.kda_chunk, pair=km.pair_elementwise)
         o = o.reshape(T, B, H, D).transpose(0, 1)                                  # [B, T, H, D]
         gate = torch.sigmoid((X @ self.lw(i, a + "g_proj.weight").T).reshape(B, T, H, D))
         y = km.rms_norm(o, self.lw(i, a + "o_norm.weight"), c.eps) * gate
