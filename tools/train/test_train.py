@@ -9,8 +9,12 @@ import unittest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+
 import bpe  # noqa: E402
-from model import K3Model, TrainModel, params_from_checkpoint  # noqa: E402
+import export  # noqa: E402
+from k3_checkpoint import E2M1, mxfp4_decode  # noqa: E402
+from model import K3Model, TrainModel, init_params, params_from_checkpoint  # noqa: E402
 
 REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")
 
@@ -42,6 +46,53 @@ class TestModel(unittest.TestCase):
             want = ref.forward_sequence(ids[b].tolist())
             err = ((got[b] - want).abs().max() / want.abs().max()).item()
             self.assertLess(err, 1e-12, f"sequence {b}")
+
+
+class TestExport(unittest.TestCase):
+    def test_mxfp4_representable_values_round_trip(self):
+        rng = np.random.default_rng(1)
+        k = rng.integers(-6, 4, size=(6, 4, 1)).astype(np.float64)
+        w = E2M1[rng.integers(0, 16, size=(6, 4, 32))] * np.exp2(k)
+        w[:, :, 5] = 6.0 * np.exp2(k[:, :, 0])                   # the group maximum sets the scale
+        w = w.reshape(6, 128)
+        packed, scale = export.mxfp4_encode(w)
+        np.testing.assert_array_equal(mxfp4_decode(packed, scale, 128), w)
+
+    def test_mxfp4_rounds_to_nearest(self):
+        rng = np.random.default_rng(2)
+        w = rng.standard_normal((5, 64)) * np.exp2(rng.integers(-8, 3, size=(5, 1)))
+        packed, scale = export.mxfp4_encode(w)
+        got = mxfp4_decode(packed, scale, 64)
+        for r in range(5):
+            for g in range(2):
+                grid = E2M1 * 2.0 ** (int(scale[r, g]) - 127)
+                for c in range(32 * g, 32 * g + 32):
+                    self.assertAlmostEqual(abs(got[r, c] - w[r, c]), np.abs(grid - w[r, c]).min(), places=15)
+        self.assertTrue(np.all(np.abs(w).reshape(5, 2, 32).max(-1) / 2.0 ** (scale.astype(int) - 127) >= 4))
+
+    def test_export_writes_what_training_holds(self):
+        """Every exported tensor is the trained tensor after its format's rounding."""
+        doc = {"text_config": dict(export.mtc.TINY, bos_token_id=382, eos_token_id=383)}
+        from k3_config import K3Config
+        params = init_params(K3Config(doc), 4)
+        with tempfile.TemporaryDirectory() as d:
+            for f in ("tiktoken.model", "tokenizer_config.json"):
+                open(os.path.join(d, f), "w").close()
+            out = os.path.join(d, "out")
+            export.export(params, doc, d, out, 2)
+            _, got = params_from_checkpoint(out)
+        for name, t in params.items():
+            t = t.detach().to(torch.float64)
+            if ".experts." in name:
+                want = torch.stack([torch.from_numpy(mxfp4_decode(*export.mxfp4_encode(m.numpy()), m.shape[1]))
+                                    for m in t])
+            elif name.endswith(export.F32_SUFFIXES):
+                want = t.float().double()
+            else:
+                bits = export.mtc.bf16_bits(t.numpy()).astype(np.uint32) << 16
+                want = torch.from_numpy(bits.view(np.float32).astype(np.float64))
+            g = got[name][: t.shape[0]] if name.endswith(".A_log") else got[name]
+            self.assertTrue(torch.equal(g, want), name)
 
 
 class TestBpe(unittest.TestCase):
