@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 
 import bpe  # noqa: E402
 import export  # noqa: E402
+import perplexity  # noqa: E402
 from k3_checkpoint import E2M1, mxfp4_decode  # noqa: E402
 from model import K3Model, TrainModel, init_params, params_from_checkpoint  # noqa: E402
 
@@ -93,6 +94,26 @@ class TestExport(unittest.TestCase):
                 want = torch.from_numpy(bits.view(np.float32).astype(np.float64))
             g = got[name][: t.shape[0]] if name.endswith(".A_log") else got[name]
             self.assertTrue(torch.equal(g, want), name)
+
+
+class TestPerplexity(unittest.TestCase):
+    def test_every_position_scored_once(self):
+        for n in (2, 5, 256, 257, 300, 1000):
+            for W, S in ((256, 128), (16, 5), (8, 7)):
+                scored = []
+                for k, (b, e, first) in enumerate(perplexity.windows(n, W, S)):
+                    self.assertEqual(b, k * S)
+                    self.assertEqual(e, min(b + W, n))
+                    if k:
+                        self.assertLessEqual(e - first, S)
+                    scored += range(first, e)
+                self.assertEqual(scored, list(range(1, n)), (n, W, S))
+
+    def test_uniform_model_gives_vocab_size(self):
+        V = 50
+        ppl, _, count = perplexity.perplexity(list(range(40)), lambda w: torch.zeros(len(w), V), 16, 8)
+        self.assertAlmostEqual(ppl, V, places=9)
+        self.assertEqual(count, 39)
 
 
 class TestBpe(unittest.TestCase):
