@@ -6,7 +6,8 @@ Reads every fortune text file of the installed packages (`fortunes`, `fortunes-m
 `.dat` indexes nor the `.u8` links to the same files), splits it into fortunes at lines that
 are a lone `%`, shuffles the fortunes with a fixed seed and writes OUT_DIR/train.txt and
 OUT_DIR/heldout.txt (fortunes joined by a blank line) plus OUT_DIR/sources.json naming every
-package, file, fortune count and the package's licence file.
+package, file, fortune count and the package's licence file. The packages' Debian copyright
+files are copied next to the text (OUT_DIR/copyright-<package>) so the licence travels with it.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 
 FORTUNE_DIR = "/usr/share/games/fortunes"
@@ -74,6 +76,8 @@ def main():
     n_held = max(1, round(len(fortunes) * args.heldout_fraction))
     held, train = fortunes[:n_held], fortunes[n_held:]
     os.makedirs(args.out, exist_ok=True)
+    for pkg in PACKAGES:
+        shutil.copyfile(f"/usr/share/doc/{pkg}/copyright", os.path.join(args.out, f"copyright-{pkg}"))
     summary = {"seed": args.seed, "heldout_fraction": args.heldout_fraction, "sources": sources}
     for name, items in (("train.txt", train), ("heldout.txt", held)):
         data = ("\n\n".join(items) + "\n").encode("utf-8")
