@@ -5,7 +5,9 @@
 - `train(text, ranks)`: ranks 0..255 are the single bytes; each further rank is the most
   frequent adjacent pair inside the pre-tokenized pieces, merged (ties: the pair that sorts first).
 - `Encoder(tokens).encode(text)`: tiktoken's rule (repeatedly merge the adjacent pair whose
-  concatenation has the lowest rank, leftmost on ties), so the ids equal the engine's.
+  concatenation has the lowest rank, leftmost on ties), after Kimi's two cuts (pieces of at
+  most 400,000 code points, then no whitespace or non-whitespace run over 25,000; the engine's
+  `pattern: kimi` defaults, plugins/tokenizers/tiktoken/README.md), so the ids equal the engine's.
 """
 
 import base64
@@ -90,6 +92,30 @@ def train(text, ranks):
     return tokens
 
 
+MAX_CHUNK_CHARS = 400_000
+MAX_RUN_CHARS = 25_000
+
+
+def kimi_cut(text, chunk=MAX_CHUNK_CHARS, run=MAX_RUN_CHARS):
+    """Kimi's pieces: fixed chunks of `chunk` code points, each cut again wherever a run of
+    whitespace (str.isspace) or of non-whitespace would exceed `run` code points. Each piece
+    is pre-tokenized and encoded on its own (so a cut can split a word)."""
+    out = []
+    for c0 in range(0, len(text), chunk):
+        part = text[c0:c0 + chunk]
+        start, length, space = 0, 0, part[:1].isspace()
+        for i, ch in enumerate(part):
+            if ch.isspace() != space:
+                space, length = ch.isspace(), 1
+            else:
+                length += 1
+                if length > run:
+                    out.append(part[start:i])
+                    start, length = i, 1
+        out.append(part[start:])
+    return [p for p in out if p]
+
+
 class Encoder:
     def __init__(self, tokens):
         self.tokens = list(tokens)
@@ -112,7 +138,15 @@ class Encoder:
             parts[at:at + 2] = [parts[at] + parts[at + 1]]
         return [self.rank[p] for p in parts]
 
-    def encode(self, text):
+    def encode(self, text, kimi_cuts=True):
+        if not kimi_cuts:
+            return self._encode_piece(text)
+        ids = []
+        for piece in kimi_cut(text):
+            ids += self._encode_piece(piece)
+        return ids
+
+    def _encode_piece(self, text):
         ids = []
         for p in pretokenize(text):
             got = self._cache.get(p)

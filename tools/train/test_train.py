@@ -127,6 +127,26 @@ class TestBpe(unittest.TestCase):
         self.assertEqual(enc.decode(ids), text)
         self.assertLess(len(ids), len(text.encode()))
 
+    def test_kimi_cuts(self):
+        self.assertEqual(bpe.kimi_cut("abcdefgh", chunk=3, run=100), ["abc", "def", "gh"])
+        self.assertEqual(bpe.kimi_cut("aaaaa  bb", chunk=100, run=2), ["aa", "aa", "a  bb"])
+        self.assertEqual(bpe.kimi_cut("a     b", chunk=100, run=2), ["a  ", "  ", " b"])
+
+    @unittest.skipUnless(os.environ.get("K3HOST") and os.environ.get("K3_MODEL"),
+                         "set K3HOST (a k3host binary) and K3_MODEL (a checkpoint with this tokenizer)")
+    def test_ids_equal_the_engine(self):
+        """The committed held-out text, and its first 2,000 characters repeated past one Kimi
+        chunk, encode to the same ids here and in `k3host tokenize`."""
+        model = os.environ["K3_MODEL"]
+        enc = bpe.Encoder(bpe.read_rank_file(os.path.join(model, "tiktoken.model")))
+        held = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "text", "heldout.txt")
+        with open(held, "rb") as f:
+            text = f.read().decode("utf-8")
+        for sample in (text, text[:2000] * 230):
+            got = subprocess.run([os.environ["K3HOST"], "--set", f"model.path={model}", "tokenize"],
+                                 input=sample.encode(), capture_output=True, check=True).stdout
+            self.assertEqual([int(x) for x in got.split()], enc.encode(sample))
+
     def test_pretokenizer_pieces(self):
         self.assertEqual(bpe.pretokenize("Hello, world's  end\n\n 123456"),
                          ["Hello", ",", " world's", " ", " end", "\n\n", " ", "123", "456"])
