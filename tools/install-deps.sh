@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian packages k3host needs, and only when something is missing.
-# Usage: tools/install-deps.sh [--with-reference] [--with-npm] [--with-fuzz]
+# Usage: tools/install-deps.sh [--with-reference] [--with-npm] [--with-fuzz] [--with-train]
 #   --with-reference  also the PyTorch oracle (python3-torch, numpy, OpenBLAS) for /usr/bin/python3
 #   --with-npm        also the npm tokenizer oracle (tiktoken, js-tiktoken) into tests/oracle/node_modules
 #                     and the OpenAI client (openai) into tests/serve/node_modules
 #   --with-fuzz       also clang 14 with libFuzzer and its sanitizer runtimes, and LLVM's
 #                     OpenMP, for the K3_FUZZ build (tests/fuzz, tools/fuzz.sh)
+#   --with-train      also the demo model's recipe (tools/train): the English fortune texts it
+#                     trains on, the regex module for the Kimi pre-tokenizer, matplotlib for
+#                     the loss plot (plus what --with-reference installs)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build_pkgs=(cmake ninja-build g++ pkg-config libboost-dev libyaml-cpp-dev libcli11-dev
@@ -16,6 +19,7 @@ build_pkgs=(cmake ninja-build g++ pkg-config libboost-dev libyaml-cpp-dev libcli
             g++-aarch64-linux-gnu qemu-user)  # the neon kernel set's cross + qemu test
 ref_pkgs=(python3-torch python3-numpy libopenblas0-pthread)
 fuzz_pkgs=(clang-14 libclang-rt-14-dev libomp-14-dev)
+train_pkgs=(fortunes fortunes-min python3-regex python3-matplotlib)
 want=("${build_pkgs[@]}")
 with_npm=0
 for a in "$@"; do
@@ -23,6 +27,7 @@ for a in "$@"; do
     --with-reference) want+=("${ref_pkgs[@]}") ;;
     --with-npm) with_npm=1 ;;
     --with-fuzz) want+=("${fuzz_pkgs[@]}") ;;
+    --with-train) want+=("${ref_pkgs[@]}" "${train_pkgs[@]}") ;;
     *) echo "install-deps: unknown option $a" >&2; exit 2 ;;
   esac
 done

@@ -175,6 +175,18 @@ class TestBlocks(unittest.TestCase):
         idx, w, _ = km.route(x, W, bias, 2, False, 1.0)
         self.assertAlmostEqual(w[0].item(), 0.5, places=15)
 
+    def test_route_batch_equals_route(self):
+        g = torch.Generator().manual_seed(3)
+        X = torch.randn(40, 8, dtype=F64, generator=g)
+        W = torch.randn(12, 8, dtype=F64, generator=g)
+        bias = 0.1 * torch.randn(12, dtype=F64, generator=g)
+        for renorm, k, scale in ((True, 4, 1.0), (False, 3, 2.5), (True, 1, 1.0)):
+            idx, w = km.route_batch(X, W, bias, k, renorm, scale)
+            for t in range(X.shape[0]):
+                ri, rw, _ = km.route(X[t], W, bias, k, renorm, scale)
+                self.assertEqual(idx[t].tolist(), ri)
+                self.assertTrue(torch.allclose(w[t], rw, rtol=1e-13, atol=0))   # matmul vs matvec rounding
+
     def test_situ(self):
         g = torch.tensor([10.0, -3.0], dtype=F64)
         u = torch.tensor([1000.0, 0.5], dtype=F64)
