@@ -6,10 +6,21 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST
   # Script mode: run each '|'-separated variant of ARGS (variants split at '||') and require
   # the same "nll_sum" text in every JSON result.
   string(REPLACE "||" ";" variants "${VARIANTS}")
+  if(NOT DEFINED WINDOW)
+    set(WINDOW 24)
+  endif()
+  if(DEFINED LINES)  # score only the first LINES lines of TEXT
+    file(READ ${TEXT} whole)
+    string(REGEX MATCHALL "[^\n]*\n" all_lines "${whole}")
+    list(SUBLIST all_lines 0 ${LINES} kept)
+    list(JOIN kept "" excerpt)
+    set(TEXT ${WORK}/excerpt.txt)
+    file(WRITE ${TEXT} "${excerpt}")
+  endif()
   set(first "")
   foreach(v IN LISTS variants)
     string(REPLACE "|" ";" extra "${v}")
-    execute_process(COMMAND ${EXE} perplexity ${TEXT} --json -q --set model.path=${MODEL} --window 24 ${extra}
+    execute_process(COMMAND ${EXE} perplexity ${TEXT} --json -q --set model.path=${MODEL} --window ${WINDOW} ${extra}
                     RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT code EQUAL 0)
       message(FATAL_ERROR "k3host perplexity ${extra}: exit ${code}\n${out}\n${err}")
@@ -49,6 +60,25 @@ add_test(NAME "cli-perplexity: the same bits at every kernel set, thread count a
                  "-DVARIANTS=--set|kernels.set=scalar|-t|1||--set|kernels.set=auto|-t|2||--set|kernels.set=scalar|-t|2|--set|memory.trunk_gb=0.00002|--set|memory.expert_cache_gb=0.000001||--set|job.prefill_chunk=5"
                  -P ${CMAKE_CURRENT_LIST_FILE}
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# The trained demo model on held-out text it never saw (data/text/heldout.txt), as
+# docs/demo-model.md reports it: the same bits at every kernel set and a streamed budget.
+add_test(NAME "cli-perplexity: fortune on held-out text: the same bits at every kernel set and a streamed budget"
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:k3host> -DMODEL=data/models/fortune
+                 -DTEXT=data/text/heldout.txt -DLINES=150 -DWINDOW=128 -DWORK=${CMAKE_BINARY_DIR}/test-tmp/cli-perplexity
+                 "-DVARIANTS=--set|kernels.set=scalar|-t|1||--set|kernels.set=auto|-t|2||--set|kernels.set=auto|-t|2|--set|memory.trunk_gb=0.001|--set|memory.expert_cache_gb=0.0002"
+                 -P ${CMAKE_CURRENT_LIST_FILE}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties("cli-perplexity: fortune on held-out text: the same bits at every kernel set and a streamed budget"
+                     PROPERTIES FIXTURES_REQUIRED k3_cli_ppl_model)
+# Against the float64 PyTorch reference (tools/train/perplexity.py): the same count of scored
+# tokens and the perplexity to 7 significant digits (skipped without torch).
+add_test(NAME "perplexity-oracle: fortune: k3host perplexity equals the float64 reference's to 7 significant digits"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/support/perplexity_oracle.py
+                 --k3host $<TARGET_FILE:k3host> --model ${PROJECT_SOURCE_DIR}/data/models/fortune
+                 --text ${PROJECT_SOURCE_DIR}/data/text/heldout.txt --lines 120 --window 128
+                 --work ${CMAKE_BINARY_DIR}/test-tmp/perplexity-oracle)
+set_tests_properties("perplexity-oracle: fortune: k3host perplexity equals the float64 reference's to 7 significant digits"
+                     PROPERTIES SKIP_RETURN_CODE 77 LABELS oracle)
 k3_cli_test("cli-perplexity: a folder is refused before the model loads" 2
   ARGS perplexity docs --set model.path=${CMAKE_BINARY_DIR}/test-tmp/no-such-model
   STDERR "perplexity: docs: not a regular file"

@@ -35,18 +35,24 @@ endif()
 # One oracle case. HEAD and TAIL: comma-separated prompt ids (inside every geometry's
 # vocabulary); the prompt is HEAD,TAIL, and the save->resume gate splits it there.
 # GENERATE: greedy tokens after the prompt.
+# A geometry with a shipped checkpoint (data/models/G: the trained demo model) is read from
+# there instead of written by make-model.
 function(k3_oracle_case geometry head tail generate)
   set(model ${PROJECT_BINARY_DIR}/models/${geometry})
   set(out ${PROJECT_BINARY_DIR}/oracle/${geometry})
   set(pfx "oracle-${geometry}")
   set(ids "${head},${tail}")
 
-  add_test(NAME "${pfx}: make-model"
-           COMMAND $<TARGET_FILE:k3host> make-model --geometry ${geometry} --out ${model} --force)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/data/models/${geometry})
+    set(model ${PROJECT_SOURCE_DIR}/data/models/${geometry})
+  else()
+    add_test(NAME "${pfx}: make-model"
+             COMMAND $<TARGET_FILE:k3host> make-model --geometry ${geometry} --out ${model} --force)
+    set_tests_properties("${pfx}: make-model" PROPERTIES FIXTURES_SETUP k3_oracle_${geometry}_model)
+  endif()
   # k3host writes reports and dumps into existing folders only.
   add_test(NAME "${pfx}: output folder" COMMAND ${CMAKE_COMMAND} -E make_directory ${out})
-  set_tests_properties("${pfx}: make-model" "${pfx}: output folder" PROPERTIES
-    FIXTURES_SETUP k3_oracle_${geometry}_model)
+  set_tests_properties("${pfx}: output folder" PROPERTIES FIXTURES_SETUP k3_oracle_${geometry}_model)
 
   add_test(NAME "${pfx}: reference"
            COMMAND ${K3_ORACLE_PYTHON} ${_k3_ref}/oracle_test.py reference ${model}
@@ -164,6 +170,9 @@ foreach(geometry IN ITEMS tiny tiny2 tiny-top1)
     k3_oracle_case(${geometry} ${K3_ORACLE_IDS_HEAD} ${K3_ORACLE_IDS_TAIL} 16)
   endif()
 endforeach()
+# The trained demo model (docs/demo-model.md), shipped in data/models/fortune: its prompts
+# start with [BOS] (id 3072) as in training, and its greedy continuation is real text.
+k3_oracle_case(fortune "3072,${K3_ORACLE_IDS_HEAD}" ${K3_ORACLE_IDS_TAIL} 24)
 # tiny's other dtype mixes (configs/models/tiny.yaml writes the release mix): compact (BF16
 # everywhere) and f32 (F32 everywhere, matrices included).
 foreach(mix IN ITEMS compact f32)
