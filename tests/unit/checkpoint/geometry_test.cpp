@@ -14,6 +14,7 @@
 
 #include "checkpoint_test_util.hpp"
 #include "local_storage.hpp"
+#include "sanitizer.hpp"
 
 namespace fs = std::filesystem;
 using namespace k3;
@@ -127,6 +128,8 @@ TEST_CASE("k3 --headers-only: ~497,000 tensors in ~96 sparse shards, indexed in 
   // Wall time depends on what else runs on the machine; CPU time (both threads) catches an
   // algorithmic regression without flaking on a loaded CI host.
   if (secs > 1.0) WARN("indexing took " << secs << " s wall (" << cpu << " s CPU): is the machine loaded?");
-  CHECK(cpu < 4.0);
+  // Under the sanitizers (shadow memory on every access, coverage counters on every edge)
+  // the same work takes about 10x the CPU; the bound still catches a quadratic index there.
+  CHECK(cpu < (k3::test::under_asan ? 40.0 : 4.0));
   fs::remove_all(out);
 }
