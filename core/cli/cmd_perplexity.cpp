@@ -8,7 +8,6 @@
 // job.prefill_chunk. The result is exact: the same bits at every kernel set, thread count
 // and memory budget. A progress line runs on stderr; Ctrl-C stops after the current chunk
 // and prints the perplexity of what was scored, marked interrupted, with exit code 5.
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -69,8 +68,11 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
       load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
   // Checked before the model loads, so a mistake costs nothing.
   const std::string text = read_text_file(opt.file);
-  if (opt.stride < 0) throw UsageError("perplexity: --stride must be 0 (half the window) or more");
-  (void)perplexity_windows(2, opt.window, opt.stride > 0 ? opt.stride : std::max<std::int64_t>(1, opt.window / 2));
+  PerplexitySettings settings;
+  settings.window = opt.window;
+  settings.stride = opt.stride;
+  settings.chunk = pipeline.get_int("job.prefill_chunk");
+  (void)checked_stride(settings);
 
   PluginHost host(pipeline.plugin_path());
   LoadHooks hooks;
@@ -84,10 +86,6 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
   ids.insert(ids.end(), text_ids.begin(), text_ids.end());
 
   const StopSignal stop;
-  PerplexitySettings settings;
-  settings.window = opt.window;
-  settings.stride = opt.stride;
-  settings.chunk = pipeline.get_int("job.prefill_chunk");
   settings.stop = &stop.flag();
   settings.on_progress = show_progress;
   const PerplexityResult r = perplexity(runtime.model(), ids, settings);

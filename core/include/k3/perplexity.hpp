@@ -46,6 +46,11 @@ struct PerplexitySettings {
   std::function<void(std::int64_t scored, std::int64_t total)> on_progress;
 };
 
+/// The stride `settings` means (0: window / 2). UsageError for a window < 2, a negative
+/// stride or one that leaves ids unscored (perplexity_windows), or a chunk < 1: perplexity()
+/// checks this first, and a caller may check before loading a model.
+std::int64_t checked_stride(const PerplexitySettings& settings);
+
 struct PerplexityResult {
   std::int64_t ids = 0;       ///< length of the sequence evaluated
   std::int64_t scored = 0;    ///< ids scored (ids − 1 when not interrupted)

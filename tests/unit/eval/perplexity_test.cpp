@@ -105,6 +105,12 @@ TEST_CASE("window settings that would leave ids unscored are refused", "[perplex
   CHECK_THROWS_AS(k3::perplexity_windows(10, 4, 4), k3::UsageError);
   CHECK_THROWS_AS(k3::perplexity_windows(10, 4, 0), k3::UsageError);
   CHECK_THROWS_WITH(k3::perplexity_windows(10, 4, 5), Catch::Contains("between 1 and the window minus one (3)"));
+  // The settings: stride 0 is half the window; a negative stride or chunk is refused.
+  CHECK(k3::checked_stride(windows_of(9, 0, 4)) == 4);
+  CHECK(k3::checked_stride(windows_of(9, 3, 4)) == 3);
+  CHECK_THROWS_WITH(k3::checked_stride(windows_of(9, -1, 4)), Catch::Contains("0 (half the window) or more"));
+  CHECK_THROWS_WITH(k3::checked_stride(windows_of(9, 3, 0)), Catch::Contains("chunk must be at least 1"));
+  CHECK_THROWS_AS(k3::checked_stride(windows_of(9, 9, 4)), k3::UsageError);
 }
 
 TEST_CASE("a token's score is minus the log-softmax of its logit, in fp64", "[perplexity]") {
