@@ -25,7 +25,10 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
              -DWORK=${CMAKE_BINARY_DIR}/test-tmp/deb-package
              -P ${CMAKE_CURRENT_LIST_FILE})
   set_tests_properties("install: the Debian package builds with cpack and installs, runs and removes cleanly"
-                       PROPERTIES TIMEOUT 300 SKIP_REGULAR_EXPRESSION "SKIP: not root")
+                       PROPERTIES TIMEOUT 300 SKIP_REGULAR_EXPRESSION "SKIP: not root"
+                       # no-sanitizer: it tests packaging (cpack, dpkg); the installed binaries'
+                       # runs are the install-tree test's, which the sanitize build keeps.
+                       LABELS no-sanitizer)
   return()
 endif()
 cmake_policy(VERSION 3.20)  # a -P script starts with no policies: quoted if() arguments, IN_LIST
