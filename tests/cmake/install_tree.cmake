@@ -49,10 +49,16 @@ foreach(f IN LISTS geometries)
   require_file(${data}/configs/models/${f} "a geometry")
 endforeach()
 require_file(${data}/configs/default.yaml "the default pipeline")
+file(GLOB shipped RELATIVE ${SOURCE_DIR}/data/models/fortune ${SOURCE_DIR}/data/models/fortune/*)
+foreach(f IN LISTS shipped)
+  require_file(${data}/data/models/fortune/${f} "a file of the shipped fortune model")
+endforeach()
+require_file(${data}/data/text/copyright-fortunes "the licence of the text the fortune model was trained on")
 if(EXISTS ${data}/configs/test)
   message(FATAL_ERROR "the test fixtures of configs/test were installed")
 endif()
-# The installed default pipeline differs from the source one exactly in its two model paths.
+# The installed default pipeline differs from the source one exactly in its two paths under
+# models/ (the synthetic demo's folder and the run report).
 file(STRINGS ${SOURCE_DIR}/configs/default.yaml source_lines REGEX "^[^#]")
 file(STRINGS ${data}/configs/default.yaml installed_lines REGEX "^[^#]")
 set(changed "")
@@ -62,8 +68,8 @@ foreach(line IN ZIP_LISTS source_lines installed_lines)
   endif()
 endforeach()
 set(user "\${XDG_DATA_HOME:-\${HOME}/.local/share}/k3host/models")
-if(NOT changed STREQUAL "  path: ${user}/demo;  report: ${user}/last-run.json")
-  message(FATAL_ERROR "the installed configs/default.yaml should differ from the source one in model.path and "
+if(NOT changed STREQUAL "  demo_path: ${user}/demo;  report: ${user}/last-run.json")
+  message(FATAL_ERROR "the installed configs/default.yaml should differ from the source one in model.demo_path and "
                       "job.report only, naming ${user}; it differs in: ${changed}")
 endif()
 # The data link is relative, so the prefix can move.
@@ -93,8 +99,8 @@ set(prefix ${WORK}/moved)
 file(RENAME ${first} ${prefix})
 k3_check_installed(${prefix} ${prefix}/${DATADIR}/k3host ${WORK})
 
-# 3. The build tree reads the source tree's presets and names the repository's models/demo,
-# from any folder; the install's marker preset is unknown to it.
+# 3. The build tree reads the source tree's presets and names the repository's shipped model
+# and models/demo, from any folder; the install's marker preset is unknown to it.
 set(K3I_EXE ${BUILD_DIR}/bin/k3host)
 set(K3I_ELSEWHERE ${WORK}/elsewhere)
 set(K3I_HOME ${WORK}/home)
@@ -103,7 +109,8 @@ if(NOT code EQUAL 0)
   message(FATAL_ERROR "the build tree's --config laptop failed\n${last_shown}")
 endif()
 k3_require_in("${out}" "${SOURCE_DIR}/presets/laptop.yaml:")
-k3_require_in("${out}" "path: ${SOURCE_DIR}/models/demo  # ${SOURCE_DIR}/configs/default.yaml:")
+k3_require_in("${out}" "  path: ${SOURCE_DIR}/data/models/fortune  # ${SOURCE_DIR}/configs/default.yaml:")
+k3_require_in("${out}" "demo_path: ${SOURCE_DIR}/models/demo  # ${SOURCE_DIR}/configs/default.yaml:")
 file(WRITE ${prefix}/${DATADIR}/k3host/presets/installcheck.yaml "extends: ../configs/default.yaml\n")
 k3_installed_run(code out err ARGS --config installcheck --print-config)
 if(NOT code EQUAL 2)

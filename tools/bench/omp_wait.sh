@@ -111,7 +111,7 @@ run() {  # run POLICY LOAD ROUND → one line of runs.tsv
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046
   set +e
-  env $(policy_env "$policy") timeout "$TIMEOUT" "$K3HOST" --config "$CONFIG" -q \
+  env $(policy_env "$policy") timeout "$TIMEOUT" "$K3HOST" --config "$CONFIG" -m demo -q \
     --set job.max_new_tokens="$TOKENS" --out "$out" "${EXTRA[@]}" >/dev/null 2>"$WORK/$policy-$load-$round.err"
   code=$?
   set -e
@@ -122,7 +122,7 @@ run() {  # run POLICY LOAD ROUND → one line of runs.tsv
 
 : >"$WORK/runs.tsv"
 echo "# warm-up (writes the demo checkpoint on a first run, fills the page cache)" >&2
-env -u OMP_WAIT_POLICY OMP_WAIT_POLICY=passive "$K3HOST" --config "$CONFIG" -q --set job.max_new_tokens=1 \
+env -u OMP_WAIT_POLICY OMP_WAIT_POLICY=passive "$K3HOST" --config "$CONFIG" -m demo -q --set job.max_new_tokens=1 \
   "${EXTRA[@]}" >/dev/null
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -136,7 +136,7 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "# $K3HOST --config $CONFIG -q --set job.max_new_tokens=$TOKENS ${EXTRA[*]}"
+echo "# $K3HOST --config $CONFIG -m demo -q --set job.max_new_tokens=$TOKENS ${EXTRA[*]}"
 echo "# $START, commit $COMMIT, $(nproc) CPUs, busy loops: $BUSY, rounds: $ROUNDS, load average (1/5/15 min) before $LOAD_BEFORE, after $LOAD_AFTER"
 python3 - "$WORK/runs.tsv" "$BASELINE" "$TIMEOUT" "$POLICIES" "$LOADS" <<'EOF'
 import json, statistics, sys

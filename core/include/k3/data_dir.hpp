@@ -16,7 +16,7 @@ std::filesystem::path data_dir();
 
 /// data_dir() / `relative`, with the links resolved (weakly_canonical): in a build tree
 /// data_path("presets") is the source tree's presets/, so a pipeline's relative paths
-/// (extends: ../configs/default.yaml, model.path: ../models/demo) resolve in the source tree.
+/// (extends: ../configs/default.yaml, model.path: ../data/models/fortune) resolve in the source tree.
 std::filesystem::path data_path(const std::filesystem::path& relative);
 
 }  // namespace k3

@@ -108,7 +108,7 @@ Pipeline load_pipeline(const std::filesystem::path& file, const std::vector<std:
 /// The data folder's presets/ (k3/data_dir.hpp): what a preset name and --list-presets use.
 std::filesystem::path default_presets_dir();
 /// The data folder's configs/default.yaml: the pipeline of `serve` and `tokenize` without
-/// --config, and the file whose model.path is the demo location.
+/// --config, and the file whose model.demo_path is the demo location.
 std::filesystem::path default_pipeline_file();
 
 /// Every schema key, dotted, in schema order (including the file-level `extends`).

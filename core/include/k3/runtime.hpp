@@ -73,7 +73,7 @@ std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& pip
 /// the framework's example, not the user's input).
 bool set_by_user(const Pipeline& pipeline, std::string_view key);
 
-/// True when model.path is the demo location of configs/default.yaml and
+/// True when model.path is the demo location (configs/default.yaml's model.demo_path) and
 /// model.generate_if_missing is on: the one case where a missing checkpoint is written on
 /// first use instead of refused.
 bool generates_missing_checkpoint(const Pipeline& pipeline);

@@ -1,6 +1,7 @@
 // load_pipeline(): files and `extends:` chains -> one tree, then --set, ${VAR}, the schema.
 #include <algorithm>
 #include <memory>
+#include <string_view>
 
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
@@ -141,6 +142,42 @@ void apply_override(ConfigNode& root, const Override& o, const fs::path& cwd) {
   config::merge_into(root, std::move(value));
 }
 
+/// The word that, as model.path, stands for the synthetic demo checkpoint (docs/pipelines.md).
+constexpr std::string_view kDemoWord = "demo";
+
+/// True when model.path, before paths are resolved, selects the demo: the word `demo`, or
+/// no model.path at all (the schema default is that word). Anything malformed is left for
+/// the schema check to report.
+bool selects_demo(const ConfigNode& root) {
+  const ConfigNode* model = root.is_map() ? root.find("model") : nullptr;
+  if (model == nullptr) return true;
+  if (!model->is_map()) return false;
+  const ConfigNode* path = model->find("path");
+  return path == nullptr || (path->is_scalar() && path->text == kDemoWord);
+}
+
+/// How late a value was set: the schema default first, then each file in `files` (most
+/// basic first), then the command line.
+int precedence(const Origin& o, const std::vector<std::string>& files) {
+  if (from_set(o)) return static_cast<int>(files.size());
+  const auto it = std::find(files.begin(), files.end(), o.file);
+  return it == files.end() ? -1 : static_cast<int>(it - files.begin());
+}
+
+/// After validation: model.path takes model.demo_path's folder (keeping its own origin, so
+/// messages still say "-m demo" or the file line), and model.geometry becomes demo unless it
+/// was set where model.path was or later: a preset's geometry belongs to the preset's model,
+/// not to the synthetic one, but `path: demo` with `geometry: tiny` in one file means tiny.
+void select_demo(ConfigNode& root, const std::vector<std::string>& files) {
+  ConfigNode& path = *config::lookup(root, "model.path");
+  path.text = config::lookup(root, "model.demo_path")->text;
+  ConfigNode& geometry = *config::lookup(root, "model.geometry");
+  if (precedence(geometry.origin, files) < precedence(path.origin, files)) {
+    geometry.text = std::string(kDemoWord);
+    geometry.origin = path.origin;
+  }
+}
+
 }  // namespace
 
 Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<std::string>& sets) {
@@ -160,7 +197,9 @@ Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<Override>
   // Files first, so an unset ${VAR} in a value a --set replaces is not an error.
   for (const auto& o : overrides) apply_override(impl->root, o, cwd);
   config::expand_env_tree(impl->root, "");
+  const bool demo = selects_demo(impl->root);
   config::validate_and_complete(impl->root, cwd);
+  if (demo) select_demo(impl->root, impl->files);
   return Pipeline(std::move(impl));
 }
 

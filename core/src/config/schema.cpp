@@ -27,22 +27,29 @@ std::vector<KeySpec> build_schema() {
        "Extra folders searched for plugins, after the built-in folder and K3_PLUGIN_PATH",
        "the built-in plugins need no path"},
 
-      {"model.path", T::path, "models/demo", {}, {},
+      {"model.path", T::path, "demo", {}, {},
        "Checkpoint folder or URL (`config.json`, `*.safetensors`, `tiktoken.model`, `tokenizer_config.json`), every "
-       "file read through the storage plugin",
-       "the demo model is generated there on first use, so a fresh clone runs without a download; "
-       "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder; the installed copy "
-       "sets the user's data folder, ${XDG_DATA_HOME:-${HOME}/.local/share}/k3host/models/demo"},
+       "file read through the storage plugin. The word `demo` stands for the synthetic demo checkpoint at "
+       "model.demo_path, with model.geometry demo (a folder named demo in the working directory is ./demo)",
+       "the demo model is generated on first use, so a pipeline without a model runs without a download; "
+       "configs/default.yaml sets ../data/models/fortune, the small trained K3 the repository ships "
+       "(docs/demo-model.md)"},
       {"model.geometry", T::name, "demo", {}, {},
        "Geometry `configs/models/<name>.yaml`: used to generate a missing model and by `plan` without weights",
-       "demo is the embedded default: a few hundred MB, with enough experts that streaming matters"},
+       "demo is the synthetic default: a few hundred MB, with enough experts that streaming matters; "
+       "configs/default.yaml sets fortune, the shipped model's"},
+      {"model.demo_path", T::path, "models/demo", {}, {},
+       "Folder of the synthetic demo checkpoint that `model.path: demo` (`-m demo`) selects; generated there on "
+       "first use (400 MB, the streaming benchmarks' model)",
+       "configs/default.yaml sets ../models/demo, the repository's models/demo from any folder; the installed copy "
+       "sets the user's data folder, ${XDG_DATA_HOME:-${HOME}/.local/share}/k3host/models/demo"},
       {"model.packed_trunk", T::path, "''", {}, {},
        "Folder written by `k3host pack-trunk` from model.path: the trunk and tables are read from its trunk.bin, one "
        "4096-aligned read per layer (O_DIRECT friendly), instead of per tensor from the shards",
        "a checkpoint works unpacked; packing is an optional speed-up"},
       {"model.generate_if_missing", T::boolean, "true", {}, {},
        "Write the synthetic model.geometry checkpoint to model.path when it has no config.json and is the demo "
-       "location configs/default.yaml names; any other missing model.path is an error (exit 2)",
+       "location (the model.demo_path configs/default.yaml names); any other missing model.path is an error (exit 2)",
        "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
       {"storage.plugin", T::name, "posix", {}, {},

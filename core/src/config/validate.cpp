@@ -254,4 +254,8 @@ const ConfigNode* lookup(const ConfigNode& root, std::string_view dotted) {
   return nullptr;
 }
 
+ConfigNode* lookup(ConfigNode& root, std::string_view dotted) {
+  return const_cast<ConfigNode*>(lookup(static_cast<const ConfigNode&>(root), dotted));
+}
+
 }  // namespace k3::config

@@ -21,5 +21,6 @@ void check_value(const KeySpec& spec, ConfigNode& node);
 
 /// The node of a dotted key in a completed tree, or nullptr.
 const ConfigNode* lookup(const ConfigNode& root, std::string_view dotted);
+ConfigNode* lookup(ConfigNode& root, std::string_view dotted);
 
 }  // namespace k3::config

@@ -134,8 +134,10 @@ std::vector<std::filesystem::path> default_pipelines(const Pipeline& p) {
   return out;
 }
 
-/// True when model.path is the demo location that configs/default.yaml names (whichever
-/// file set it): the one folder a synthetic model may be generated in on first use.
+/// True when model.path is the demo location, the model.demo_path that configs/default.yaml
+/// names (whichever file set model.path): the one folder a synthetic model may be generated
+/// in on first use. A pipeline's own model.demo_path does not count, so no file can make
+/// a mistyped real checkpoint folder fill up with random weights.
 bool is_demo_location(const Pipeline& p) {
   if (io::has_uri_scheme(p.get_string("model.path"))) return false;
   std::error_code ec;
@@ -143,7 +145,7 @@ bool is_demo_location(const Pipeline& p) {
   if (ec) return false;
   for (const auto& file : default_pipelines(p)) {
     if (!std::filesystem::is_regular_file(file, ec)) continue;
-    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file).get_path("model.path"), ec);
+    const auto demo = std::filesystem::weakly_canonical(load_pipeline(file).get_path("model.demo_path"), ec);
     if (!ec && demo == model) return true;
   }
   return false;

@@ -4,11 +4,13 @@
 # WORK, and checks that it takes everything from PREFIX:
 #   - --list-presets lists the presets of DATA/presets, including a marker
 #     preset this function adds there (no source tree has it);
-#   - --config laptop resolves to DATA/presets/laptop.yaml, and the demo
-#     location is $XDG_DATA_HOME/k3host/models/demo, else ~/.local/share/k3host/models/demo;
+#   - --config laptop resolves to DATA/presets/laptop.yaml, its model is the shipped
+#     DATA/data/models/fortune, and the demo location is $XDG_DATA_HOME/k3host/models/demo,
+#     else ~/.local/share/k3host/models/demo;
+#   - --config laptop runs the shipped model and prints its continuation;
 #   - an unknown preset name is exit 2 naming the file it looked for and the presets there;
-#   - a run generates the demo checkpoint in that user folder (from a marker geometry this
-#     function adds to DATA/configs/models: only the installed data has it)
+#   - a -m demo run generates the demo checkpoint in that user folder (from a marker geometry
+#     this function adds to DATA/configs/models: only the installed data has it)
 #     and runs; nothing is written under PREFIX.
 # The markers are removed again before returning. Used by install_tree.cmake and
 # deb_package.cmake (cmake -P scripts).
@@ -87,8 +89,17 @@ function(k3_check_installed prefix data work)
       message(FATAL_ERROR "--config laptop --print-config failed\n${last_shown}")
     endif()
     k3_require_in("${out}" "${data}/presets/laptop.yaml:")
-    k3_require_in("${out}" "path: ${demo}  # ${data}/configs/default.yaml:")
+    k3_require_in("${out}" "  path: ${data}/data/models/fortune  # ${data}/configs/default.yaml:")
+    k3_require_in("${out}" "demo_path: ${demo}  # ${data}/configs/default.yaml:")
   endforeach()
+
+  # The main command on the shipped model: it runs from the install and prints text.
+  k3_installed_run(code out err ARGS --config laptop --set threads=1 -n 4)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "the installed --config laptop run failed\n${last_shown}")
+  endif()
+  k3_require_in("${out}" "generated 4 tokens")
+  k3_require_in("${err}" "loading ${data}/data/models/fortune")
 
   # An unknown name: exit 2, naming where it looked and what is there.
   k3_installed_run(code out err ARGS --config no-such-preset --print-config)
@@ -98,8 +109,9 @@ function(k3_check_installed prefix data work)
   k3_require_in("${err}" "${data}/presets/no-such-preset.yaml")
   k3_require_in("${err}" "laptop")
 
-  # A run from the marker preset and geometry: generated in the user's folder, and it runs.
-  set(tiny_run --set model.geometry=installcheck-tiny --set threads=1 --set memory.context=64
+  # A -m demo run from the marker preset and geometry: generated in the user's folder, and
+  # it runs.
+  set(tiny_run -m demo --set model.geometry=installcheck-tiny --set threads=1 --set memory.context=64
                --set job.max_new_tokens=2 --set job.stop_at_eos=false --quiet)
   foreach(where xdg home)
     if(where STREQUAL "xdg")

@@ -28,12 +28,15 @@ const std::map<std::string, Budget>& design_table() {
 
 }  // namespace
 
-TEST_CASE("the default pipeline: demo model, posix, lru, auto kernels, tiktoken/kimi, a short greedy job",
+TEST_CASE("the default pipeline: the shipped fortune model, posix, lru, auto kernels, tiktoken/kimi, a short "
+          "greedy job",
           "[presets][defaults]") {
   const fs::path file = k3test::source_dir() / "configs/default.yaml";
   const k3::Pipeline p = k3::load_pipeline(file);
-  CHECK(p.get_path("model.path") == (k3test::source_dir() / "models/demo").lexically_normal());
-  CHECK(p.get_string("model.geometry") == "demo");
+  CHECK(p.get_path("model.path") == (k3test::source_dir() / "data/models/fortune").lexically_normal());
+  CHECK(fs::is_regular_file(p.get_path("model.path") / "config.json"));
+  CHECK(p.get_string("model.geometry") == "fortune");
+  CHECK(p.get_path("model.demo_path") == (k3test::source_dir() / "models/demo").lexically_normal());
   CHECK(p.get_bool("model.generate_if_missing"));
   CHECK(p.get_string("storage.plugin") == "posix");
   CHECK(p.get_string("cache.policy") == "lru");
@@ -120,9 +123,37 @@ TEST_CASE("a --config NAME: a preset name resolves in the data folder, anything 
 
   const k3::Pipeline p = k3::load_pipeline("laptop", {"job.max_new_tokens=3"});
   CHECK(p.file() == presets / "laptop.yaml");
-  CHECK(p.get_path("model.path") == (k3test::source_dir() / "models/demo").lexically_normal());
+  CHECK(p.get_path("model.path") == (k3test::source_dir() / "data/models/fortune").lexically_normal());
   CHECK(p.get_int("job.max_new_tokens") == 3);
   CHECK(p.where("memory.trunk_gb").rfind((presets / "laptop.yaml").string() + ":", 0) == 0);
+}
+
+TEST_CASE("model.path demo selects the synthetic demo at model.demo_path, with its geometry", "[presets][demo]") {
+  const fs::path demo = (k3test::source_dir() / "models/demo").lexically_normal();
+  // -m demo on a preset: the folder and geometry of the demo, the origin of the flag.
+  const k3::Pipeline p = k3::load_pipeline("laptop", std::vector<k3::Override>{{"model.path=demo", "-m demo"}});
+  CHECK(p.get_path("model.path") == demo);
+  CHECK(p.get_string("model.geometry") == "demo");
+  CHECK(p.where("model.path") == "-m demo");
+  CHECK(p.where("model.geometry") == "-m demo");
+  // A geometry the command line chose stays (a synthetic tiny model at the demo location).
+  const k3::Pipeline tiny = k3::load_pipeline("laptop", std::vector<std::string>{"model.path=demo", "model.geometry=tiny"});
+  CHECK(tiny.get_path("model.path") == demo);
+  CHECK(tiny.get_string("model.geometry") == "tiny");
+  // ./demo is a folder named demo, not the demo.
+  const k3::Pipeline folder = k3::load_pipeline("laptop", std::vector<std::string>{"model.path=./demo"});
+  CHECK(folder.get_path("model.path") == (fs::current_path() / "demo").lexically_normal());
+  CHECK(folder.get_string("model.geometry") == "fortune");
+
+  // A pipeline without model.path (and without extends) runs the demo: the schema default.
+  k3test::TempDir dir;
+  const auto bare = dir.write("bare.yaml", "threads: 1\n");
+  const k3::Pipeline standalone = k3::load_pipeline(bare);
+  CHECK(standalone.get_path("model.path") == (fs::current_path() / "models/demo").lexically_normal());
+  CHECK(standalone.get_string("model.geometry") == "demo");
+  // A file's own demo_path, relative to that file.
+  const auto own = dir.write("own.yaml", "model:\n  path: demo\n  demo_path: synthetic\n");
+  CHECK(k3::load_pipeline(own).get_path("model.path") == dir.path() / "synthetic");
 }
 
 TEST_CASE("a --config NAME: an existing file of that name wins over the preset", "[presets][resolve]") {

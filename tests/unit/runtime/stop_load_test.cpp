@@ -19,12 +19,12 @@ k3::test::ScratchCleanup cleanup;
 }  // namespace
 
 TEST_CASE("a stop request while the demo checkpoint is written keeps nothing of it and exits 5", "[job][stop]") {
-  // A configs/default.yaml of its own: its model.path is the demo location, generated on
-  // first use (here with the tiny geometry).
+  // A configs/default.yaml of its own: its model.path is the demo (model.demo_path), generated
+  // on first use (here with the tiny geometry).
   const auto root = k3::test::scratch_dir() / "first-run";
   std::filesystem::create_directories(root / "configs");
   std::ofstream(root / "configs/default.yaml")
-      << "model:\n  path: ../models/demo\n  geometry: tiny\n  generate_if_missing: true\n"
+      << "model:\n  path: demo\n  demo_path: ../models/demo\n  geometry: tiny\n  generate_if_missing: true\n"
          "job:\n  ids: [1, 2, 3]\n  max_new_tokens: 2\n";
   const k3::Pipeline p = k3::load_pipeline(root / "configs/default.yaml", {"threads=1"});
   REQUIRE(p.get_path("model.path") == root / "models/demo");
