@@ -55,7 +55,7 @@ std::vector<std::string> split_ids(const std::string& text) {
 /// The progress redraw on stderr ("k3host: bench: run 3/6: B repetition 2/3: token 5/16"),
 /// shown when info lines are (-q hides it), never in the log file. Called in the worker
 /// processes, one at a time.
-void show_progress(const std::string& what, std::size_t done, std::size_t total) {
+void show_bench_progress(const std::string& what, std::size_t done, std::size_t total) {
   if (!log_enabled(LogLevel::info)) return;
   static std::size_t shown = 0;  // length of the line being redrawn, to blank what is left of it
   std::string line = "k3host: bench: " + what + ": " +
@@ -191,7 +191,7 @@ Command register_bench(CLI::App& app, GlobalOptions& global) {
             hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
             hooks.on_progress = show_load_progress;
             hooks.on_plan = [](const std::string& table) { log_text(LogLevel::debug, table); };
-            const BenchResult result = run_bench(request, hooks, show_progress);
+            const BenchResult result = run_bench(request, hooks, show_bench_progress);
             return report(result, a->output, stop);
           }};
 }

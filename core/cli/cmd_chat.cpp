@@ -171,7 +171,7 @@ struct Input {
 
 /// Reads one message: a line; a line ending in '\' continues on the next; a line that is
 /// just """ opens a block that the next such line closes.
-Input read_input(LineEditor& editor) {
+Input read_turn(LineEditor& editor) {
   Input in;
   std::string line;
   bool block = false, first = true;
@@ -259,7 +259,7 @@ class Chat {
       history_ = resume_;
     }
     for (;;) {
-      const Input in = read_input(editor);
+      const Input in = read_turn(editor);
       if (in.kind == Input::Kind::interrupted) continue;
       if (in.kind == Input::Kind::end) break;
       if (in.text.empty()) continue;

@@ -52,7 +52,7 @@ std::string read_text_file(const std::string& file) {
 
 /// The progress redraw on stderr, as the load progress does it (only when info lines show),
 /// at most five times a second: a long text is thousands of chunks.
-void show_progress(std::int64_t scored, std::int64_t total) {
+void show_scoring_progress(std::int64_t scored, std::int64_t total) {
   if (!log_enabled(LogLevel::info) || total <= 0) return;
   static auto last = std::chrono::steady_clock::time_point{};
   const auto now = std::chrono::steady_clock::now();
@@ -87,7 +87,7 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
 
   const StopSignal stop;
   settings.stop = &stop.flag();
-  settings.on_progress = show_progress;
+  settings.on_progress = show_scoring_progress;
   const PerplexityResult r = perplexity(runtime.model(), ids, settings);
   if (r.interrupted && log_enabled(LogLevel::info)) std::fputc('\n', stderr);  // end the progress line
 

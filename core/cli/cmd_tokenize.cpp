@@ -42,7 +42,7 @@ struct TokenizeOptions {
 };
 
 
-std::string read_input(const std::string& file) {
+std::string read_input_text(const std::string& file) {
   std::FILE* in = file.empty() ? stdin : std::fopen(file.c_str(), "rb");
   if (in == nullptr) throw UsageError(file + ": cannot open input");
   std::string data;
@@ -104,7 +104,7 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
 
 int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
   const std::shared_ptr<sdk::Tokenizer> tokenizer = make_tokenizer(global);
-  const std::string input = read_input(opt.file);
+  const std::string input = read_input_text(opt.file);
   const auto units = units_of(input, opt.lines);
   std::string out;
   std::vector<std::uint32_t> ids;

@@ -331,6 +331,13 @@ function(k3_cli_doctor_test case title)
     # RUN_SERIAL: the disk and kernel rates are measured, so no other test should share the machine.
     set_tests_properties("cli-doctor: ${title}" PROPERTIES FIXTURES_REQUIRED k3_cli_doctor_model RUN_SERIAL ON)
   endif()
+  if(case STREQUAL "report" OR case STREQUAL "assume")
+    # no-sanitizer: these two measure the disk and every kernel set alone on the machine
+    # (RUN_SERIAL), two minutes of the sanitizers' own speed under ASan; the doctor's code
+    # runs under the sanitizers in tests/unit/doctor and tests/unit/machine and in the
+    # refusal case here.
+    set_tests_properties("cli-doctor: ${title}" PROPERTIES LABELS no-sanitizer)
+  endif()
 endfunction()
 k3_cli_doctor_test(model "make the demo model")
 k3_cli_doctor_test(report "text sections, JSON keys and sane values, the recommended preset, the exit code")
