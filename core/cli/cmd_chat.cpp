@@ -229,7 +229,7 @@ class Chat {
         tokens_(runtime.tokenizer()),
         session_(runtime.model(), pipeline.get_int("memory.context")),
         conversation_(tokens_),
-        settings_(generate_settings_of(pipeline, runtime.model().config())),
+        settings_(generate_settings_of(pipeline, runtime)),
         max_tokens_(opt.max_tokens),
         show_thinking_(!opt.hide_thinking),
         system_(opt.system) {

@@ -106,6 +106,13 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
                 r.result.prefill_seconds, r.tokens_per_second, format_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
                 r.threads);
     print_io_report(r);
+    if (const SpeculativeStats& sp = r.result.speculative; sp.verify_passes > 0)
+      std::printf("speculative: %zu tokens fed back in %llu forward passes (%.2f per pass) | drafts accepted "
+                  "%llu of %llu (%.1f%%)\n",
+                  r.decode_forwards, static_cast<unsigned long long>(sp.passes()),
+                  static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()),
+                  static_cast<unsigned long long>(sp.drafts_accepted), static_cast<unsigned long long>(sp.drafts_proposed),
+                  sp.drafts_proposed ? 100.0 * static_cast<double>(sp.drafts_accepted) / static_cast<double>(sp.drafts_proposed) : 0.0);
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
   }
   std::fflush(stdout);

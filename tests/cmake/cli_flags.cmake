@@ -35,7 +35,7 @@ k3_cli_test("cli-flags: a missing prompt file is refused before the model loads"
   STDERR_NOT "no-such-model")
 k3_cli_test("cli-flags: a folder as the prompt file is refused" 2
   ARGS --config presets/laptop.yaml -f docs
-  STDERR "--file docs: job.prompt_file: [^\n]*docs: a folder, not a prompt file")
+  STDERR "--file docs: job.prompt_file: [^\n]*docs: a folder, not a text file")
 k3_cli_test("cli-flags: -c is the context, and a pipeline file given to it says so" 2
   ARGS -c presets/laptop.yaml --print-config
   STDERR "--context presets/laptop.yaml: -c/--context is the context length in tokens; give the pipeline with --config presets/laptop.yaml")

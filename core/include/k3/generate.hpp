@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include <k3/draft.hpp>
 #include <k3/model.hpp>
 
 namespace k3 {
@@ -37,6 +40,29 @@ class Sampler {
 
 enum class DecodeMode { incremental, recompute };
 
+/// Exact speculative decoding (docs/speculative.md): after each generated token, up to
+/// max_draft tokens are drafted by prompt lookup (what followed the latest earlier
+/// occurrence of the context's last `ngram` tokens, or of shorter suffixes down to
+/// min_ngram), else from the corpus of `store`, and checked in one forward pass over them
+/// all; the longest prefix equal to what the model itself picks is kept. The ids are those
+/// of plain decoding, bit for bit.
+struct SpeculativeSettings {
+  std::int64_t max_draft = 0;  ///< 0 = off
+  std::int64_t ngram = 3;      ///< longest context suffix looked up
+  std::int64_t min_ngram = 1;  ///< shortest
+  /// Drafts from a corpus (k3/draft.hpp) when the context has none; may be null.
+  std::shared_ptr<const DraftStore> store;
+};
+
+/// What speculative decoding did in a run.
+struct SpeculativeStats {
+  std::uint64_t verify_passes = 0;  ///< forward passes over a token and its drafts
+  std::uint64_t plain_passes = 0;   ///< forward passes over one token (nothing drafted)
+  std::uint64_t drafts_proposed = 0;
+  std::uint64_t drafts_accepted = 0;
+  [[nodiscard]] std::uint64_t passes() const { return verify_passes + plain_passes; }
+};
+
 struct GenerateSettings {
   /// Ids fed before the first generated token, after the session's pending ids
   /// (Session::pending: a resumed conversation's last token). May be empty when the
@@ -45,6 +71,7 @@ struct GenerateSettings {
   std::int64_t max_new_tokens = 16;
   DecodeMode mode = DecodeMode::incremental;
   std::int64_t prefill_chunk = 16;    ///< tokens per prefill feed() (incremental mode)
+  SpeculativeSettings speculative;    ///< incremental mode only
   SamplingSettings sampling;
   bool stop_at_eos = true;
   std::uint32_t eos_token = 0;       ///< from the model config
@@ -60,11 +87,12 @@ struct GenerateSettings {
 };
 
 /// One generated token. Its seconds cover sampling it and, except for the last token (whose
-/// successor is never needed), the forward pass that feeds it back.
+/// successor is never needed), the forward pass that feeds it back; with speculative
+/// decoding a verification pass feeds several tokens and counts in the first one's step.
 struct StepRecord {
   std::uint32_t token = 0;
   double seconds = 0;
-  bool forward = true;  ///< a forward pass ran in this step (false for the last token)
+  bool forward = true;  ///< the token was fed back (its successor computed); false for the last token
 };
 
 struct GenerateResult {
@@ -75,12 +103,12 @@ struct GenerateResult {
   std::vector<StepRecord> steps;
   bool stopped_at_eos = false;  ///< ended at EOS or one of settings.stop_tokens
   bool interrupted = false;  ///< settings.stop ended the run early
+  SpeculativeStats speculative;  ///< decode forward passes and drafts
 };
 
-/// The decode part of a run: the forward passes of its steps and their seconds. The last
-/// token is sampled from the previous step's logits and needs no forward pass, so N
-/// generated tokens cost N-1 decode forwards; the seconds are every step's (sampling
-/// included). Prefill excluded.
+/// The decode part of a run: the tokens fed back (`forwards`: N generated tokens feed N-1,
+/// the last one's successor is never needed; speculative decoding feeds several per forward
+/// pass) and every step's seconds (sampling included). Prefill excluded.
 struct DecodeTiming {
   double seconds = 0;
   std::size_t forwards = 0;

@@ -50,8 +50,9 @@ struct JobReport {
   GenerateResult result;
   std::string generated_text;
   double load_seconds = 0;
-  double tokens_per_second = 0;   ///< decode forward passes / decode seconds (prefill excluded)
-  std::size_t decode_forwards = 0;  ///< forward passes of the decode (generated tokens - 1)
+  double tokens_per_second = 0;   ///< decode_forwards / decode seconds (prefill excluded)
+  std::size_t decode_forwards = 0;  ///< generated tokens fed back (generated tokens - 1)
+  SpeculativeSettings speculative;  ///< as configured (result.speculative: what it did)
   std::uint64_t peak_rss = 0;     ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
   std::filesystem::path trace_file;   ///< trace.out, when recorded (an interrupted run's too)

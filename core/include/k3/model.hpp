@@ -159,6 +159,14 @@ class Session {
   /// n = tokens.size() when all_positions, else 1 (the last token). Ids outside the
   /// vocabulary or beyond max_positions are refused (UsageError) before any compute.
   void feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits);
+  /// Speculative verification: runs `tokens` after everything fed so far like
+  /// feed(tokens, true, logits), then keeps only the first keep(logits) of them (0 … n; more
+  /// is an error): afterwards the session is bit for bit as if only those had been fed. The
+  /// rest leave no trace in the carried state (the KDA layers run on a copy and the kept
+  /// tokens' updates are replayed; the MLA cache is cut back). If the forward pass throws,
+  /// nothing is kept. Returns the number kept.
+  std::size_t feed_tentative(std::span<const std::uint32_t> tokens, std::vector<float>& logits,
+                             const std::function<std::size_t(std::span<const float>)>& keep);
   /// Tokens consumed so far, in order.
   [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
   [[nodiscard]] std::int64_t position() const noexcept;

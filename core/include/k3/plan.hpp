@@ -34,6 +34,7 @@ struct PlanInputs {
   std::uint64_t row_chunk_bytes = 0;      ///< per row-chunk buffer; 0 = 32 MiB
   std::int64_t context = 4096;            ///< positions of MLA latent KV to reserve
   std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
+  std::int64_t speculative_draft = 0;     ///< job.speculative.max_draft: verification journals
   std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
 };
 
@@ -125,6 +126,10 @@ struct MemoryPlan {
   std::uint64_t lm_head_chunk_rows = 0;    ///< rows per chunk; 0 = resident
   std::uint64_t kda_state_bytes = 0;
   std::uint64_t mla_kv_bytes = 0;
+  /// Speculative verification: what a tentative chunk of 1 + max_draft tokens records per
+  /// KDA layer to keep only a prefix (maths/tentative.hpp), one layer's scratch state, and
+  /// the logits of every checked position.
+  std::uint64_t speculative_bytes = 0;
   RunBufferSizes buffers;                  ///< for chunks of job.prefill_chunk tokens
   std::uint64_t buffer_bytes = 0;          ///< the run buffers, plus logits and their copy
   std::uint64_t overhead_bytes = 0;        ///< tensor index and plugin code (estimate)

@@ -6,6 +6,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -79,8 +80,16 @@ bool set_by_user(const Pipeline& pipeline, std::string_view key);
 bool generates_missing_checkpoint(const Pipeline& pipeline);
 
 /// The generation settings of the pipeline's job section (mode, prefill chunk, sampling,
-/// token limit, EOS; no prompt) for `config`'s model.
+/// token limit, EOS, speculative decoding; no prompt) for `config`'s model.
 GenerateSettings generate_settings_of(const Pipeline& pipeline, const ModelConfig& config);
+/// The same, with the corpus of job.speculative.datastore (when drafting is on) read and
+/// encoded with the runtime's tokenizer. UsageError naming the key for a missing or
+/// unreadable file.
+GenerateSettings generate_settings_of(const Pipeline& pipeline, const Runtime& runtime);
+
+/// The whole text of a file a pipeline key names; `what` says where and which key
+/// ("--file x: job.prompt_file"). UsageError for a missing file, a folder or a read error.
+std::string read_text_file(const std::filesystem::path& file, const std::string& what);
 
 /// Turns generated ids into text as they come: each push() returns the text that became
 /// complete with that token (a BPE piece may end inside a UTF-8 sequence; its bytes wait

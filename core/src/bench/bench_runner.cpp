@@ -111,7 +111,7 @@ BenchRunner::BenchRunner(const Pipeline& p, const BenchSettings& settings, const
                      p.where("memory.context") + ")");
 
   GenerateSettings& g = impl_->settings;
-  g = generate_settings_of(p, model.config());
+  g = generate_settings_of(p, runtime);
   g.prompt = info.prompt_ids;
   g.stop_at_eos = false;  // every repetition generates the same number of tokens
   g.stop_tokens.clear();

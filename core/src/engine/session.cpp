@@ -30,6 +30,7 @@ struct Session::Impl {
   model::SequenceState state;
   std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
   model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
+  model::TentativeChunk tentative;  ///< feed_tentative's journals, grown on first use
   ListenerBridge bridge;
   std::string unsound;  ///< why the carried state is not the model's (an accepted unsound load)
 };
@@ -40,7 +41,7 @@ Session::Session(Model& model, std::int64_t max_positions) {
   const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
   impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {},
                                       model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
-                                      {}, {}});
+                                      {}, {}, {}});
 }
 
 Session::~Session() = default;
@@ -56,8 +57,11 @@ void check_vocabulary(std::span<const std::uint32_t> tokens, const ModelConfig& 
 
 }  // namespace
 
-void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
-  Impl& s = *impl_;
+namespace {
+
+/// Checks `tokens` against the vocabulary and the context and grows the run buffers for
+/// them; UsageError before any compute.
+void prepare_feed(Session::Impl& s, std::span<const std::uint32_t> tokens) {
   const ModelConfig& c = s.model.config();
   if (tokens.empty()) throw UsageError("feed: no tokens");
   check_vocabulary(tokens, c);
@@ -65,7 +69,6 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
     throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
                      " tokens exceed the context of " + std::to_string(s.max_positions) +
                      " (raise memory.context)");
-  Model::Impl& m = s.model.impl();
   // A chunk longer than the plan's (recompute mode, a caller feeding a whole prompt) gets
   // larger buffers, kept for later calls and at least doubled so that a growing chunk
   // reallocates rarely; the plan's figure assumes chunks of job.prefill_chunk.
@@ -74,9 +77,42 @@ void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, st
                                               2 * static_cast<std::int64_t>(s.buffers.sizes().chunk));
     s.buffers = model::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
   }
+}
+
+}  // namespace
+
+void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
+  Impl& s = *impl_;
+  prepare_feed(s, tokens);
+  const ModelConfig& c = s.model.config();
+  Model::Impl& m = s.model.impl();
   logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(c.vocab_size));
   model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.buffers};
   model::forward(ctx, s.state, tokens, all_positions, logits.data());
+}
+
+std::size_t Session::feed_tentative(std::span<const std::uint32_t> tokens, std::vector<float>& logits,
+                                    const std::function<std::size_t(std::span<const float>)>& keep) {
+  Impl& s = *impl_;
+  prepare_feed(s, tokens);
+  const ModelConfig& c = s.model.config();
+  Model::Impl& m = s.model.impl();
+  logits.resize(tokens.size() * static_cast<std::size_t>(c.vocab_size));
+  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.buffers, &s.tentative};
+  const std::int64_t pos0 = s.state.position;
+  std::size_t kept = 0;
+  try {
+    model::forward(ctx, s.state, tokens, true, logits.data());
+    kept = keep(logits);
+    if (kept > tokens.size())
+      throw RuntimeError("feed_tentative: asked to keep " + std::to_string(kept) + " of " +
+                         std::to_string(tokens.size()) + " tokens");
+  } catch (...) {
+    model::keep_tentative(c, s.state, s.tentative, pos0, 0, s.buffers.kda);
+    throw;
+  }
+  model::keep_tentative(c, s.state, s.tentative, pos0, kept, s.buffers.kda);
+  return kept;
 }
 
 const std::vector<std::uint32_t>& Session::tokens() const noexcept { return impl_->state.tokens; }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <optional>
 
 #include <k3/error.hpp>
@@ -35,6 +36,161 @@ DecodeTiming decode_timing(const GenerateResult& r) {
   }
   return t;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The decode part of generate(): sample, hand out, feed back; with speculative decoding,
+/// feed a token together with its drafts and keep what the model confirms.
+class DecodeLoop {
+ public:
+  DecodeLoop(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token,
+             GenerateResult& r, std::size_t vocab)
+      : session_(session), g_(g), on_token_(on_token), r_(r), sampler_(vocab), vocab_(vocab) {
+    // At most one token more than the context still holds can be generated.
+    const std::int64_t room = session.max_positions() - session.position() + 1;
+    const auto planned = static_cast<std::size_t>(std::max<std::int64_t>(0, std::min(g.max_new_tokens, room)));
+    r.generated.reserve(planned);
+    r.steps.reserve(planned);
+  }
+
+  /// `last`: the logits after the prompt.
+  void run(std::vector<float>& last) {
+    if (g_.max_new_tokens <= 0) return;
+    auto ts = Clock::now();
+    std::uint32_t next = sample(last.data(), session_.position());
+    if (emit(next)) return finish(next, ts);
+    std::vector<float> logits;
+    for (;;) {
+      const std::vector<std::uint32_t> drafts = draft(next);
+      if (drafts.empty()) {
+        if (g_.mode == DecodeMode::recompute) {
+          std::vector<std::uint32_t> all = session_.tokens();
+          all.push_back(next);
+          session_.reset();
+          session_.feed(all, false, logits);
+        } else {
+          session_.feed({&next, 1}, false, logits);
+        }
+        ++r_.speculative.plain_passes;
+        r_.steps.push_back({next, seconds_since(ts), true});
+        ts = Clock::now();
+        next = sample(logits.data(), session_.position());
+        if (emit(next)) return finish(next, ts);
+        continue;
+      }
+      if (verify(next, drafts, logits, ts)) return;
+    }
+  }
+
+ private:
+  std::uint32_t sample(const float* logits, std::int64_t position) {
+    return sampler_.sample(logits, g_.sampling, position);
+  }
+
+  /// Hands `t` out as generated; true when generation ends with it (EOS, a stop id, the
+  /// token limit, or a stop request).
+  bool emit(std::uint32_t t) {
+    r_.generated.push_back(t);
+    if (on_token_) on_token_(t);
+    const bool is_eos = g_.stop_at_eos && (t == g_.eos_token || std::find(g_.stop_tokens.begin(),
+                                                                           g_.stop_tokens.end(), t) != g_.stop_tokens.end());
+    r_.interrupted = !is_eos && stop_requested(g_);
+    r_.stopped_at_eos = is_eos;
+    return is_eos || r_.interrupted || static_cast<std::int64_t>(r_.generated.size()) >= g_.max_new_tokens;
+  }
+
+  /// The last token: its successor is not needed now, so the conversation keeps it to feed
+  /// first next time.
+  void finish(std::uint32_t last_token, Clock::time_point ts) {
+    r_.steps.push_back({last_token, seconds_since(ts), false});
+    session_.set_pending({last_token});
+  }
+
+  /// Drafts to check after `next`, fitted to the tokens still wanted (the last one is never
+  /// fed) and to the context.
+  std::vector<std::uint32_t> draft(std::uint32_t next) {
+    if (g_.mode != DecodeMode::incremental || g_.speculative.max_draft <= 0) return {};
+    const std::int64_t wanted = g_.max_new_tokens - static_cast<std::int64_t>(r_.generated.size()) - 1;
+    const std::int64_t room = session_.max_positions() - session_.position() - 1;
+    const std::int64_t most = std::min({g_.speculative.max_draft, wanted, room});
+    if (most <= 0) return {};
+    context_.assign(session_.tokens().begin(), session_.tokens().end());
+    context_.push_back(next);
+    // A context match of 2 tokens or more, else the corpus, else a shorter context match:
+    // a single repeated token predicts worse than a corpus that knows the phrase.
+    const SpeculativeSettings& s = g_.speculative;
+    const auto n = static_cast<std::size_t>(most);
+    const auto longest = static_cast<std::size_t>(s.ngram), shortest = static_cast<std::size_t>(s.min_ngram);
+    if (!s.store) return lookup_drafts(context_, longest, shortest, n);
+    std::vector<std::uint32_t> drafts = lookup_drafts(context_, longest, std::max<std::size_t>(shortest, 2), n);
+    if (drafts.empty()) drafts = s.store->draft(context_, n);
+    if (drafts.empty() && shortest < 2) drafts = lookup_drafts(context_, 1, shortest, n);
+    return drafts;
+  }
+
+  /// Feeds next and its drafts in one pass and keeps next plus the drafts the model
+  /// confirms: row i of the logits picks the successor of token i exactly as a sequential
+  /// run would (same bits, same (seed, position) draw). Every picked token is handed out in
+  /// order; a draft that differs from the pick ends the check and the pick is the next
+  /// token. Returns true when generation ended.
+  bool verify(std::uint32_t& next, const std::vector<std::uint32_t>& drafts, std::vector<float>& logits,
+              Clock::time_point& ts) {
+    batch_.assign(1, next);
+    batch_.insert(batch_.end(), drafts.begin(), drafts.end());
+    const std::int64_t pos0 = session_.position();
+    bool ended = false;
+    std::exception_ptr failure;  // from on_token: thrown once the state is consistent
+    session_.feed_tentative(batch_, logits, [&](std::span<const float> rows) {
+      ++r_.speculative.verify_passes;
+      r_.speculative.drafts_proposed += drafts.size();
+      std::size_t keep = 1;  // next
+      r_.steps.push_back({next, seconds_since(ts), true});
+      for (std::size_t i = 0; i <= drafts.size(); ++i) {
+        ts = Clock::now();
+        const std::uint32_t t = sample(rows.data() + i * vocab_, pos0 + 1 + static_cast<std::int64_t>(i));
+        try {
+          ended = emit(t);
+        } catch (...) {
+          // As in a sequential run: what came before t was fed, t was not.
+          failure = std::current_exception();
+          return keep;
+        }
+        if (ended) {
+          finish_step_ = {t, seconds_since(ts), false};
+          return keep;
+        }
+        if (i < drafts.size() && t == drafts[i]) {
+          ++keep;
+          ++r_.speculative.drafts_accepted;
+          r_.steps.push_back({t, seconds_since(ts), true});
+          continue;
+        }
+        next = t;  // the model's own pick: checked (and fed) next round
+        return keep;
+      }
+      return keep;  // not reached: the last row's pick always ends the check
+    });
+    if (failure) std::rethrow_exception(failure);
+    if (ended) {
+      r_.steps.push_back(finish_step_);
+      session_.set_pending({finish_step_.token});
+    }
+    return ended;
+  }
+
+  Session& session_;
+  const GenerateSettings& g_;
+  const std::function<void(std::uint32_t)>& on_token_;
+  GenerateResult& r_;
+  Sampler sampler_;
+  std::size_t vocab_;
+  std::vector<std::uint32_t> context_, batch_;
+  StepRecord finish_step_;
+};
+
+}  // namespace
 
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
   GenerateResult r;
@@ -98,38 +254,8 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   r.prefill_seconds = seconds_since(t0);
   if (dump) dump->commit();
 
-  const std::size_t V = last.size();
-  Sampler sampler(V);
-  // At most one token more than the context still holds can be generated.
-  const std::int64_t room = session.max_positions() - session.position() + 1;
-  r.generated.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, std::min(g.max_new_tokens, room))));
-  r.steps.reserve(r.generated.capacity());
-  for (std::int64_t step = 0; step < g.max_new_tokens; ++step) {
-    const auto ts = std::chrono::steady_clock::now();
-    const std::uint32_t next = sampler.sample(last.data(), g.sampling, session.position());
-    r.generated.push_back(next);
-    if (on_token) on_token(next);
-    const bool is_eos = g.stop_at_eos && (next == g.eos_token || std::find(g.stop_tokens.begin(), g.stop_tokens.end(),
-                                                                           next) != g.stop_tokens.end());
-    r.interrupted = !is_eos && stop_requested(g);
-    if (is_eos || r.interrupted || step + 1 == g.max_new_tokens) {
-      r.steps.push_back({next, seconds_since(ts), false});
-      r.stopped_at_eos = is_eos;
-      // Its successor is not needed now: the conversation keeps it to feed first next time.
-      session.set_pending({next});
-      break;
-    }
-    if (g.mode == DecodeMode::recompute) {
-      std::vector<std::uint32_t> all = session.tokens();
-      all.push_back(next);
-      session.reset();
-      session.feed(all, false, logits);
-    } else {
-      session.feed({&next, 1}, false, logits);
-    }
-    last = logits;
-    r.steps.push_back({next, seconds_since(ts), true});
-  }
+  DecodeLoop loop(session, g, on_token, r, last.size());
+  loop.run(last);
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include <k3/job.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -17,20 +18,6 @@
 
 namespace k3 {
 namespace {
-
-/// The prompt file's text; `where` is where job.prompt_file was set ("--file x", a file position).
-std::string read_text_file(const std::filesystem::path& p, const std::string& where) {
-  const std::string what = where + ": job.prompt_file: " + p.string() + ": ";
-  std::error_code ec;
-  if (!std::filesystem::exists(p, ec)) throw UsageError(what + "no such file");
-  if (std::filesystem::is_directory(p, ec)) throw UsageError(what + "a folder, not a prompt file");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw UsageError(what + "cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UsageError(what + "read error");
-  return ss.str();
-}
 
 /// Records the routing of a live run into a trace file, with its serving groups.
 struct TraceRecorder final : RoutingListener {
@@ -73,7 +60,7 @@ JobPromptSource read_job_prompt(const Pipeline& p) {
   out.ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
   const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
   if (out.ids.empty())
-    out.text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file"))
+    out.text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file") + ": job.prompt_file")
                : given("job.prompt") ? p.get_string("job.prompt")
                                      : std::string();
   return out;
@@ -119,7 +106,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.storage = ms.storage;
   rep.threads = model.threads();
 
-  GenerateSettings g = generate_settings_of(p, model.config());
+  GenerateSettings g = generate_settings_of(p, runtime);
   g.stop = hooks.stop;
   JobPrompt prompt = job_prompt(source, runtime);
   rep.prompt_text = std::move(prompt.text);
@@ -163,6 +150,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   // Decode speed counts the forward passes (decode_timing): N tokens cost N-1.
   const DecodeTiming decode = decode_timing(rep.result);
   rep.decode_forwards = decode.forwards;
+  rep.speculative = g.speculative;
   rep.tokens_per_second = decode.tokens_per_second();
   rep.peak_rss = peak_rss_bytes();
   rep.weight_bytes_read = model.weight_bytes_read();
@@ -260,6 +248,7 @@ std::string report_json(const JobReport& r) {
                {"lm_head_chunk_rows", p.lm_head_chunk_rows},
                {"kda_state_bytes", p.kda_state_bytes},
                {"mla_kv_bytes", p.mla_kv_bytes},
+               {"speculative_bytes", p.speculative_bytes},
                {"buffer_bytes", p.buffer_bytes},
                {"overhead_bytes", p.overhead_bytes},
                {"text", r.plan_text}};
@@ -275,6 +264,29 @@ std::string report_json(const JobReport& r) {
   j["io_share"] = r.io_share;
   j["seconds_per_token"] = r.seconds_per_token;
   j["decode_forwards"] = r.decode_forwards;
+  {
+    // Decode reads per generated token (fed back): what speculative decoding cuts.
+    StepIo sum;
+    for (const StepIo& io : r.step_io) {
+      sum.expert_bytes += io.expert_bytes;
+      sum.trunk_bytes += io.trunk_bytes;
+      sum.table_bytes += io.table_bytes;
+    }
+    const double fed = static_cast<double>(std::max<std::size_t>(1, r.decode_forwards));
+    j["decode_bytes_per_token"] = {{"trunk", static_cast<double>(sum.trunk_bytes) / fed},
+                                   {"experts", static_cast<double>(sum.expert_bytes) / fed},
+                                   {"embedding_head", static_cast<double>(sum.table_bytes) / fed},
+                                   {"total", static_cast<double>(sum.trunk_bytes + sum.expert_bytes + sum.table_bytes) / fed}};
+    const SpeculativeStats& sp = r.result.speculative;
+    j["speculative"] = {{"max_draft", r.speculative.max_draft},
+                        {"ngram", r.speculative.ngram},
+                        {"min_ngram", r.speculative.min_ngram},
+                        {"forward_passes", sp.passes()},
+                        {"verify_passes", sp.verify_passes},
+                        {"drafts_proposed", sp.drafts_proposed},
+                        {"drafts_accepted", sp.drafts_accepted},
+                        {"tokens_per_pass", sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
+  }
   j["expert_failures"] = r.expert_failures;
   j["tokens_per_second"] = r.tokens_per_second;
   j["peak_rss_bytes"] = r.peak_rss;

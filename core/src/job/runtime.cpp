@@ -1,6 +1,9 @@
 #include <k3/runtime.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
@@ -276,6 +279,9 @@ GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& conf
   g.max_new_tokens = p.get_int("job.max_new_tokens");
   g.mode = p.get_string("job.mode") == "recompute" ? DecodeMode::recompute : DecodeMode::incremental;
   g.prefill_chunk = p.get_int("job.prefill_chunk");
+  g.speculative.max_draft = p.get_int("job.speculative.max_draft");
+  g.speculative.ngram = p.get_int("job.speculative.ngram");
+  g.speculative.min_ngram = p.get_int("job.speculative.min_ngram");
   g.sampling.temperature = p.get_double("job.sampling.temperature");
   g.sampling.top_k = p.get_int("job.sampling.top_k");
   g.sampling.top_p = p.get_double("job.sampling.top_p");
@@ -284,6 +290,29 @@ GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& conf
   g.eos_token = static_cast<std::uint32_t>(config.eos_token_id);
   g.dump_logits = p.get_path("job.dump_logits");
   return g;
+}
+
+GenerateSettings generate_settings_of(const Pipeline& p, const Runtime& runtime) {
+  GenerateSettings g = generate_settings_of(p, runtime.model().config());
+  const std::filesystem::path store = p.get_path("job.speculative.datastore");
+  if (!store.empty() && g.speculative.max_draft > 0) {
+    const std::string what = p.where("job.speculative.datastore") + ": job.speculative.datastore";
+    g.speculative.store = std::make_shared<const DraftStore>(runtime.encode(read_text_file(store, what)));
+  }
+  return g;
+}
+
+std::string read_text_file(const std::filesystem::path& file, const std::string& what) {
+  const std::string at = what + ": " + file.string() + ": ";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) throw UsageError(at + "no such file");
+  if (std::filesystem::is_directory(file, ec)) throw UsageError(at + "a folder, not a text file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UsageError(at + "cannot be read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw UsageError(at + "read error");
+  return ss.str();
 }
 
 std::string TextStream::push(std::uint32_t id) {

@@ -109,6 +109,9 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   };
 
   const std::int64_t pos0 = st.position;
+  TentativeChunk* tentative = ctx.tentative;
+  if (tentative != nullptr && tentative->kda.size() < static_cast<std::size_t>(c.num_hidden_layers))
+    tentative->kda.resize(static_cast<std::size_t>(c.num_hidden_layers));
   for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
     const LayerWeights& lw = ctx.weights.acquire_layer(i);
     // 1. h = bank non-empty ? AR(P, bank; self_attention_res_*) : P
@@ -124,7 +127,8 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
     if (lw.mla)
       mla(ops, c, lw.mla_w, st.mla[i], pos0, hn, T, a, buf.mla);
     else
-      kda(ops, c, lw.kda, st.kda[i], hn, T, a, buf.kda);
+      kda(ops, c, lw.kda, st.kda[i], hn, T, a, buf.kda,
+          tentative != nullptr ? KdaRecord{&tentative->kda[i], &tentative->scratch} : KdaRecord{});
     if (boundary)
       std::copy_n(a, n, P);
     else
@@ -156,6 +160,23 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
 
   st.position += static_cast<std::int64_t>(T);
   st.tokens.insert(st.tokens.end(), tokens.begin(), tokens.end());  // reserved: see make_state
+}
+
+void keep_tentative(const ModelConfig& c, SequenceState& st, const TentativeChunk& chunk, std::int64_t pos0,
+                    std::size_t keep, KdaBuffers& buffers) {
+  const auto end = static_cast<std::size_t>(pos0) + keep;
+  if (st.tokens.size() < end) throw RuntimeError("keep_tentative: the chunk was not fed");
+  st.position = static_cast<std::int64_t>(end);
+  st.tokens.resize(end);
+  const auto LAT = static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
+    if (c.is_mla(static_cast<std::int64_t>(i))) {
+      if (st.mla[i].latent.size() > end * LAT) st.mla[i].latent.resize(end * LAT);
+    } else if (keep > 0) {
+      if (keep > chunk.kda.at(i).tokens) throw RuntimeError("keep_tentative: more tokens than the chunk recorded");
+      kda_keep(c, chunk.kda[i], keep, st.kda[i], buffers);
+    }
+  }
 }
 
 }  // namespace k3::model

@@ -36,6 +36,9 @@ struct ForwardContext {
   ExpertSource& experts;
   RoutingObserver* observer = nullptr;
   RunBuffers& buffers;  ///< sized for this call's chunk and positions (RuntimeError otherwise)
+  /// Set for a tentative chunk (maths/tentative.hpp): the KDA states are left as they were
+  /// and each layer's updates are recorded here, to be kept with keep_tentative().
+  TentativeChunk* tentative = nullptr;
 };
 
 /// Runs `tokens` at positions state.position … through every layer, updating the carried
@@ -43,6 +46,13 @@ struct ForwardContext {
 /// all_positions, else [1, V] for the last token.
 void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uint32_t> tokens, bool all_positions,
              float* logits);
+
+/// After forward() ran a tentative chunk that started at position `pos0`: keeps its first
+/// `keep` tokens (0 ≤ keep ≤ the chunk's length) and drops the rest, so that the state is
+/// bit for bit what feeding only those tokens would have left. With keep = 0 it also undoes
+/// a tentative forward() that threw part way.
+void keep_tentative(const ModelConfig& c, SequenceState& state, const TentativeChunk& chunk, std::int64_t pos0,
+                    std::size_t keep, KdaBuffers& buffers);
 
 /// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);

@@ -702,7 +702,7 @@ void Server::start() {
 void Server::load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks) {
   Impl& s = *impl_;
   auto runtime = std::make_unique<Runtime>(pipeline, host, hooks);
-  const GenerateSettings defaults = generate_settings_of(pipeline, runtime->model().config());
+  const GenerateSettings defaults = generate_settings_of(pipeline, *runtime);
   if (s.opt.model_name.empty()) {
     std::string uri = runtime->model_uri();
     while (uri.size() > 1 && uri.back() == '/') uri.pop_back();

@@ -161,6 +161,7 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.context = p.get_int("memory.context");
   in.row_chunk_bytes = static_cast<std::uint64_t>(std::llround(p.get_double("memory.row_chunk_mb") * 1e6));
   in.prefill_chunk = p.get_int("job.prefill_chunk");
+  in.speculative_draft = p.get_string("job.mode") == "incremental" ? p.get_int("job.speculative.max_draft") : 0;
   return in;
 }
 
@@ -193,7 +194,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
 
   const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
   const U table = V * E * 2;
-  const U T = static_cast<U>(std::max<std::int64_t>(1, std::min(in.prefill_chunk, in.context)));
+  const auto checked = std::max<std::int64_t>(0, in.speculative_draft) + 1;  // a token and its drafts
+  const U T = static_cast<U>(std::max<std::int64_t>(1, std::min(std::max(in.prefill_chunk, checked), in.context)));
 
   // State: KDA recurrent state and conv tails per KDA layer; MLA latent per position.
   const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
@@ -203,6 +205,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   const U n_kda = layers - n_mla;
   p.kda_state_bytes = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
   p.mla_kv_bytes = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
+  if (in.speculative_draft > 0) {
+    // Per KDA layer and checked token: q, k, v conv inputs, α (f64), normalised k, u and β (f64).
+    const U journal = n_kda * static_cast<U>(checked) * (P * (3 * 4 + 8 + 4 + 4) + H * 8);
+    p.speculative_bytes = journal + (H * D * D + 3 * P * (K - 1)) * 4 + static_cast<U>(checked) * V * 4;
+  }
 
   // Activations for one chunk of T tokens: the run buffers every block works in
   // (plan_buffers.cpp), allocated once per session, plus the logits and the generator's copy.
@@ -247,8 +254,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   p.trunk_fit = !in.trunk_gb;
   p.expert_fit = !in.expert_cache_gb;
   table_bytes(budgets_hold_all && all_resident_candidate);
-  const U fixed = p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes + p.mla_kv_bytes + p.buffer_bytes +
-                  p.overhead_bytes;
+  const U fixed = p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes + p.mla_kv_bytes + p.speculative_bytes +
+                  p.buffer_bytes + p.overhead_bytes;
   const U share = static_cast<U>(static_cast<double>(p.available) * kFitShare);
   const U usable = share > fixed ? share - fixed : 0;
   const U min_cache = 2 * p.min_expert_slots * p.expert_slot_bytes;
@@ -279,7 +286,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   table_bytes(p.resident() || (!p.streams_trunk() && !p.streams_experts() && all_resident_candidate));
 
   p.total = p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
-            p.mla_kv_bytes + p.buffer_bytes + p.overhead_bytes;
+            p.mla_kv_bytes + p.speculative_bytes + p.buffer_bytes + p.overhead_bytes;
   return p;
 }
 
@@ -318,6 +325,8 @@ std::string MemoryPlan::table() const {
                                : "resident");
   line("KDA state", kda_state_bytes, "recurrent state and conv tails");
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
+  if (speculative_bytes != 0)
+    line("speculative", speculative_bytes, "journals to keep a prefix of a checked token and its drafts");
   line("buffers", buffer_bytes, "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
   line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");

@@ -17,8 +17,10 @@ namespace {
 const std::filesystem::path kSrc = K3_SOURCE_DIR;
 constexpr std::uint64_t kPlenty = 4'000'000'000'000ull;  // 4 TB: "available" never limits
 
-k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry) {
-  const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / (preset + ".yaml"), {"model.geometry=" + geometry});
+k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry,
+                           std::vector<std::string> sets = {}) {
+  sets.push_back("model.geometry=" + geometry);
+  const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / (preset + ".yaml"), sets);
   k3::PlanInputs in = k3::plan_inputs(p);
   in.available = kPlenty;
   return k3::plan_memory(k3::load_geometry(geometry).config, in);
@@ -26,7 +28,7 @@ k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometr
 
 std::uint64_t sum_of_parts(const k3::MemoryPlan& p) {
   return p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
-         p.mla_kv_bytes + p.buffer_bytes + p.overhead_bytes;
+         p.mla_kv_bytes + p.speculative_bytes + p.buffer_bytes + p.overhead_bytes;
 }
 
 /// Pinning invariants checked from the per-layer sizes alone.
@@ -61,6 +63,27 @@ void check_pins(const k3::MemoryPlan& p) {
 }
 
 }  // namespace
+
+TEST_CASE("speculative drafts add their verification journals to the plan") {
+  for (const char* preset : {"laptop", "ultra"}) {
+    CAPTURE(preset);
+    const auto off = preset_plan(preset, "k3", {"job.speculative.max_draft=0"});
+    const auto on = preset_plan(preset, "k3", {"job.speculative.max_draft=4"});
+    const auto more = preset_plan(preset, "k3", {"job.speculative.max_draft=8"});
+    const auto recompute = preset_plan(preset, "k3", {"job.speculative.max_draft=4", "job.mode=recompute"});
+    CHECK(off.speculative_bytes == 0);
+    CHECK(recompute.speculative_bytes == 0);  // no drafts in recompute mode
+    CHECK(on.speculative_bytes > 0);
+    CHECK(more.speculative_bytes > on.speculative_bytes);
+    CHECK(on.total == sum_of_parts(on));
+    // Counted before the budgets are shared out: the trunk and the cache give way, the
+    // total stays within what the preset allowed without drafts plus the journals.
+    CHECK(on.total <= off.total + on.speculative_bytes);
+    // Less than the alternative, a copy of every KDA state to go back to.
+    CHECK(on.speculative_bytes < on.kda_state_bytes);
+    CHECK(on.table().find("speculative") != std::string::npos);
+  }
+}
 
 TEST_CASE("k3 geometry: laptop plan within 7.5 GB, ultra within 3 GB, both streaming") {
   const auto laptop = preset_plan("laptop", "k3");

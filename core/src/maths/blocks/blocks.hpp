@@ -13,6 +13,7 @@
 #include "maths/ops.hpp"
 #include "maths/run_buffers.hpp"
 #include "maths/state.hpp"
+#include "maths/tentative.hpp"
 #include "maths/weights.hpp"
 
 namespace k3::model {
@@ -22,9 +23,21 @@ namespace k3::model {
 void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
               const float* proj_w, double eps, std::size_t E, float* out, AttnResBuffers& b);
 
-/// KDA over T tokens (x already input-normed) → out [T, E]; updates `state`.
+/// Where a tentative chunk's KDA layer runs and records (maths/tentative.hpp); both null for
+/// an ordinary chunk.
+struct KdaRecord {
+  KdaJournal* journal = nullptr;
+  KdaState* scratch = nullptr;
+};
+
+/// KDA over T tokens (x already input-normed) → out [T, E]; updates `state`, or, for a
+/// tentative chunk (`record` set), leaves it as it was and records each token's update.
 void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& state, const float* x,
-         std::size_t T, float* out, KdaBuffers& b);
+         std::size_t T, float* out, KdaBuffers& b, const KdaRecord& record = {});
+
+/// Applies the first `keep` recorded updates of a tentative chunk to `state`: afterwards it
+/// is bit for bit what kda() over those tokens alone would have left.
+void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep, KdaState& state, KdaBuffers& b);
 
 /// MLA over T tokens at positions [pos0, pos0+T) → out [T, E]; appends to `cache`.
 void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,

@@ -7,6 +7,7 @@
 //  5. S ← diag(α) S;  u = v − Sᵀk;  S ← S + β·k uᵀ;  o = Sᵀ q.   (order is load-bearing)
 //  6. y_h = RMSNorm(o_h; o_norm) ⊙ σ((W_g x)_h)  (norm first, then gate); out = W_o y.
 // S is stored transposed (row j = column j of S) so that Sᵀk and Sᵀq are contiguous dots.
+#include <algorithm>
 #include <cmath>
 
 #include "maths/blocks/blocks.hpp"
@@ -14,9 +15,20 @@
 namespace k3::model {
 namespace {
 
+/// Appends channel inputs x[P] to the conv history [P][K-1] (oldest first), dropping the oldest.
+void push_history(float* history, const float* x, std::size_t P, std::size_t K) {
+  if (K < 2) return;
+  for (std::size_t c = 0; c < P; ++c) {
+    float* h = history + c * (K - 1);
+    for (std::size_t t = 0; t + 2 < K; ++t) h[t] = h[t + 1];
+    h[K - 2] = x[c];
+  }
+}
+
 /// Causal depthwise conv for one token and all P channels, then SiLU; shifts the history.
-/// history [P][K-1] oldest first. Sum in tap order (oldest … current) in fp64.
-void short_conv_silu(const float* taps, float* history, std::size_t P, std::size_t K, float* x) {
+/// history [P][K-1] oldest first. Sum in tap order (oldest … current) in fp64. When
+/// `raw` is given it receives the inputs (what the history took).
+void short_conv_silu(const float* taps, float* history, std::size_t P, std::size_t K, float* x, float* raw) {
   for (std::size_t c = 0; c < P; ++c) {
     const float* w = taps + c * K;
     float* h = history + c * (K - 1);
@@ -25,8 +37,27 @@ void short_conv_silu(const float* taps, float* history, std::size_t P, std::size
     acc += double{w[K - 1]} * double{x[c]};
     for (std::size_t t = 0; t + 2 < K; ++t) h[t] = h[t + 1];
     if (K > 1) h[K - 2] = x[c];
+    if (raw != nullptr) raw[c] = x[c];
     const float y = static_cast<float>(acc);
     x[c] = silu(y);
+  }
+}
+
+/// S ← diag(α) S for one head (S stored transposed: row j holds column j).
+void decay(float* S, const double* al, std::size_t D) {
+  for (std::size_t j = 0; j < D; ++j) {
+    float* row = S + j * D;
+    for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} * al[i]);
+  }
+}
+
+/// S ← S + β·k uᵀ for one head; bk = β·k in fp64.
+void add_outer(float* S, double beta, const float* k, const float* u, double* bk, std::size_t D) {
+  for (std::size_t i = 0; i < D; ++i) bk[i] = beta * double{k[i]};
+  for (std::size_t j = 0; j < D; ++j) {
+    float* row = S + j * D;
+    const double uj = u[j];
+    for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} + bk[i] * uj);
   }
 }
 
@@ -41,12 +72,29 @@ void l2norm_heads(const Ops& ops, float* x, std::size_t H, std::size_t D, double
 
 }  // namespace
 
-void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st, const float* x, std::size_t T,
-         float* out, KdaBuffers& b) {
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& live, const float* x, std::size_t T,
+         float* out, KdaBuffers& b, const KdaRecord& record) {
   const auto H = static_cast<std::size_t>(c.kda_num_heads);
   const auto D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
   const std::size_t P = H * D;
+  KdaJournal* journal = record.journal;
+  if (journal != nullptr) {
+    // A tentative chunk: the live state stays as it is; the chunk runs on a copy.
+    record.scratch->S = live.S;
+    record.scratch->conv_q = live.conv_q;
+    record.scratch->conv_k = live.conv_k;
+    record.scratch->conv_v = live.conv_v;
+    journal->tokens = T;
+    for (auto* v : {&journal->raw_q, &journal->raw_k, &journal->raw_v, &journal->k, &journal->u})
+      if (v->size() < T * P) v->resize(T * P);
+    if (journal->alpha.size() < T * P) journal->alpha.resize(T * P);
+    if (journal->beta.size() < T * H) journal->beta.resize(T * H);
+  }
+  KdaState& st = journal != nullptr ? *record.scratch : live;
+  auto rec = [&](std::vector<float> KdaJournal::*field, std::size_t t) -> float* {
+    return journal != nullptr ? (journal->*field).data() + t * P : nullptr;
+  };
 
   // Projections for the whole chunk (rows independent, batch == single bit for bit).
   float* q = b.q.data();
@@ -65,7 +113,6 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
   ops.matmul(w.g_proj, x, T, graw);
 
   float* y = b.y.data();
-  double* alpha = b.alpha.data();
   double* bk = b.bk.data();
   float* u = b.u.data();
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -75,12 +122,13 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
     float* qt = q + t * P;
     float* kt = k + t * P;
     float* vt = v + t * P;
-    short_conv_silu(w.q_conv.data(), st.conv_q.data(), P, K, qt);
-    short_conv_silu(w.k_conv.data(), st.conv_k.data(), P, K, kt);
-    short_conv_silu(w.v_conv.data(), st.conv_v.data(), P, K, vt);
+    short_conv_silu(w.q_conv.data(), st.conv_q.data(), P, K, qt, rec(&KdaJournal::raw_q, t));
+    short_conv_silu(w.k_conv.data(), st.conv_k.data(), P, K, kt, rec(&KdaJournal::raw_k, t));
+    short_conv_silu(w.v_conv.data(), st.conv_v.data(), P, K, vt, rec(&KdaJournal::raw_v, t));
     l2norm_heads(ops, qt, H, D, q_scale);
     l2norm_heads(ops, kt, H, D, 1.0);
 
+    double* alpha = journal ? journal->alpha.data() + t * P : b.alpha.data();
     for (std::size_t h = 0; h < H; ++h) {
       const double a = std::exp(double{w.A_log[h]});
       for (std::size_t d = 0; d < D; ++d) {
@@ -96,18 +144,14 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
       const float* kh = kt + h * D;
       const float* qh = qt + h * D;
       const float* vh = vt + h * D;
-      const double* al = alpha + h * D;
-      for (std::size_t j = 0; j < D; ++j) {  // S ← diag(α) S
-        float* row = S + j * D;
-        for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} * al[i]);
-      }
+      float* uh = journal ? journal->u.data() + t * P + h * D : u;
+      decay(S, alpha + h * D, D);
       for (std::size_t j = 0; j < D; ++j)  // u = v − Sᵀk
-        u[j] = static_cast<float>(double{vh[j]} - ops.dot(S + j * D, kh, D));
-      for (std::size_t i = 0; i < D; ++i) bk[i] = beta * double{kh[i]};
-      for (std::size_t j = 0; j < D; ++j) {  // S ← S + β·k uᵀ
-        float* row = S + j * D;
-        const double uj = u[j];
-        for (std::size_t i = 0; i < D; ++i) row[i] = static_cast<float>(double{row[i]} + bk[i] * uj);
+        uh[j] = static_cast<float>(double{vh[j]} - ops.dot(S + j * D, kh, D));
+      add_outer(S, beta, kh, uh, bk, D);
+      if (journal != nullptr) {
+        journal->beta[t * H + h] = beta;
+        std::copy_n(kh, D, journal->k.data() + t * P + h * D);
       }
       float* yh = y + t * P + h * D;
       for (std::size_t j = 0; j < D; ++j) yh[j] = static_cast<float>(ops.dot(S + j * D, qh, D));  // o = Sᵀq
@@ -117,6 +161,24 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st
     }
   }
   ops.matmul(w.o_proj, y, T, out);
+}
+
+void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep, KdaState& st, KdaBuffers& b) {
+  const auto H = static_cast<std::size_t>(c.kda_num_heads);
+  const auto D = static_cast<std::size_t>(c.kda_head_dim);
+  const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
+  const std::size_t P = H * D;
+  for (std::size_t t = 0; t < keep; ++t) {  // the same updates, in the same order, as kda()
+    push_history(st.conv_q.data(), journal.raw_q.data() + t * P, P, K);
+    push_history(st.conv_k.data(), journal.raw_k.data() + t * P, P, K);
+    push_history(st.conv_v.data(), journal.raw_v.data() + t * P, P, K);
+    for (std::size_t h = 0; h < H; ++h) {
+      float* S = st.S.data() + h * D * D;
+      decay(S, journal.alpha.data() + t * P + h * D, D);
+      add_outer(S, journal.beta[t * H + h], journal.k.data() + t * P + h * D, journal.u.data() + t * P + h * D,
+                b.bk.data(), D);
+    }
+  }
 }
 
 }  // namespace k3::model

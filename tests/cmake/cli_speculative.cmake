@@ -1,0 +1,23 @@
+# CLI tests of exact speculative decoding (docs/speculative.md) on the shipped fortune
+# model: the main job says what drafting did, the text is the same with it on and off, and
+# a datastore that cannot be read is refused naming its key.
+include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
+
+k3_cli_test("cli-speculative: the main job reports tokens per forward pass and drafts accepted" 0
+  ARGS --config presets/laptop.yaml -n 48 --set job.speculative.max_draft=4
+  STDOUT "speculative: 47 tokens fed back in [0-9]+ forward passes \\([0-9.]+ per pass\\) \\| drafts accepted [0-9]+ of [0-9]+")
+# Through sh: the two runs' text must be equal byte for byte, greedy and sampled, resident
+# and at a streamed budget.
+add_test(NAME "cli-speculative: the text is the same with drafting off and on, greedy and sampled, resident and streamed"
+         COMMAND sh -c "set -e; for extra in '' '--temp 0.9 --seed 5' '--set memory.trunk_gb=0.0001 --set memory.expert_cache_gb=0.0001'; do \
+                          a=$(\"$0\" --config presets/laptop.yaml -q -n 40 $extra --set job.speculative.max_draft=0); \
+                          b=$(\"$0\" --config presets/laptop.yaml -q -n 40 $extra --set job.speculative.max_draft=6); \
+                          [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] || { echo \"differs ($extra): [$a] vs [$b]\"; exit 1; }; done"
+                 $<TARGET_FILE:k3host>
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+k3_cli_test("cli-speculative: a missing datastore is refused naming the key" 2
+  ARGS --config presets/laptop.yaml -n 4 --set job.speculative.datastore=${CMAKE_BINARY_DIR}/test-tmp/no-such-corpus.txt
+  STDERR "--set job.speculative.datastore=[^\n]*: job.speculative.datastore: [^\n]*no-such-corpus.txt: no such file")
+k3_cli_test("cli-speculative: a datastore is read when drafting is on" 0
+  ARGS --config presets/laptop.yaml -n 24 --set job.speculative.datastore=data/text/heldout.txt
+  STDOUT "speculative: 23 tokens fed back in")
