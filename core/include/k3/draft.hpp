@@ -16,6 +16,34 @@ namespace k3 {
 std::vector<std::uint32_t> lookup_drafts(std::span<const std::uint32_t> context, std::size_t longest,
                                          std::size_t shortest, std::size_t max_draft);
 
+/// How many tokens to draft next. A drafted token costs its position's compute and routed
+/// expert reads and pays (a forward pass saved) only when it is kept, so the budget tracks
+/// p, the chance that a draft is kept when the one before it was (an exponential average,
+/// kRate per checked draft), and drafts the k-th token only while p^k, the chance it is
+/// kept, exceeds kDraftCost, what one more position reads relative to a forward pass (at K3's
+/// laptop preset a position's routed experts are about 26 of the 135 GB a pass reads). When
+/// not even one draft pays, one is still tried every kProbeEvery steps, so that text turning
+/// repetitive is noticed.
+class DraftBudget {
+ public:
+  static constexpr double kRate = 0.25;
+  static constexpr double kDraftCost = 0.2;
+  static constexpr double kStart = 0.5;
+  static constexpr std::size_t kProbeEvery = 8;
+
+  explicit DraftBudget(std::size_t max_draft) : max_(max_draft) {}
+  /// Drafts allowed at this step (0 … max_draft).
+  [[nodiscard]] std::size_t next();
+  /// A check of `proposed` drafts kept the first `kept`.
+  void checked(std::size_t proposed, std::size_t kept);
+  [[nodiscard]] double keep_rate() const noexcept { return p_; }
+
+ private:
+  std::size_t max_;
+  double p_ = kStart;
+  std::size_t idle_ = 0;  ///< steps since the last draft
+};
+
 /// A datastore of token ids (a corpus like the text the model will write: its training
 /// text, a code base, documentation) drafted from as an n-gram model: each drafted token is
 /// the most frequent successor of the longest suffix (kOrder tokens down to 2) of the context

@@ -50,6 +50,9 @@ struct SpeculativeSettings {
   std::int64_t max_draft = 0;  ///< 0 = off
   std::int64_t ngram = 3;      ///< longest context suffix looked up
   std::int64_t min_ngram = 1;  ///< shortest
+  /// Draft fewer than max_draft when drafts are seldom kept (DraftBudget); false: always
+  /// up to max_draft.
+  bool adaptive = true;
   /// Drafts from a corpus (k3/draft.hpp) when the context has none; may be null.
   std::shared_ptr<const DraftStore> store;
 };

@@ -124,6 +124,10 @@ std::vector<KeySpec> build_schema() {
        "forward pass, keeping what the model itself picks (same ids as plain decoding); 0 = off",
        "on the trained demo model's held-out text it feeds 1.4-1.5 tokens per forward pass and reads 0.76x the "
        "bytes per token at a laptop-scaled budget; 8 adds little and reads more experts (docs/speculative.md)"},
+      {"job.speculative.adaptive", T::boolean, "true", {}, {},
+       "Draft fewer than max_draft (none but a probe every 8 steps) while drafts are seldom kept: the k-th draft "
+       "only while the chance it is kept exceeds 0.2, what a position's expert reads cost next to a forward pass",
+       "sampled text is rarely predicted by lookup, and a refused draft still reads its experts"},
       {"job.speculative.ngram", T::integer, "3", between(1, 64), {},
        "Longest context suffix whose latest earlier occurrence supplies the drafts",
        "a 3-token match is rarely wrong, and shorter ones are tried after it"},

@@ -31,6 +31,19 @@ std::vector<std::uint32_t> lookup_drafts(std::span<const std::uint32_t> context,
   return {};
 }
 
+std::size_t DraftBudget::next() {
+  std::size_t k = 0;
+  for (double kept = p_; k < max_ && kept > kDraftCost; kept *= p_) ++k;
+  if (k == 0 && max_ > 0 && ++idle_ >= kProbeEvery) k = 1;
+  if (k > 0) idle_ = 0;
+  return k;
+}
+
+void DraftBudget::checked(std::size_t proposed, std::size_t kept) {
+  for (std::size_t i = 0; i < kept; ++i) p_ += kRate * (1.0 - p_);
+  if (kept < proposed) p_ -= kRate * p_;
+}
+
 namespace {
 
 /// Compares the corpus at `a` with `key` on the first key.size() ids; a suffix that ends

@@ -114,7 +114,9 @@ class DecodeLoop {
     if (g_.mode != DecodeMode::incremental || g_.speculative.max_draft <= 0) return {};
     const std::int64_t wanted = g_.max_new_tokens - static_cast<std::int64_t>(r_.generated.size()) - 1;
     const std::int64_t room = session_.max_positions() - session_.position() - 1;
-    const std::int64_t most = std::min({g_.speculative.max_draft, wanted, room});
+    const std::int64_t allowed =
+        g_.speculative.adaptive ? static_cast<std::int64_t>(budget_.next()) : g_.speculative.max_draft;
+    const std::int64_t most = std::min({allowed, wanted, room});
     if (most <= 0) return {};
     context_.assign(session_.tokens().begin(), session_.tokens().end());
     context_.push_back(next);
@@ -140,6 +142,7 @@ class DecodeLoop {
     batch_.assign(1, next);
     batch_.insert(batch_.end(), drafts.begin(), drafts.end());
     const std::int64_t pos0 = session_.position();
+    const std::uint64_t accepted_before = r_.speculative.drafts_accepted;
     bool ended = false;
     std::exception_ptr failure;  // from on_token: thrown once the state is consistent
     session_.feed_tentative(batch_, logits, [&](std::span<const float> rows) {
@@ -172,6 +175,7 @@ class DecodeLoop {
       }
       return keep;  // not reached: the last row's pick always ends the check
     });
+    budget_.checked(drafts.size(), r_.speculative.drafts_accepted - accepted_before);
     if (failure) std::rethrow_exception(failure);
     if (ended) {
       r_.steps.push_back(finish_step_);
@@ -187,6 +191,7 @@ class DecodeLoop {
   Sampler sampler_;
   std::size_t vocab_;
   std::vector<std::uint32_t> context_, batch_;
+  DraftBudget budget_{static_cast<std::size_t>(std::max<std::int64_t>(0, g_.speculative.max_draft))};
   StepRecord finish_step_;
 };
 
