@@ -149,46 +149,60 @@ void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t c
 
 inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4)}; }
 
+/// Each total of a tile rounded once to fp32: (row r, position b) into y[b * ys + r].
+template <std::size_t R, std::size_t B>
+inline void store_tile(const Acc (&acc)[R][B], float* y, std::size_t ys) {
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+}
+
 /// Rows [0, R) of w x the B positions of panel `xp` (position_tiles.hpp): each block of 8
-/// weights of a row is widened once and multiplied into the B positions' accumulators;
-/// y[b * ys + r] gets (row r, position b). R x B accumulator pairs stay in registers.
+/// weights of a row is widened once and multiplied into the B positions' accumulators,
+/// which stay in registers; (row r, position b) goes to y[b * ys + r].
 template <class W, std::size_t R, std::size_t B>
 inline void dense_tile(const typename W::T* w, std::size_t cols, const double* xp, float* y, std::size_t ys) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   const std::size_t stride = cols * sizeof(typename W::T);
   Acc acc[R][B];
-  const auto block = [&](const Block (&wv)[R], std::size_t k) {
+  // One block of 8 columns: the R rows' weights at wc, the B positions' activations at xk.
+  const typename W::T* wc = w;
+  const double* xk = xp;
+  const auto block = [&](const Block (&wv)[R]) {
 #pragma GCC unroll 8
     for (std::size_t b = 0; b < B; ++b) {
-      const Block xv = load_f64x8(panel_block<B>(xp, k, b));
+      const Block xv = load_f64x8(xk + 8 * b);
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r) fma_block(acc[r][b], wv[r], xv);
     }
+    wc += 8;
+    xk += 8 * B;
   };
-  std::size_t c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    if (c % kLineElems == 0) {
-#pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
-    }
+  const auto full_block = [&] {
     Block wv[R];
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < R; ++r) wv[r] = W::load8(w + r * cols + c);
-    block(wv, c / 8);
+    for (std::size_t r = 0; r < R; ++r) wv[r] = W::load8(wc + r * cols);
+    block(wv);
+  };
+  std::size_t c = 0;
+  for (; c + kLineElems <= cols; c += kLineElems) {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
+#pragma GCC unroll 8
+    for (std::size_t i = 0; i < kLineElems / 8; ++i) full_block();
   }
-  if (c < cols) {  // the weights copied into a zero-padded block; the panel is padded already
+  for (; c + 8 <= cols; c += 8) full_block();
+  if (c < cols) {  // the row's tail: weights copied into a zero-padded block; the panel is padded
     Block wv[R];
     for (std::size_t r = 0; r < R; ++r) {
       typename W::T wt[8];
-      copy_tail(w + r * cols + c, cols - c, wt);
+      copy_tail(wc + r * cols, cols - c, wt);
       wv[r] = W::load8(wt);
     }
-    block(wv, c / 8);
+    block(wv);
   }
-#pragma GCC unroll 8
-  for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+  store_tile(acc, y, ys);
 }
 
 template <class W>
@@ -349,8 +363,8 @@ void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std:
 }
 
 /// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each block of 8
-/// weights is decoded once and multiplied into the B positions' accumulators;
-/// y[b * ys + r] gets (row r0 + r, position b).
+/// weights is decoded once and multiplied into the B positions' accumulators; (row r0 + r,
+/// position b) goes to y[b * ys + r].
 template <std::size_t R, std::size_t B>
 inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, float* y, std::size_t ys) {
   const std::size_t cols = m.cols;
@@ -360,8 +374,10 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
   const std::uint8_t* scales = m.scales + r0 * sstride;
   constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
   Acc acc[R][B];
-  // Group g of the R rows, their 16 bytes at p[r] (scale bytes s[r]).
-  const auto group = [&](const std::uint8_t* const (&p)[R], const unsigned (&s)[R], std::size_t g) {
+  // One group of the R rows (their 16 bytes at p[r], scale bytes s[r]); the B positions'
+  // activations of its first block at xk.
+  const double* xk = xp;
+  const auto group = [&](const std::uint8_t* const (&p)[R], const unsigned (&s)[R]) {
     __m256i table[R];
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r)
@@ -373,21 +389,14 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
       for (std::size_t r = 0; r < R; ++r) wv[r] = decode8(p[r] + 4 * j, table[r]);
 #pragma GCC unroll 8
       for (std::size_t b = 0; b < B; ++b) {
-        const Block xv = load_f64x8(panel_block<B>(xp, 4 * g + j, b));
+        const Block xv = load_f64x8(xk + 8 * (j * B + b));
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < R; ++r) fma_block(acc[r][b], wv[r], xv);
       }
     }
+    xk += 32 * B;
   };
-
-  const std::size_t full_groups = cols / kMxfp4Group;
-  for (std::size_t g = 0; g < full_groups; ++g) {
-    if (g % (kCacheLine / kGroupBytes) == 0) {
-#pragma GCC unroll 8
-      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
-      const std::size_t line = g / (kCacheLine / kGroupBytes) * kCacheLine;
-      if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
-    }
+  const auto full_group = [&](std::size_t g) {
     const std::uint8_t* p[R];
     unsigned s[R];
 #pragma GCC unroll 8
@@ -395,28 +404,38 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
       p[r] = packed + r * pstride + g * kGroupBytes;
       s[r] = scales[r * sstride + g];
     }
-    group(p, s, g);
+    group(p, s);
+  };
+
+  constexpr std::size_t kLineGroups = kCacheLine / kGroupBytes;
+  const std::size_t g1 = cols / kMxfp4Group;  // whole groups
+  std::size_t g = 0;
+  for (; g + kLineGroups <= g1; g += kLineGroups) {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
+    const std::size_t line = g / kLineGroups * kCacheLine;
+    if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (std::size_t i = 0; i < kLineGroups; ++i) full_group(g + i);
   }
-  // A last, partial group: its bytes copied into a zero-padded group (the unused high
-  // nibble of an odd last column cleared), so its padding is code 0 (+0) times the panel's +0.
-  const std::size_t rem = cols - full_groups * kMxfp4Group;
+  for (; g < g1; ++g) full_group(g);
+  // The row's last, partial group: its bytes copied into a zero-padded group (the unused
+  // high nibble of an odd last column cleared), so its padding is code 0 (+0) times the
+  // panel's +0.
+  const std::size_t rem = cols - g1 * kMxfp4Group;
   if (rem != 0) {
-    const std::size_t g = full_groups;
     std::uint8_t bytes[R][kGroupBytes] = {};
     const std::uint8_t* p[R];
     unsigned s[R];
     for (std::size_t r = 0; r < R; ++r) {
-      std::memcpy(bytes[r], packed + r * pstride + g * kGroupBytes, (rem + 1) / 2);
+      std::memcpy(bytes[r], packed + r * pstride + g1 * kGroupBytes, (rem + 1) / 2);
       if (rem % 2 != 0) bytes[r][rem / 2] &= 0x0F;
       p[r] = bytes[r];
-      s[r] = scales[r * sstride + g];
+      s[r] = scales[r * sstride + g1];
     }
-    group(p, s, g);
+    group(p, s);
   }
-#pragma GCC unroll 8
-  for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+  store_tile(acc, y, ys);
 }
 
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {

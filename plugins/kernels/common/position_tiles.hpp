@@ -22,31 +22,44 @@
 
 namespace k3::kernels {
 
-/// Runs the tile of the last `left` (< B) positions from p as tile<R, left>.
+/// Rows per pass: the tiles of all positions run over kPassRows rows before the next rows.
+/// One position tile's panel holds 4..8 positions x cols doubles (229 KiB for 4 x 7168), so
+/// the panels of all positions do not fit in L2 beside the streaming weights; a pass keeps
+/// one panel and its rows' weights (8 rows: 115 KiB of bf16 at 7168 columns) in L2, and only
+/// the first position tile of a pass reads the weights from memory. Measured on Zen 3 with
+/// avx2, 8 positions: 3072x7168 bf16 and MXFP4 ~15% faster than all positions per row.
+/// (Splitting the columns into chunks whose panel part stays in L1 was tried too: no gain
+/// at these shapes, and the per-chunk overhead cost 20% when the matrix sat in cache.)
+inline constexpr std::size_t kPassRows = 8;
+
+/// Rows [r0, r1) x the Bt positions from p: rows R at a time, the rest one at a time.
+template <std::size_t R, std::size_t Bt, class Tile>
+inline void tile_rows(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p) {
+  std::size_t r = r0;
+  for (; r + R <= r1; r += R) tile.template operator()<R, Bt>(r, p);
+  for (; r < r1; ++r) tile.template operator()<1, Bt>(r, p);
+}
+
+/// Rows [r0, r1) x the last `left` (< B) positions from p, as tiles of exactly `left`.
 template <std::size_t R, std::size_t B, class Tile>
-inline void positions_left(Tile& tile, std::size_t r, std::size_t p, std::size_t left) {
+inline void positions_left(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p, std::size_t left) {
   if constexpr (B > 1) {
-    if (left == B - 1) tile.template operator()<R, B - 1>(r, p);
-    else positions_left<R, B - 1>(tile, r, p, left);
+    if (left == B - 1) tile_rows<R, B - 1>(tile, r0, r1, p);
+    else positions_left<R, B - 1>(tile, r0, r1, p, left);
   }
 }
 
-/// Rows [r, r + R) over positions [0, positions): B at a time, the rest as one smaller tile.
-template <std::size_t R, std::size_t B, class Tile>
-inline void tile_positions(Tile& tile, std::size_t r, std::size_t positions) {
-  std::size_t p = 0;
-  for (; p + B <= positions; p += B) tile.template operator()<R, B>(r, p);
-  if (p < positions) positions_left<R, B>(tile, r, p, positions - p);
-}
-
 /// Calls tile.operator()<Rt, Bt>(r, p) for tiles covering rows [begin, end) x positions
-/// [0, positions): rows R at a time (the rest one at a time), positions inside rows, so a
-/// tile of weights is fetched from memory once for all positions.
+/// [0, positions): in passes of kPassRows rows; within a pass, positions B at a time (the
+/// rest as one narrower tile), rows R at a time (the rest one at a time).
 template <std::size_t R, std::size_t B, class Tile>
 inline void for_each_tile(std::size_t begin, std::size_t end, std::size_t positions, Tile&& tile) {
-  std::size_t r = begin;
-  for (; r + R <= end; r += R) tile_positions<R, B>(tile, r, positions);
-  for (; r < end; ++r) tile_positions<1, B>(tile, r, positions);
+  for (std::size_t r0 = begin; r0 < end; r0 += kPassRows) {
+    const std::size_t r1 = end - r0 < kPassRows ? end : r0 + kPassRows;
+    std::size_t p = 0;
+    for (; p + B <= positions; p += B) tile_rows<R, B>(tile, r0, r1, p);
+    if (p < positions) positions_left<R, B>(tile, r0, r1, p, positions - p);
+  }
 }
 
 /// Activations x [n, cols] widened to fp64 in panels for position tiles of `tile`

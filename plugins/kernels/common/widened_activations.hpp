@@ -9,6 +9,7 @@
 // instructions.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace k3::kernels {
@@ -16,16 +17,20 @@ namespace k3::kernels {
 inline constexpr std::size_t kMaxWidened = std::size_t{1} << 20;
 
 /// This thread's buffer of at least n doubles (valid until the thread's next call), or
-/// null when n > kMaxWidened or the buffer cannot grow.
+/// null when n > kMaxWidened or the buffer cannot grow. It starts on a cache line, so the
+/// kernels' 32- and 64-byte loads of whole blocks never straddle two lines (a split load
+/// costs two).
 inline double* widened_buffer(std::size_t n) noexcept {
   if (n > kMaxWidened) return nullptr;
+  constexpr std::size_t kLineDoubles = 64 / sizeof(double);
   thread_local std::vector<double> buffer;
   try {
-    if (buffer.size() < n) buffer.resize(n);
+    if (buffer.size() < n + kLineDoubles) buffer.resize(n + kLineDoubles);
   } catch (...) {
     return nullptr;
   }
-  return buffer.data();
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64 / sizeof(double);
+  return buffer.data() + (misalignment == 0 ? 0 : kLineDoubles - misalignment);
 }
 
 /// x[0..n) as doubles in this thread's buffer, or null (see widened_buffer).
