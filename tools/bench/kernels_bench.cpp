@@ -11,6 +11,8 @@
 // activations, alternating the two in --rounds rounds, at the K3 shapes 7168x3072 and
 // 3072x7168 (an MXFP4 expert's up/gate and down), one thread (pin it with taskset). The
 // ratio is (one batch-N call) / (N batch-1 calls): 1/N would mean positions cost nothing.
+// Beside it, the least time any AVX2 kernel can take for the batch-N call under the numerics
+// contract (every multiply-add an fp64 FMA, 4 per ymm) at this core's measured FMA rate.
 //
 //   k3bench-kernels [--sets scalar,avx2,avx512] [--kernels bf16,mxfp4,f32] [--threads 1,2]
 //                   [--batch 1] [--lm-head-rows 16384] [--min-time 0.4] [--working-set 512]
@@ -256,6 +258,37 @@ double median(std::vector<double> v) {
   return v.size() % 2 != 0 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+/// Independent ymm fp64 FMAs per CPU-second on this core, all in registers (10 accumulators,
+/// so the FMA latency never limits): the ceiling of any AVX2 kernel's multiply-adds, 4 per
+/// FMA. 0 where there is no x86-64 FMA. Inline asm, so it needs no -mfma here.
+double ymm_fma_per_second() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("fma") || !__builtin_cpu_supports("avx2")) return 0;
+  constexpr long kIterations = 50'000'000;
+  const double start = process_cpu_seconds();
+  __asm__ volatile(
+      "vxorpd %%ymm0,%%ymm0,%%ymm0\n vxorpd %%ymm1,%%ymm1,%%ymm1\n vxorpd %%ymm2,%%ymm2,%%ymm2\n"
+      "vxorpd %%ymm3,%%ymm3,%%ymm3\n vxorpd %%ymm4,%%ymm4,%%ymm4\n vxorpd %%ymm5,%%ymm5,%%ymm5\n"
+      "vxorpd %%ymm6,%%ymm6,%%ymm6\n vxorpd %%ymm7,%%ymm7,%%ymm7\n vxorpd %%ymm8,%%ymm8,%%ymm8\n"
+      "vxorpd %%ymm9,%%ymm9,%%ymm9\n vxorpd %%ymm14,%%ymm14,%%ymm14\n vxorpd %%ymm15,%%ymm15,%%ymm15\n"
+      "mov %0, %%rcx\n"
+      "1:\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm0\n vfmadd231pd %%ymm14,%%ymm15,%%ymm1\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm2\n vfmadd231pd %%ymm14,%%ymm15,%%ymm3\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm4\n vfmadd231pd %%ymm14,%%ymm15,%%ymm5\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm6\n vfmadd231pd %%ymm14,%%ymm15,%%ymm7\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm8\n vfmadd231pd %%ymm14,%%ymm15,%%ymm9\n"
+      "dec %%rcx\n jnz 1b\n vzeroupper\n"
+      :
+      : "r"(kIterations)
+      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15",
+        "cc");
+  return 10.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
+#else
+  return 0;
+#endif
+}
+
 /// The --positions table: per kernel, shape and set, the time of one call with batch N and
 /// of N calls with batch 1 (each the median over the rounds, which alternate the two), and
 /// their ratio. Times are CPU time of the process (one thread), which a busy machine does
@@ -266,11 +299,16 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
                      std::map<std::string, std::shared_ptr<k3::sdk::KernelSet>>& loaded) {
   const std::size_t n = opt.positions;
   const Shape shapes[] = {{"7168x3072", 7168, 3072}, {"3072x7168", 3072, 7168}};
+  const double fma_rate = ymm_fma_per_second();
+  if (fma_rate > 0)
+    std::printf("# fp64 FMA ceiling of this core: %.2f G ymm FMAs per CPU-second (registers only); the avx2 floor\n"
+                "# of a batch-%zu call is rows x cols x %zu / 4 of them\n\n",
+                fma_rate / 1e9, n, n);
   std::printf(
       "| kernel | shape (rows x cols) | set | 1 call, batch %zu (CPU ms) | %zu calls, batch 1 (CPU ms) | ratio "
-      "| ratio of wall times |\n",
-      n, n);
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) |\n",
+      n, n, n);
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& kernel : opt.kernels) {
     for (const Shape& s : shapes) {
       const std::size_t bytes = make_weights(kernel, s, 1).bytes_per_copy;
@@ -298,8 +336,10 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
         }
         const double tb = median(cpu_batched);
         const double t1 = median(cpu_singles);
-        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f |\n", kernel.c_str(), s.name, name.c_str(), 1e3 * tb,
-                    1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles));
+        const double floor_ms =
+            fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f |\n", kernel.c_str(), s.name, name.c_str(),
+                    1e3 * tb, 1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles), floor_ms);
         std::fflush(stdout);
       }
     }
