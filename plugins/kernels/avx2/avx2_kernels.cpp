@@ -37,13 +37,17 @@ using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
 constexpr std::size_t kRowTile = 4;  // batch 1: rows at once
-// Batch > 1: a tile of kPosRowTile rows x kPosTile positions, 2 ymm per (row, position):
-// 8 accumulators, each block's 2 weight vectors, and the activations as FMA memory
-// operands. Measured on Zen 3 at 7168x3072 bf16 and 3072x7168 MXFP4: 4, 5 and 6 positions
-// run equally fast (the fp64 FMA pipes are the limit), 7 is slower (spills); 4 makes
-// batch 8 two whole tiles.
-constexpr std::size_t kPosRowTile = 1;
-constexpr std::size_t kPosTile = 4;
+// Batch > 1: tiles of rows x positions, 2 ymm per (row, position), the rest of the 16 ymm
+// for one block of weights per row and one position's activations (common/position_tiles.hpp).
+// Measured on Zen 3 at 7168x3072 and 3072x7168, batch 8, against 1x4, 2x1, 2x3 (spills) and
+// 4x1: bf16 and fp32 are fastest as 2 rows x 2 positions (each activation block loaded once
+// for both rows: fp32 15.8 ms against 18.7 for 1x4), MXFP4 as 1 row x 4 positions (its
+// decode is dearer than bf16's widening, so it pays to spread it over more positions:
+// 15.7 ms against 17.4-21 for 2x2).
+constexpr std::size_t kDenseRows = 2;
+constexpr std::size_t kDensePositions = 2;
+constexpr std::size_t kMxfp4Rows = 1;
+constexpr std::size_t kMxfp4Positions = 4;
 constexpr std::size_t kMxfp4Group = 32;
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
@@ -213,9 +217,9 @@ void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, Ro
   if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
   const std::size_t xs = round_up(cols, 8);
   over_widened_positions(
-      x, batch, cols, xs, kPosTile,
+      x, batch, cols, xs, kDensePositions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kPosRowTile, kPosTile>(
+        for_each_tile<kDenseRows, kDensePositions>(
             rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
               dense_tile<W, R, B>(w + r * cols, cols, xw + p * xs, y + (p0 + p) * rows + r, rows);
             });
@@ -444,9 +448,9 @@ void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::siz
   if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
   const std::size_t xs = round_up(m.cols, kMxfp4Group);
   over_widened_positions(
-      x, batch, m.cols, xs, kPosTile,
+      x, batch, m.cols, xs, kMxfp4Positions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kPosRowTile, kPosTile>(
+        for_each_tile<kMxfp4Rows, kMxfp4Positions>(
             rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
               mxfp4_pos_tile<R, B>(m, r, xw + p * xs, y + (p0 + p) * m.rows + r, m.rows);
             });
