@@ -6,8 +6,17 @@
 // output rows (the host's rule); a kernel never splits a reduction. Rates are weight bytes
 // read per second (bf16 2 B, f32 4 B, MXFP4 17/32 B per weight incl. scales).
 //
+// With --positions N it measures instead what a batch of N positions (draft verification,
+// prefill) costs: one call with batch N against N calls with batch 1 on the same weights and
+// activations, alternating the two in --rounds rounds, at the K3 shapes 7168x3072 and
+// 3072x7168 (an MXFP4 expert's up/gate and down), one thread (pin it with taskset). The
+// ratio is (one batch-N call) / (N batch-1 calls): 1/N would mean positions cost nothing.
+// Beside it, the least time any AVX2 kernel can take for the batch-N call under the numerics
+// contract (every multiply-add an fp64 FMA, 4 per ymm) at this core's measured FMA rate.
+//
 //   k3bench-kernels [--sets scalar,avx2,avx512] [--kernels bf16,mxfp4,f32] [--threads 1,2]
 //                   [--batch 1] [--lm-head-rows 16384] [--min-time 0.4] [--working-set 512]
+//                   [--positions N [--rounds 3]]
 #include <omp.h>
 
 #include <algorithm>
@@ -41,6 +50,8 @@ struct Options {
   std::size_t lm_head_rows = 16384;
   double min_time = 0.4;
   std::size_t working_set_mib = 512;
+  std::size_t positions = 0;  // > 0: the batch-N vs N x batch-1 table instead
+  int rounds = 3;
 };
 
 struct Shape {
@@ -64,7 +75,8 @@ Options parse(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::puts(
           "k3bench-kernels [--sets a,b] [--kernels bf16,mxfp4,f32] [--threads 1,2] [--batch N]\n"
-          "                [--lm-head-rows N] [--min-time SECONDS] [--working-set MiB]");
+          "                [--lm-head-rows N] [--min-time SECONDS] [--working-set MiB]\n"
+          "                [--positions N [--rounds R]]");
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(arg + ": missing value");
@@ -78,6 +90,8 @@ Options parse(int argc, char** argv) {
     else if (arg == "--lm-head-rows") o.lm_head_rows = std::stoul(v);
     else if (arg == "--min-time") o.min_time = std::stod(v);
     else if (arg == "--working-set") o.working_set_mib = std::stoul(v);
+    else if (arg == "--positions") o.positions = std::stoul(v);
+    else if (arg == "--rounds") o.rounds = std::stoi(v);
     else throw std::invalid_argument("unknown option " + arg);
   }
   return o;
@@ -222,6 +236,116 @@ void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& 
   });
 }
 
+/// One kernel call with `batch` positions at x (over all rows, one thread).
+void call(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
+          const float* x, std::size_t batch, float* y) {
+  const std::size_t n = s.rows * s.cols;
+  const k3::sdk::RowRange all{0, s.rows};
+  if (kernel == "bf16") {
+    set.matmul_bf16(w.bf16.data() + copy * n, s.rows, s.cols, all, x, batch, y);
+  } else if (kernel == "f32") {
+    set.matmul_f32(w.f32.data() + copy * n, s.rows, s.cols, all, x, batch, y);
+  } else {
+    const std::size_t pbytes = s.rows * ((s.cols + 1) / 2);
+    const std::size_t sbytes = s.rows * ((s.cols + 31) / 32);
+    const k3::sdk::Mxfp4Matrix m{w.packed.data() + copy * pbytes, w.scales.data() + copy * sbytes, s.rows, s.cols};
+    set.matmul_mxfp4(m, all, x, batch, y);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 != 0 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// Independent ymm fp64 FMAs per CPU-second on this core, all in registers (10 accumulators,
+/// so the FMA latency never limits): the ceiling of any AVX2 kernel's multiply-adds, 4 per
+/// FMA. 0 where there is no x86-64 FMA. Inline asm, so it needs no -mfma here.
+double ymm_fma_per_second() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("fma") || !__builtin_cpu_supports("avx2")) return 0;
+  constexpr long kIterations = 50'000'000;
+  const double start = process_cpu_seconds();
+  __asm__ volatile(
+      "vxorpd %%ymm0,%%ymm0,%%ymm0\n vxorpd %%ymm1,%%ymm1,%%ymm1\n vxorpd %%ymm2,%%ymm2,%%ymm2\n"
+      "vxorpd %%ymm3,%%ymm3,%%ymm3\n vxorpd %%ymm4,%%ymm4,%%ymm4\n vxorpd %%ymm5,%%ymm5,%%ymm5\n"
+      "vxorpd %%ymm6,%%ymm6,%%ymm6\n vxorpd %%ymm7,%%ymm7,%%ymm7\n vxorpd %%ymm8,%%ymm8,%%ymm8\n"
+      "vxorpd %%ymm9,%%ymm9,%%ymm9\n vxorpd %%ymm14,%%ymm14,%%ymm14\n vxorpd %%ymm15,%%ymm15,%%ymm15\n"
+      "mov %0, %%rcx\n"
+      "1:\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm0\n vfmadd231pd %%ymm14,%%ymm15,%%ymm1\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm2\n vfmadd231pd %%ymm14,%%ymm15,%%ymm3\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm4\n vfmadd231pd %%ymm14,%%ymm15,%%ymm5\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm6\n vfmadd231pd %%ymm14,%%ymm15,%%ymm7\n"
+      "vfmadd231pd %%ymm14,%%ymm15,%%ymm8\n vfmadd231pd %%ymm14,%%ymm15,%%ymm9\n"
+      "dec %%rcx\n jnz 1b\n vzeroupper\n"
+      :
+      : "r"(kIterations)
+      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15",
+        "cc");
+  return 10.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
+#else
+  return 0;
+#endif
+}
+
+/// The --positions table: per kernel, shape and set, the time of one call with batch N and
+/// of N calls with batch 1 (each the median over the rounds, which alternate the two), and
+/// their ratio. Times are CPU time of the process (one thread), which a busy machine does
+/// not inflate the way it inflates wall time; the wall-time ratio is printed beside it.
+/// Weights cycle through copies as in the bandwidth table, so they come from memory each
+/// time, as when the engine streams them.
+void positions_table(const Options& opt, const std::vector<std::string>& sets,
+                     std::map<std::string, std::shared_ptr<k3::sdk::KernelSet>>& loaded) {
+  const std::size_t n = opt.positions;
+  const Shape shapes[] = {{"7168x3072", 7168, 3072}, {"3072x7168", 3072, 7168}};
+  const double fma_rate = ymm_fma_per_second();
+  if (fma_rate > 0)
+    std::printf("# fp64 FMA ceiling of this core: %.2f G ymm FMAs per CPU-second (registers only); the avx2 floor\n"
+                "# of a batch-%zu call is rows x cols x %zu / 4 of them\n\n",
+                fma_rate / 1e9, n, n);
+  std::printf(
+      "| kernel | shape (rows x cols) | set | 1 call, batch %zu (CPU ms) | %zu calls, batch 1 (CPU ms) | ratio "
+      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) |\n",
+      n, n, n);
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const auto& kernel : opt.kernels) {
+    for (const Shape& s : shapes) {
+      const std::size_t bytes = make_weights(kernel, s, 1).bytes_per_copy;
+      const std::size_t copies = std::max<std::size_t>(1, (opt.working_set_mib * 1024 * 1024 + bytes - 1) / bytes);
+      const Weights w = make_weights(kernel, s, copies);
+      Rng rng{7};
+      std::vector<float> x(n * s.cols);
+      for (auto& v : x) v = moderate(rng);
+      std::vector<float> y(n * s.rows);
+      for (const auto& name : sets) {
+        const auto& set = *loaded[name];
+        std::vector<double> cpu_batched, cpu_singles, wall_batched, wall_singles;
+        for (int round = 0; round < opt.rounds; ++round) {
+          const Rate b = measure(opt.min_time, copies, bytes,
+                                 [&](std::size_t c) { call(set, kernel, s, w, c, x.data(), n, y.data()); });
+          const Rate one = measure(opt.min_time, copies, bytes, [&](std::size_t c) {
+            for (std::size_t p = 0; p < n; ++p)
+              call(set, kernel, s, w, c, x.data() + p * s.cols, 1, y.data() + p * s.rows);
+          });
+          // A rate is bytes per second; bytes / rate is the time of one call (of the body).
+          cpu_batched.push_back(static_cast<double>(bytes) / b.per_cpu);
+          cpu_singles.push_back(static_cast<double>(bytes) / one.per_cpu);
+          wall_batched.push_back(static_cast<double>(bytes) / b.wall);
+          wall_singles.push_back(static_cast<double>(bytes) / one.wall);
+        }
+        const double tb = median(cpu_batched);
+        const double t1 = median(cpu_singles);
+        const double floor_ms =
+            fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f |\n", kernel.c_str(), s.name, name.c_str(),
+                    1e3 * tb, 1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles), floor_ms);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -235,6 +359,11 @@ int main(int argc, char** argv) try {
   }
   std::map<std::string, std::shared_ptr<k3::sdk::KernelSet>> loaded;
   for (const auto& name : sets) loaded[name] = host.create_kernels(name, {});
+
+  if (opt.positions > 0) {
+    positions_table(opt, sets, loaded);
+    return 0;
+  }
 
   const Shape shapes[] = {{"7168x12288", 7168, 12288}, {"12288x7168", 12288, 7168}, {"3072x3584", 3072, 3584},
                           {"3584x3072", 3584, 3072},   {"896x7168", 896, 7168},     {"lm_head", opt.lm_head_rows, 7168}};

@@ -8,10 +8,14 @@
 //   Tree (reduce_tree): b = lanes 0-3 + lanes 4-7 = (a0+a4, a1+a5, a2+a6, a3+a7);
 //   c = (b0+b2, b1+b3); result c0 + c1 = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 //   A row's last cols % 8 elements go through a lane mask: absent lanes are left untouched.
-// Several rows run at once (a row tile), each with its own accumulator: one activation load
-// serves the whole tile and the tile's independent FMA chains hide the FMA latency; the
-// additions within one row are never reordered. The batch loop sits inside the row tile so
-// a tile of weights is fetched from memory once for the whole batch.
+// Batch 1: several rows run at once (a row tile), each with its own accumulator: one
+// activation load serves the whole tile and the tile's independent FMA chains hide the FMA
+// latency; the additions within one row are never reordered. Batch > 1: a tile of rows x
+// positions (common/position_tiles.hpp): each block of 8 weights (16 for MXFP4) is widened
+// or decoded once and multiplied into every position of the tile, one zmm accumulator per
+// (row, position), with the activations widened to fp64 once per call; each accumulator
+// still takes its additions in the batch-1 order. Positions loop inside a row tile, so a
+// tile of weights is fetched from memory once for the whole batch.
 //
 // Every tile software-prefetches ahead in its rows and into the next tile's rows
 // (common/row_prefetch.hpp says why).
@@ -20,6 +24,7 @@
 #include <cstring>
 
 #include "../common/mxfp4_top32.hpp"
+#include "../common/position_tiles.hpp"
 #include "../common/row_prefetch.hpp"
 #include "../common/widened_activations.hpp"
 #include "avx512_ops.hpp"
@@ -31,6 +36,11 @@ using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
 constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x latency 4
+// Batch > 1 (dense and MXFP4): kPosRowTile rows x kPosTile positions, one zmm per (row,
+// position): 16 FMA chains, the weights of one block and the MXFP4 table of a row besides,
+// within the 32 zmm; batch 8 is one tile. Not measured on an AVX-512 machine yet.
+constexpr std::size_t kPosRowTile = 2;
+constexpr std::size_t kPosTile = 8;
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
 /// as in the scalar set).
@@ -118,13 +128,77 @@ inline void dense_tail(const typename W::T* w, std::size_t rows, std::size_t col
   }
 }
 
+/// Batch-1 kernel over positions [p, p + n).
+template <class W>
+void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange rr, const float* x,
+                         std::size_t p, std::size_t n, float* y) {
+  const float* xp = x + p * cols;
+  float* yp = y + p * rows;
+  std::size_t r = rr.begin;
+  for (; r + kDenseRowTile <= rr.end; r += kDenseRowTile) dense_tile<W, kDenseRowTile>(w, rows, cols, r, xp, n, yp);
+  dense_tail<W, kDenseRowTile>(w, rows, cols, r, rr.end - r, xp, n, yp);
+}
+
+/// Rows [0, R) of w x the B positions of panel `xp` (position_tiles.hpp): each block of 8
+/// weights of a row is widened once and multiplied into the B positions' accumulators;
+/// y[b * ys + r] gets (row r, position b).
+template <class W, std::size_t R, std::size_t B>
+inline void dense_pos_tile(const typename W::T* w, std::size_t cols, const double* xp, float* y, std::size_t ys) {
+  constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
+  const std::size_t stride = cols * sizeof(typename W::T);
+  __m512d acc[R][B];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_pd();
+  std::size_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    if (c % kLineElems == 0) {
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
+    }
+    __m512d wv[R];
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) wv[r] = W::load8(w + r * cols + c);
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) {
+      const __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, c / 8, b));
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_pd(wv[r], xv, acc[r][b]);
+    }
+  }
+  if (c < cols) {  // lanes past the last column masked off, as in batch 1
+    const std::size_t k = cols - c;
+    for (std::size_t r = 0; r < R; ++r) {
+      const __m512d wv = W::load_tail(w + r * cols + c, k);
+      for (std::size_t b = 0; b < B; ++b) {
+        const __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, c / 8, b));
+        acc[r][b] = _mm512_mask3_fmadd_pd(wv, xv, acc[r][b], lanes_below(k));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+}
+
 template <class W>
 void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
                   std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, rows);
-  std::size_t r = rr.begin;
-  for (; r + kDenseRowTile <= rr.end; r += kDenseRowTile) dense_tile<W, kDenseRowTile>(w, rows, cols, r, x, batch, y);
-  dense_tail<W, kDenseRowTile>(w, rows, cols, r, rr.end - r, x, batch, y);
+  if (rr.begin == rr.end) return;
+  if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
+  const std::size_t xs = round_up(cols, 8);
+  over_widened_positions(
+      x, batch, cols, xs, kPosTile,
+      [&](const double* xw, std::size_t p0, std::size_t n) {
+        for_each_tile<kPosRowTile, kPosTile>(
+            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
+              dense_pos_tile<W, R, B>(w + r * cols, cols, xw + p * xs, y + (p0 + p) * rows + r, rows);
+            });
+      },
+      [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
 }
 
 void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
@@ -322,13 +396,109 @@ inline void mxfp4_tail(const Mxfp4Matrix& m, std::size_t r, std::size_t left, co
   }
 }
 
+/// Batch-1 kernel over positions [p, p + n).
+void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std::size_t p, std::size_t n, float* y) {
+  const float* xp = x + p * m.cols;
+  float* yp = y + p * m.rows;
+  const double* xw = widened_activations(xp, n * m.cols);
+  std::size_t r = rr.begin;
+  for (; r + kMxfp4RowTile <= rr.end; r += kMxfp4RowTile) mxfp4_tile<kMxfp4RowTile>(m, r, xp, xw, n, yp);
+  mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, xp, xw, n, yp);
+}
+
+/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each 16 weights
+/// are decoded once and multiplied into the B positions' accumulators; y[b * ys + r] gets
+/// (row r0 + r, position b).
+template <std::size_t R, std::size_t B>
+inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, float* y, std::size_t ys) {
+  const std::size_t cols = m.cols;
+  const std::size_t pstride = (cols + 1) / 2;
+  const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
+  const std::uint8_t* packed = m.packed + r0 * pstride;
+  const std::uint8_t* scales = m.scales + r0 * sstride;
+  __m512d acc[R][B];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_pd();
+
+  const std::size_t full_groups = cols / kMxfp4Group;
+  for (std::size_t g = 0; g < full_groups; ++g) {
+    if (g % (kCacheLine / kGroupBytes) == 0) {
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
+      const std::size_t line = g / (kCacheLine / kGroupBytes) * kCacheLine;
+      if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
+    }
+    __m512i table[R];
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) table[r] = _mm512_load_si512(kTop32Tables[scales[r * sstride + g]].top.data());
+    // Half h = elements 16h..16h+15 of the group (column blocks 4g+2h and 4g+2h+1).
+#pragma GCC unroll 2
+    for (std::size_t h = 0; h < 2; ++h) {
+      Weights16 wv[R];
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r)
+        wv[r] = decode16(load_u64(packed + r * pstride + g * kGroupBytes + 8 * h), table[r]);
+#pragma GCC unroll 8
+      for (std::size_t b = 0; b < B; ++b) {
+        const __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
+        const __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < R; ++r) {
+          acc[r][b] = _mm512_fmadd_pd(wv[r].first, x0, acc[r][b]);
+          acc[r][b] = _mm512_fmadd_pd(wv[r].second, x1, acc[r][b]);
+        }
+      }
+    }
+  }
+
+  // A last, partial group: its bytes copied out so nothing past the row is read; lanes past
+  // the last column masked off, as in batch 1 (the panel is zero-padded there, so every
+  // load is in bounds).
+  const std::size_t rem = cols - full_groups * kMxfp4Group;
+  if (rem != 0) {
+    const std::size_t g = full_groups;
+    __mmask8 lanes[4];
+    for (std::size_t k = 0; k < 4; ++k) {
+      const std::size_t first = 8 * k;
+      lanes[k] = lanes_below(rem > first ? (rem - first < 8 ? rem - first : 8) : 0);
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      std::uint8_t bytes[kGroupBytes] = {};
+      std::memcpy(bytes, packed + r * pstride + g * kGroupBytes, (rem + 1) / 2);
+      const __m512i table = _mm512_load_si512(kTop32Tables[scales[r * sstride + g]].top.data());
+      for (std::size_t h = 0; h < 2 && lanes[2 * h] != 0; ++h) {
+        const Weights16 wv = decode16(load_u64(bytes + 8 * h), table);
+        for (std::size_t b = 0; b < B; ++b) {
+          const __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
+          const __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
+          acc[r][b] = _mm512_mask3_fmadd_pd(wv.first, x0, acc[r][b], lanes[2 * h]);
+          acc[r][b] = _mm512_mask3_fmadd_pd(wv.second, x1, acc[r][b], lanes[2 * h + 1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+}
+
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, m.rows);
   if (rr.begin == rr.end) return;
-  const double* xw = widened_activations(x, batch * m.cols);
-  std::size_t r = rr.begin;
-  for (; r + kMxfp4RowTile <= rr.end; r += kMxfp4RowTile) mxfp4_tile<kMxfp4RowTile>(m, r, x, xw, batch, y);
-  mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, x, xw, batch, y);
+  if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
+  const std::size_t xs = round_up(m.cols, kMxfp4Group);
+  over_widened_positions(
+      x, batch, m.cols, xs, kPosTile,
+      [&](const double* xw, std::size_t p0, std::size_t n) {
+        for_each_tile<kPosRowTile, kPosTile>(
+            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
+              mxfp4_pos_tile<R, B>(m, r, xw + p * xs, y + (p0 + p) * m.rows + r, m.rows);
+            });
+      },
+      [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
 }
 
 }  // namespace

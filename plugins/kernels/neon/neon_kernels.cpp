@@ -10,12 +10,16 @@
 //   A row's last cols % 8 elements are copied into zero-padded blocks: a padded lane adds
 //   0·0 = +0, which leaves its accumulator unchanged (an accumulator that starts at +0 can
 //   never become -0, and +0 added to any other value, inf or NaN returns it unchanged).
-// Several rows run at once to hide the FMA latency; a row's own additions are never
-// reordered. The batch loop sits inside the row tile.
+// Batch 1: several rows run at once to hide the FMA latency; a row's own additions are never
+// reordered. Batch > 1: a tile of rows x positions (common/position_tiles.hpp): each block of
+// 8 weights is widened or decoded once and multiplied into every position of the tile, with
+// the activations widened to fp64 once per call; each (row, position) accumulator still
+// takes its additions in the batch-1 order. Positions loop inside a row tile.
 #include <arm_neon.h>
 
 #include <cstring>
 
+#include "../common/position_tiles.hpp"
 #include "neon_ops.hpp"
 
 namespace k3::kernels::neon {
@@ -24,7 +28,12 @@ namespace {
 using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
-constexpr std::size_t kRowTile = 4;
+constexpr std::size_t kRowTile = 4;  // batch 1: rows at once
+// Batch > 1: kPosRowTile rows x kPosTile positions, 4 q registers per (row, position): 16
+// accumulators, a block of weights and one position's activations within the 32 q
+// registers; batch 8 is two whole tiles. Chosen by register count (qemu cannot time it).
+constexpr std::size_t kPosRowTile = 1;
+constexpr std::size_t kPosTile = 4;
 constexpr std::size_t kMxfp4Group = 32;
 
 inline RowRange clip(RowRange range, std::size_t rows) {
@@ -110,16 +119,70 @@ inline void dense_rows(const typename W::T* w, std::size_t cols, const float* x,
   for (std::size_t r = 0; r < R; ++r) y[r] = static_cast<float>(reduce_tree(acc[r]));
 }
 
+/// Batch-1 kernel over positions [p, p + n).
+template <class W>
+void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange rr, const float* x,
+                         std::size_t p, std::size_t n, float* y) {
+  for (std::size_t b = p; b < p + n; ++b) {
+    std::size_t r = rr.begin;
+    for (; r + kRowTile <= rr.end; r += kRowTile)
+      dense_rows<W, kRowTile>(w + r * cols, cols, x + b * cols, y + b * rows + r);
+    for (; r < rr.end; ++r) dense_rows<W, 1>(w + r * cols, cols, x + b * cols, y + b * rows + r);
+  }
+}
+
+/// 8 widened activations (one panel block) as a Block.
+inline Block load_f64x8(const double* p) {
+  return {vld1q_f64(p), vld1q_f64(p + 2), vld1q_f64(p + 4), vld1q_f64(p + 6)};
+}
+
+/// Rows [0, R) of w x the B positions of panel `xp` (position_tiles.hpp): each block of 8
+/// weights of a row is widened once and multiplied into the B positions' accumulators;
+/// y[b * ys + r] gets (row r, position b).
+template <class W, std::size_t R, std::size_t B>
+inline void dense_tile(const typename W::T* w, std::size_t cols, const double* xp, float* y, std::size_t ys) {
+  Acc acc[R][B];
+  const auto block = [&](const Block (&wv)[R], std::size_t k) {
+    for (std::size_t b = 0; b < B; ++b) {
+      const Block xv = load_f64x8(panel_block<B>(xp, k, b));
+      for (std::size_t r = 0; r < R; ++r) fma_block(acc[r][b], wv[r], xv);
+    }
+  };
+  std::size_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    Block wv[R];
+    for (std::size_t r = 0; r < R; ++r) wv[r] = W::load8(w + r * cols + c);
+    block(wv, c / 8);
+  }
+  if (c < cols) {  // the weights copied into a zero-padded block; the panel is padded already
+    Block wv[R];
+    for (std::size_t r = 0; r < R; ++r) {
+      typename W::T wt[8];
+      copy_tail(w + r * cols + c, cols - c, wt);
+      wv[r] = W::load8(wt);
+    }
+    block(wv, c / 8);
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+}
+
 template <class W>
 void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
                   std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, rows);
-  std::size_t r = rr.begin;
-  for (; r + kRowTile <= rr.end; r += kRowTile)
-    for (std::size_t b = 0; b < batch; ++b)
-      dense_rows<W, kRowTile>(w + r * cols, cols, x + b * cols, y + b * rows + r);
-  for (; r < rr.end; ++r)
-    for (std::size_t b = 0; b < batch; ++b) dense_rows<W, 1>(w + r * cols, cols, x + b * cols, y + b * rows + r);
+  if (rr.begin == rr.end) return;
+  if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
+  const std::size_t xs = round_up(cols, 8);
+  over_widened_positions(
+      x, batch, cols, xs, kPosTile,
+      [&](const double* xw, std::size_t p0, std::size_t n) {
+        for_each_tile<kPosRowTile, kPosTile>(
+            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
+              dense_tile<W, R, B>(w + r * cols, cols, xw + p * xs, y + (p0 + p) * rows + r, rows);
+            });
+      },
+      [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
 }
 
 void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
@@ -159,8 +222,8 @@ inline double group_scale(unsigned s) {
   return d;
 }
 
-/// One row's 32-element group (16 bytes at p, activations xg[0..3]) into acc.
-inline void mxfp4_group(const std::uint8_t* p, unsigned s, const Block* xg, Acc& acc) {
+/// The 32 weights of one row's group (16 bytes at p, scale byte s), as 4 blocks.
+inline void mxfp4_decode_group(const std::uint8_t* p, unsigned s, Block (&out)[4]) {
   const float64x2_t scale = vdupq_n_f64(group_scale(s));
   alignas(16) double table[16];
   for (std::size_t c = 0; c < 16; c += 2) vst1q_f64(table + c, vmulq_f64(vld1q_f64(kE2M1 + c), scale));
@@ -171,8 +234,15 @@ inline void mxfp4_group(const std::uint8_t* p, unsigned s, const Block* xg, Acc&
       w[2 * e] = table[byte & 0x0F];
       w[2 * e + 1] = table[byte >> 4];
     }
-    fma_block(acc, {vld1q_f64(w), vld1q_f64(w + 2), vld1q_f64(w + 4), vld1q_f64(w + 6)}, xg[j]);
+    out[j] = {vld1q_f64(w), vld1q_f64(w + 2), vld1q_f64(w + 4), vld1q_f64(w + 6)};
   }
+}
+
+/// One row's 32-element group (16 bytes at p, activations xg[0..3]) into acc.
+inline void mxfp4_group(const std::uint8_t* p, unsigned s, const Block* xg, Acc& acc) {
+  Block w[4];
+  mxfp4_decode_group(p, s, w);
+  for (std::size_t j = 0; j < 4; ++j) fma_block(acc, w[j], xg[j]);
 }
 
 template <std::size_t R>
@@ -211,13 +281,67 @@ inline void mxfp4_rows(const Mxfp4Matrix& m, std::size_t r0, const float* x, flo
   for (std::size_t r = 0; r < R; ++r) y[r] = static_cast<float>(reduce_tree(acc[r]));
 }
 
+/// Batch-1 kernel over positions [p, p + n).
+void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std::size_t p, std::size_t n, float* y) {
+  for (std::size_t b = p; b < p + n; ++b) {
+    std::size_t r = rr.begin;
+    for (; r + kRowTile <= rr.end; r += kRowTile) mxfp4_rows<kRowTile>(m, r, x + b * m.cols, y + b * m.rows + r);
+    for (; r < rr.end; ++r) mxfp4_rows<1>(m, r, x + b * m.cols, y + b * m.rows + r);
+  }
+}
+
+/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each group of a
+/// row is decoded once and multiplied into the B positions' accumulators; y[b * ys + r]
+/// gets (row r0 + r, position b).
+template <std::size_t R, std::size_t B>
+inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, float* y, std::size_t ys) {
+  const std::size_t cols = m.cols;
+  const std::size_t pstride = (cols + 1) / 2;
+  const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
+  const std::uint8_t* packed = m.packed + r0 * pstride;
+  const std::uint8_t* scales = m.scales + r0 * sstride;
+  constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
+  Acc acc[R][B];
+  const auto group = [&](const std::uint8_t* p, unsigned s, std::size_t g, Acc (&a)[B]) {
+    Block w[4];
+    mxfp4_decode_group(p, s, w);
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t b = 0; b < B; ++b) fma_block(a[b], w[j], load_f64x8(panel_block<B>(xp, 4 * g + j, b)));
+  };
+  const std::size_t full_groups = cols / kMxfp4Group;
+  for (std::size_t g = 0; g < full_groups; ++g)
+    for (std::size_t r = 0; r < R; ++r)
+      group(packed + r * pstride + g * kGroupBytes, scales[r * sstride + g], g, acc[r]);
+  // A last, partial group: its bytes copied into a zero-padded group (the unused high
+  // nibble of an odd last column cleared), so its padding is code 0 (+0) times the panel's +0.
+  const std::size_t rem = cols - full_groups * kMxfp4Group;
+  if (rem != 0) {
+    const std::size_t g = full_groups;
+    for (std::size_t r = 0; r < R; ++r) {
+      std::uint8_t bytes[kGroupBytes] = {};
+      std::memcpy(bytes, packed + r * pstride + g * kGroupBytes, (rem + 1) / 2);
+      if (rem % 2 != 0) bytes[rem / 2] &= 0x0F;
+      group(bytes, scales[r * sstride + g], g, acc[r]);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+}
+
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
   const RowRange rr = clip(range, m.rows);
-  std::size_t r = rr.begin;
-  for (; r + kRowTile <= rr.end; r += kRowTile)
-    for (std::size_t b = 0; b < batch; ++b) mxfp4_rows<kRowTile>(m, r, x + b * m.cols, y + b * m.rows + r);
-  for (; r < rr.end; ++r)
-    for (std::size_t b = 0; b < batch; ++b) mxfp4_rows<1>(m, r, x + b * m.cols, y + b * m.rows + r);
+  if (rr.begin == rr.end) return;
+  if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
+  const std::size_t xs = round_up(m.cols, kMxfp4Group);
+  over_widened_positions(
+      x, batch, m.cols, xs, kPosTile,
+      [&](const double* xw, std::size_t p0, std::size_t n) {
+        for_each_tile<kPosRowTile, kPosTile>(
+            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
+              mxfp4_pos_tile<R, B>(m, r, xw + p * xs, y + (p0 + p) * m.rows + r, m.rows);
+            });
+      },
+      [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
 }
 
 }  // namespace

@@ -76,36 +76,68 @@ inline double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
   return acc.total();
 }
 
-// Row dot of a bf16 weight row with fp32 x: w[c] -> fp32 (exact, bits << 16) -> fp64;
-// x[c] -> fp64; product (exact) into acc[c % 8] in increasing c; tree total rounded once
-// to fp32.
+/// Positions (batch rows) a matmul runs side by side, so each weight is decoded once for
+/// all of them.
+inline constexpr std::size_t kPositionTile = 8;
+
+// Row dots of one weight row with n <= kPositionTile positions of fp32 x ([n, cols]): column
+// c's weight, weight_at(c), is an exact fp64 value computed once; for each position b, x[b, c]
+// -> fp64, product (exact) into that position's acc[c % 8] in increasing c; each tree total
+// rounded once to fp32 into y[b * y_stride]. Positions never share an accumulator, so each
+// result is the same as with n = 1.
+template <class WeightAt>
+inline void row_dots(const WeightAt& weight_at, const float* x, std::size_t cols, std::size_t n, float* y,
+                     std::size_t y_stride) noexcept {
+  std::array<Accumulators, kPositionTile> acc{};
+  for (std::size_t c = 0; c < cols; ++c) {
+    const double weight = weight_at(c);
+    for (std::size_t b = 0; b < n; ++b) acc[b].add(c, weight * double{x[b * cols + c]});
+  }
+  for (std::size_t b = 0; b < n; ++b) y[b * y_stride] = static_cast<float>(acc[b].total());
+}
+
+// The weights of a row as exact fp64 values, by column.
+
+/// bf16: -> fp32 (exact, bits << 16) -> fp64.
+struct Bf16Row {
+  const std::uint16_t* w;
+  double operator()(std::size_t c) const noexcept { return double{bf16_to_f32(w[c])}; }
+};
+
+/// fp32: -> fp64.
+struct F32Row {
+  const float* w;
+  double operator()(std::size_t c) const noexcept { return double{w[c]}; }
+};
+
+/// MXFP4, straight from the packed nibbles: E2M1[code(c)] · 2^(scale[c/32] − 127) in fp64
+/// (exact; scale 255 gives 0). `cols` may be odd and need not be a multiple of 32: the last
+/// byte's high nibble and the last group's missing columns are never read.
+struct Mxfp4Row {
+  const std::uint8_t* packed;
+  const std::uint8_t* scales;
+  double operator()(std::size_t c) const noexcept {
+    return kE2M1[mxfp4_code(packed, c)] * mxfp4_scale(scales[c / 32]);
+  }
+};
+
+/// One row's dot with one position: row_dots with n = 1.
+template <class WeightAt>
+inline float row_dot(const WeightAt& weight_at, const float* x, std::size_t cols) noexcept {
+  float y = 0.0f;
+  row_dots(weight_at, x, cols, 1, &y, 1);
+  return y;
+}
+
 inline float row_dot_bf16(const std::uint16_t* w_row, const float* x, std::size_t cols) noexcept {
-  Accumulators acc;
-  for (std::size_t c = 0; c < cols; ++c) acc.add(c, double{bf16_to_f32(w_row[c])} * double{x[c]});
-  return static_cast<float>(acc.total());
+  return row_dot(Bf16Row{w_row}, x, cols);
 }
-
-// Row dot of an fp32 weight row with fp32 x: both widened to fp64; product (exact) into
-// acc[c % 8] in increasing c; tree total rounded once to fp32.
 inline float row_dot_f32(const float* w_row, const float* x, std::size_t cols) noexcept {
-  Accumulators acc;
-  for (std::size_t c = 0; c < cols; ++c) acc.add(c, double{w_row[c]} * double{x[c]});
-  return static_cast<float>(acc.total());
+  return row_dot(F32Row{w_row}, x, cols);
 }
-
-// Row dot of an MXFP4 weight row with fp32 x, straight from the packed nibbles:
-// weight = E2M1[code(c)] · 2^(scale[c/32] − 127) in fp64 (exact; scale 255 gives 0);
-// x[c] -> fp64; product (exact) into acc[c % 8] in increasing c; tree total rounded once
-// to fp32. `cols` may be odd and need not be a multiple of 32: the last byte's high nibble
-// and the last group's missing columns are never read.
 inline float row_dot_mxfp4(const std::uint8_t* packed_row, const std::uint8_t* scale_row, const float* x,
                            std::size_t cols) noexcept {
-  Accumulators acc;
-  for (std::size_t c = 0; c < cols; ++c) {
-    const double weight = kE2M1[mxfp4_code(packed_row, c)] * mxfp4_scale(scale_row[c / 32]);
-    acc.add(c, weight * double{x[c]});
-  }
-  return static_cast<float>(acc.total());
+  return row_dot(Mxfp4Row{packed_row, scale_row}, x, cols);
 }
 
 /// Rows of `range` that exist in a matrix of `rows` rows (an out-of-bounds end is clipped).
@@ -114,34 +146,40 @@ inline sdk::RowRange clip(sdk::RowRange range, std::size_t rows) noexcept {
   return {range.begin < end ? range.begin : end, end};
 }
 
-// Matmuls: Y[b, r] = row_dot(W[r], X[b]) for every batch row b and every r in the range.
-// Batch rows are independent: each equals the batch-1 result bit for bit.
+// Matmuls: Y[b, r] = row_dot(W[r], X[b]) for every batch row b and every r in the range,
+// kPositionTile batch rows at a time. Batch rows are independent: each equals the batch-1
+// result bit for bit.
+
+/// Row r's weights (make_row(r)) against every batch row, kPositionTile at a time.
+template <class MakeRow>
+inline void matmul_rows(const MakeRow& make_row, std::size_t rows, std::size_t cols, sdk::RowRange range,
+                        const float* x, std::size_t batch, float* y) noexcept {
+  const sdk::RowRange r_range = clip(range, rows);
+  for (std::size_t r = r_range.begin; r < r_range.end; ++r) {
+    const auto weight_at = make_row(r);
+    for (std::size_t b = 0; b < batch; b += kPositionTile) {
+      const std::size_t n = batch - b < kPositionTile ? batch - b : kPositionTile;
+      row_dots(weight_at, x + b * cols, cols, n, y + b * rows + r, rows);
+    }
+  }
+}
 
 inline void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range,
                         const float* x, std::size_t batch, float* y) noexcept {
-  const sdk::RowRange r_range = clip(range, rows);
-  for (std::size_t r = r_range.begin; r < r_range.end; ++r)
-    for (std::size_t b = 0; b < batch; ++b) y[b * rows + r] = row_dot_bf16(w + r * cols, x + b * cols, cols);
+  matmul_rows([&](std::size_t r) { return Bf16Row{w + r * cols}; }, rows, cols, range, x, batch, y);
 }
 
 inline void matmul_f32(const float* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
                        std::size_t batch, float* y) noexcept {
-  const sdk::RowRange r_range = clip(range, rows);
-  for (std::size_t r = r_range.begin; r < r_range.end; ++r)
-    for (std::size_t b = 0; b < batch; ++b) y[b * rows + r] = row_dot_f32(w + r * cols, x + b * cols, cols);
+  matmul_rows([&](std::size_t r) { return F32Row{w + r * cols}; }, rows, cols, range, x, batch, y);
 }
 
 inline void matmul_mxfp4(const sdk::Mxfp4Matrix& w, sdk::RowRange range, const float* x, std::size_t batch,
                          float* y) noexcept {
-  const sdk::RowRange r_range = clip(range, w.rows);
   const std::size_t packed_stride = mxfp4_packed_stride(w.cols);
   const std::size_t scale_stride = mxfp4_scale_stride(w.cols);
-  for (std::size_t r = r_range.begin; r < r_range.end; ++r) {
-    const std::uint8_t* packed_row = w.packed + r * packed_stride;
-    const std::uint8_t* scale_row = w.scales + r * scale_stride;
-    for (std::size_t b = 0; b < batch; ++b)
-      y[b * w.rows + r] = row_dot_mxfp4(packed_row, scale_row, x + b * w.cols, w.cols);
-  }
+  matmul_rows([&](std::size_t r) { return Mxfp4Row{w.packed + r * packed_stride, w.scales + r * scale_stride}; },
+              w.rows, w.cols, range, x, batch, y);
 }
 
 }  // namespace k3::kernels::scalar

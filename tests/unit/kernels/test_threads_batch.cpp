@@ -48,16 +48,25 @@ TEST_CASE("row splits over 1, 2, 3 and 7 threads are bit-identical to one call",
 }
 
 TEST_CASE("each batch row equals the batch-1 result bit for bit", "[kernels][batch]") {
+  // Batch sizes around the sets' position tiles (4 and 8 positions at a time) and shapes
+  // whose rows and columns are not multiples of the row tiles, 8 or 32; each batch row is
+  // compared with the same set's batch-1 call and with the scalar set's.
+  const auto scalar = k3test::scalar_kernels();
   for (const auto& [name, set] : k3test::runnable_kernel_sets()) {
     std::uint64_t seed = 400;
-    for (k3test::Format f : k3test::kFormats) {
-      const k3test::MatmulCase mc(f, 17, 77, 5, ++seed);
-      const std::vector<float> batched = mc.run_all(*set);
-      for (std::size_t b = 0; b < mc.batch; ++b) {
-        std::vector<float> single(mc.rows, std::numeric_limits<float>::quiet_NaN());
-        mc.run(*set, {0, mc.rows}, single.data(), b, 1);
-        INFO("set " << name << ", " << to_string(f) << ", batch row " << b);
-        CHECK(std::memcmp(single.data(), batched.data() + b * mc.rows, mc.rows * sizeof(float)) == 0);
+    for (std::size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 64}) {
+      for (k3test::Format f : k3test::kFormats) {
+        const k3test::MatmulCase mc(f, batch % 2 == 0 ? 17 : 11, batch % 3 == 0 ? 77 : 1031, batch, ++seed);
+        const std::vector<float> batched = mc.run_all(*set);
+        for (std::size_t b = 0; b < mc.batch; ++b) {
+          std::vector<float> single(mc.rows, std::numeric_limits<float>::quiet_NaN());
+          mc.run(*set, {0, mc.rows}, single.data(), b, 1);
+          std::vector<float> reference(mc.rows, std::numeric_limits<float>::quiet_NaN());
+          mc.run(*scalar, {0, mc.rows}, reference.data(), b, 1);
+          INFO("set " << name << ", " << to_string(f) << ", batch " << batch << ", batch row " << b);
+          CHECK(std::memcmp(single.data(), batched.data() + b * mc.rows, mc.rows * sizeof(float)) == 0);
+          CHECK(std::memcmp(reference.data(), batched.data() + b * mc.rows, mc.rows * sizeof(float)) == 0);
+        }
       }
     }
   }

@@ -4,7 +4,10 @@
 // cross-built here) and the header-only scalar reference, and checks the same cases as
 // test_bit_identity.cpp: every column count 1..70 and odd larger ones, 1..9 rows, batch
 // 1..5, partial row ranges, MXFP4 edge scales and padding nibbles, cancelling operands,
-// inf/NaN activations (NaN-ness only), and dot_f32. Prints each mismatch; exit 1 if any.
+// inf/NaN activations (NaN-ness only), and dot_f32; and, as test_batch_positions.cpp, batches
+// of n in {1..9, 15, 16, 17, 31, 64} positions (every remainder of the neon set's position
+// tile). The expected output is always the scalar set's batch-1 call, one position at a
+// time. Prints each mismatch; exit 1 if any.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -81,7 +84,8 @@ void run_shape(RandomInputs& rnd, std::size_t rows, std::size_t cols, std::size_
     auto w = rnd.bf16(rows * cols);
     if (kind == Kind::cancelling) pair_up(w, rows, cols);
     std::vector<float> want(batch * rows, poison), got(batch * rows, poison);
-    scalar::matmul_bf16(w.data(), rows, cols, range, x.data(), batch, want.data());
+    for (std::size_t b = 0; b < batch; ++b)
+      scalar::matmul_bf16(w.data(), rows, cols, range, x.data() + b * cols, 1, want.data() + b * rows);
     neon::ops.matmul_bf16(w.data(), rows, cols, range, x.data(), batch, got.data());
     compare("matmul_bf16", rows, cols, batch, range, want, got, kind);
   }
@@ -89,7 +93,8 @@ void run_shape(RandomInputs& rnd, std::size_t rows, std::size_t cols, std::size_
     auto w = rnd.floats(rows * cols);
     if (kind == Kind::cancelling) pair_up(w, rows, cols);
     std::vector<float> want(batch * rows, poison), got(batch * rows, poison);
-    scalar::matmul_f32(w.data(), rows, cols, range, x.data(), batch, want.data());
+    for (std::size_t b = 0; b < batch; ++b)
+      scalar::matmul_f32(w.data(), rows, cols, range, x.data() + b * cols, 1, want.data() + b * rows);
     neon::ops.matmul_f32(w.data(), rows, cols, range, x.data(), batch, got.data());
     compare("matmul_f32", rows, cols, batch, range, want, got, kind);
   }
@@ -106,7 +111,8 @@ void run_shape(RandomInputs& rnd, std::size_t rows, std::size_t cols, std::size_
           }
     const Mxfp4Matrix m{packed.data(), scales.data(), rows, cols};
     std::vector<float> want(batch * rows, poison), got(batch * rows, poison);
-    scalar::matmul_mxfp4(m, range, x.data(), batch, want.data());
+    for (std::size_t b = 0; b < batch; ++b)
+      scalar::matmul_mxfp4(m, range, x.data() + b * cols, 1, want.data() + b * rows);
     neon::ops.matmul_mxfp4(m, range, x.data(), batch, got.data());
     compare("matmul_mxfp4", rows, cols, batch, range, want, got, kind);
   }
@@ -151,6 +157,14 @@ int main() {
         run_shape(rnd, rows, cols, 1 + rnd.below(5), {begin, end}, kind);
       }
     run_dots(rnd, kind);
+    std::size_t i = 0;
+    for (std::size_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 64})
+      for (std::size_t cols : {1, 7, 9, 31, 33, 63, 70, 257, 1025}) {
+        const std::size_t rows = std::size_t{1} + 4 * (i++ % 3);  // 1, 5, 9
+        const std::size_t begin = i % 2 == 0 ? 0 : rnd.below(static_cast<unsigned>(rows));
+        const std::size_t end = i % 2 == 0 ? rows : begin + 1 + rnd.below(static_cast<unsigned>(rows - begin));
+        run_shape(rnd, rows, cols, batch, {begin, end}, kind);
+      }
   }
   std::printf("neon vs scalar: %d comparisons, %d mismatches\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
