@@ -63,6 +63,7 @@ def main():
             "--set", "job.max_new_tokens=2", "--set", "job.stop_at_eos=false", "--ids", "5,17,99",
             "--set", f"job.save_state={state}", "--set", f"trace.out={trace}", cwd=tmp)
         run(k3host, "pack-trunk", model, tmp / "trunk")
+        run(k3host, "pack-trunk", "--codec", "bf16-zstd", model, tmp / "coded")
         gen = tmp / "gen.k3trace"
         run(k3host, "sim", "--generate-trace", gen, "--layers", "3", "--experts", "8", "--top-k", "2",
             "--tokens", "6", "--seed", "3")
@@ -123,6 +124,18 @@ def main():
         tj["layers"] = tj["layers"][:1]
         tj["globals"] = []
         put("packed_trunk", "one-layer", struct.pack("<I", size % (16 << 20)) + json.dumps(tj).encode())
+        # Coded (--codec bf16-zstd): the manifest alone (trunk.bin zeros), and one layer with
+        # its coded bytes after a NUL, so the decoder gets real streams to mutate.
+        cj = json.loads((tmp / "coded/trunk.json").read_text())
+        size = (tmp / "coded/trunk.bin").stat().st_size
+        put("packed_trunk", "coded-tiny.json", struct.pack("<I", size % (16 << 20)) + json.dumps(cj).encode())
+        layer = cj["layers"][0]
+        cj["layers"], cj["globals"] = [layer], []
+        n = layer["coded_bytes"]
+        cj["trunk_bin_bytes"] = (n + 4095) // 4096 * 4096
+        coded = (tmp / "coded/trunk.bin").read_bytes()[layer["file_off"]:layer["file_off"] + n]
+        put("packed_trunk", "coded-one-layer",
+            struct.pack("<I", cj["trunk_bin_bytes"]) + json.dumps(cj).encode() + b"\0" + coded)
 
         # tiktoken_files: rank file \0 tokenizer_config.json \0 inline specials.
         ranks = (model / "tiktoken.model").read_bytes()
