@@ -251,7 +251,7 @@ FileInput::~FileInput() {
 
 void FileInput::start() {
   const std::uint64_t n = std::min(piece_, end_ - next_);
-  if (spare_->size() < kHead + n) spare_->resize(kHead + n);
+  if (spare_->size() < kHead + n) *spare_ = AlignedBuffer(static_cast<std::size_t>(kHead + n));
   const sdk::ReadRequest request{next_, n, spare_->data() + kHead, sdk::StatusCode::ok};
   ++reads_;
   if (ahead_ != nullptr)
@@ -290,8 +290,13 @@ void FileInput::fill() {
     lo_ = kHead - kept;
     hi_ = kHead + n;
   } else {  // a unit larger than the head room: joined in the current buffer
-    std::memmove(cur_->data(), cur_->data() + lo_, kept);
-    if (cur_->size() < kept + n) cur_->resize(kept + n);
+    if (cur_->size() < kept + n) {
+      AlignedBuffer grown(static_cast<std::size_t>(kept + n));
+      std::memcpy(grown.data(), cur_->data() + lo_, kept);
+      *cur_ = std::move(grown);
+    } else {
+      std::memmove(cur_->data(), cur_->data() + lo_, kept);
+    }
     std::memcpy(cur_->data() + kept, spare_->data() + kHead, n);
     lo_ = 0;
     hi_ = kept + n;

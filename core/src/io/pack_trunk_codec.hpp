@@ -30,6 +30,8 @@
 #include <k3/checkpoint.hpp>
 #include <k3/storage.hpp>
 
+#include "util/aligned_buffer.hpp"
+
 struct ZSTD_DCtx_s;
 struct ZSTD_CCtx_s;
 
@@ -132,8 +134,10 @@ class ReadAhead {
 /// twice) is a RuntimeError, not a CodecError: the caller names the file.
 class FileInput final : public Input {
  public:
+  /// 4096-aligned, as the pieces' file offsets are (from a run's start): O_DIRECT reads
+  /// them straight in, with no bounce buffer.
   struct Buffers {
-    std::vector<std::byte> a, b;
+    AlignedBuffer a, b;
   };
   /// Bytes kept in front of every piece for a unit that straddles two pieces (larger units
   /// are joined by copying).
@@ -155,8 +159,8 @@ class FileInput final : public Input {
   std::uint64_t take();  ///< waits for it; its length
   sdk::StorageFile& file_;
   std::uint64_t next_, end_;  ///< the file offset of the next byte not yet requested, the end
-  std::vector<std::byte>* cur_;
-  std::vector<std::byte>* spare_;
+  AlignedBuffer* cur_;
+  AlignedBuffer* spare_;
   std::uint64_t piece_;
   ReadAhead* ahead_;
   std::uint64_t lo_ = 0, hi_ = 0;  ///< (*cur_)[lo_, hi_) holds unconsumed bytes

@@ -170,7 +170,7 @@ ReadPlan TensorReader::plan() {
     for (std::size_t k = 0; k < handles.size(); ++k) {
       const std::size_t h = handles[k];
       const Wanted& w = wanted_[h];
-      file.bytes += w.info->nbytes;
+      file.bytes += w.coded_bytes != 0 ? w.coded_bytes : w.info->nbytes;
       if (w.coded_bytes != 0) {
         // Coded streams of one run lie back to back (64-byte aligned), as do their tensors.
         if (!file.requests.empty() && file.requests.back().coded) {

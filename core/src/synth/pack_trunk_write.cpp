@@ -212,6 +212,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
         trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch});
     const std::byte zeros[kTrunkTensorAlign] = {};
     std::uint64_t copied = 0, cursor = 0;
+    const char* phase = encoder ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
     for (auto& p : runs) {
       Hasher raw;
       p.run.file_offset = cursor;
@@ -229,7 +230,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
             out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
             done += n;
             copied += n;
-            if (options.progress) options.progress("copy", copied, result.data_bytes);
+            if (options.progress) options.progress(phase, copied, result.data_bytes);
           }
           position = s.run_offset + s.tensor->nbytes;
         }
@@ -256,7 +257,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
           coded_position = at + stream.size();
           position = s.run_offset + s.tensor->nbytes;
           copied += s.tensor->nbytes;
-          if (options.progress) options.progress("code", copied, result.data_bytes);
+          if (options.progress) options.progress(phase, copied, result.data_bytes);
         }
         p.run.coded_bytes = coded_position;
         p.run.xxh64 = coded.digest();

@@ -150,9 +150,14 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
       if (!without_ffn) CHECK(n_coded == trunk.layers()[li].nbytes);
       k3::AlignedBuffer a(n_plain), b(n_coded);
       k3::model::LayerWeights wa, wb;
-      const std::uint64_t coded_before = coded_reader.coded_bytes_read();
+      const std::uint64_t coded_before = coded_reader.coded_bytes_read(), read_before = coded_reader.bytes_read();
       packed.read_and_bind(b.data(), wb);
-      if (!without_ffn) CHECK(coded_reader.coded_bytes_read() - coded_before == trunk.layers()[li].coded_bytes);
+      if (!without_ffn) {
+        CHECK(coded_reader.coded_bytes_read() - coded_before == trunk.layers()[li].coded_bytes);
+        // bytes_read() (the stream counters' trunk bytes) counts the coded bytes, without the padding.
+        CHECK(coded_reader.bytes_read() - read_before <= trunk.layers()[li].coded_bytes);
+        CHECK(coded_reader.bytes_read() - read_before + 64 * trunk.layers()[li].tensors.size() > trunk.layers()[li].coded_bytes);
+      }
       plain.read_and_bind(a.data(), wa);
       auto same = [](const k3::model::Matrix& x, const k3::model::Matrix& y) {
         return x.rows == y.rows && x.cols == y.cols && x.f32 == y.f32 &&
