@@ -364,12 +364,12 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     const std::byte* e = table_.data() + std::size_t{kEntryBytes} * b;
     const std::uint32_t coded = load32(e), exp_len = load32(e + 4);
     const std::uint64_t lo = std::uint64_t{b} * block_raw, len = std::min<std::uint64_t>(block_raw, raw_bytes - lo);
-    const std::string where = "block " + std::to_string(b) + ": ";
+    const auto where = [b] { return "block " + std::to_string(b) + ": "; };  // only on an error: no allocation per block
     if (exp_len == 0 ? coded != len : (kind != kSplit || len % 2 != 0 || coded != exp_len + len / 2))
-      throw CodecError(where + "bad length (coded " + std::to_string(coded) + ", exponent frame " + std::to_string(exp_len) +
+      throw CodecError(where() + "bad length (coded " + std::to_string(coded) + ", exponent frame " + std::to_string(exp_len) +
                        ", raw " + std::to_string(len) + ")");
     const std::byte* p = in.need(coded);
-    if (XXH3_64bits(p, coded) != load64(e + 8)) throw CodecError(where + "checksum mismatch (damaged)");
+    if (XXH3_64bits(p, coded) != load64(e + 8)) throw CodecError(where() + "checksum mismatch (damaged)");
     std::byte* dst = out.data() + lo;
     if (exp_len == 0) {
       std::memcpy(dst, p, len);
@@ -377,8 +377,8 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
       const std::size_t n = len / 2;
       if (exp_.size() < n) exp_.resize(n);
       const std::size_t r = ZSTD_decompressDCtx(dctx_.get(), exp_.data(), n, p, exp_len);
-      if (ZSTD_isError(r)) throw CodecError(where + zstd_error("exponent frame", r));
-      if (r != n) throw CodecError(where + "exponent frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(n));
+      if (ZSTD_isError(r)) throw CodecError(where() + zstd_error("exponent frame", r));
+      if (r != n) throw CodecError(where() + "exponent frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(n));
       join(reinterpret_cast<const std::uint8_t*>(exp_.data()), reinterpret_cast<const std::uint8_t*>(p + exp_len), n,
            reinterpret_cast<std::uint8_t*>(dst));
     }
