@@ -11,13 +11,12 @@
 #endif
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
-#include <thread>
 
 #include <k3/error.hpp>
 #include <k3/pack_trunk.hpp>
+
+#include "streaming/reader_thread.hpp"
 
 namespace k3::trunk_codec {
 namespace {
@@ -185,60 +184,41 @@ void MemoryInput::skip(std::uint64_t n) {
   pos_ += n;
 }
 
+// The background thread is the streaming reader threads' own (streaming/reader_thread.hpp):
+// one piece queued at a time, its status published under the thread's lock.
 struct ReadAhead::State {
-  std::mutex m;
-  std::condition_variable cv;
-  sdk::StorageFile* file = nullptr;
-  sdk::ReadRequest request{};
-  sdk::Status status;
-  bool queued = false, done = false, stop = false;
-  std::thread thread;
+  struct Piece {
+    sdk::StorageFile* file = nullptr;
+    sdk::ReadRequest request{};
+    sdk::Status status;
+  };
+  sdk::Status status;  ///< of the last piece read, under the thread's lock
+  bool done = false;
+  runtime::ReaderThread<Piece> thread;  // last: stopped before what it publishes into goes
 };
 
-ReadAhead::ReadAhead() : s_(std::make_unique<State>()) { s_->thread = std::thread([this] { loop(); }); }
-
-ReadAhead::~ReadAhead() {
-  {
-    std::lock_guard<std::mutex> lk(s_->m);
-    s_->stop = true;
-  }
-  s_->cv.notify_all();
-  s_->thread.join();
+ReadAhead::ReadAhead() : s_(std::make_unique<State>()) {
+  s_->thread.start(
+      1, [](State::Piece& p) { p.status = p.file->read({&p.request, 1}); },
+      [state = s_.get()](State::Piece& p, std::exception_ptr) {  // read() is noexcept: no error to hand on
+        state->status = std::move(p.status);
+        state->done = true;
+      });
 }
 
+ReadAhead::~ReadAhead() = default;  // the thread stops (and joins) with State
+
 void ReadAhead::submit(sdk::StorageFile& file, sdk::ReadRequest request) {
-  {
-    std::lock_guard<std::mutex> lk(s_->m);
-    s_->file = &file;
-    s_->request = request;
-    s_->queued = true;
-    s_->done = false;
-  }
-  s_->cv.notify_all();
+  auto lk = s_->thread.lock();
+  s_->done = false;
+  s_->thread.push({&file, request, {}});
 }
 
 sdk::Status ReadAhead::wait() {
-  std::unique_lock<std::mutex> lk(s_->m);
-  s_->cv.wait(lk, [&] { return s_->done; });
+  auto lk = s_->thread.lock();
+  s_->thread.wait(lk, [&] { return s_->done; });
   s_->done = false;
   return std::move(s_->status);
-}
-
-void ReadAhead::loop() {
-  std::unique_lock<std::mutex> lk(s_->m);
-  for (;;) {
-    s_->cv.wait(lk, [&] { return s_->queued || s_->stop; });
-    if (s_->stop) return;
-    s_->queued = false;
-    sdk::StorageFile* file = s_->file;
-    sdk::ReadRequest request = s_->request;
-    lk.unlock();
-    sdk::Status st = file->read({&request, 1});
-    lk.lock();
-    s_->status = std::move(st);
-    s_->done = true;
-    s_->cv.notify_all();
-  }
 }
 
 FileInput::FileInput(sdk::StorageFile& file, std::uint64_t begin, std::uint64_t end, Buffers& buffers,

@@ -118,12 +118,12 @@ class ReadAhead {
   ~ReadAhead();
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
+  /// `request.dest` must stay valid until wait() returns.
   void submit(sdk::StorageFile& file, sdk::ReadRequest request);
   /// Waits for the submitted read; its status.
   sdk::Status wait();
 
  private:
-  void loop();
   struct State;
   std::unique_ptr<State> s_;
 };
