@@ -1,5 +1,5 @@
-// k3host pack-trunk [--codec none|bf16-zstd] MODEL OUT: writes every layer's non-expert
-// tensors as one 4096-aligned run in OUT/trunk.bin (coded with --codec bf16-zstd) plus
+// k3host pack-trunk [--codec none|bf16-zstd|bf16-huff] MODEL OUT: writes every layer's
+// non-expert tensors as one 4096-aligned run in OUT/trunk.bin (coded with a codec) plus
 // OUT/trunk.json (see k3/pack_trunk.hpp), with a progress line on stderr (not with -q),
 // verification by read-back, and an atomic rename into place.
 #include <unistd.h>
@@ -68,11 +68,12 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
   for (const auto& n : trunk_codec_names()) codecs += (codecs.empty() ? "" : ", ") + n;
   sub->add_option("--codec", args->codec,
                   "How layer runs are stored (" + codecs +
-                      "). none (default): raw runs, trunk.json version 1. bf16-zstd: exact; each BF16 "
-                      "tensor of a layer run in 256 KiB blocks with its exponent bytes zstd-coded, decoded by "
-                      "the thread that reads it (layer runs shrink to ~0.66-0.69 of their bytes on demo, "
-                      "fortune and Gaussian weights; decoding costs ~0.6 s of one core per GB); the "
-                      "embedding, lm_head and final norm stay raw. See docs/streaming.md")
+                      "). none (default): raw runs, trunk.json version 1. bf16-zstd and bf16-huff: exact; "
+                      "each BF16 tensor of a layer run in 256 KiB blocks with its exponent bytes coded (by zstd, "
+                      "or by k3host's own Huffman coder: smaller and faster to decode), decoded by the thread "
+                      "that reads it; layer runs shrink to ~0.66-0.69 of their bytes on demo, fortune and "
+                      "Gaussian weights, and decoding costs ~0.4 (huff) to ~0.6 (zstd) s of one core per GB. "
+                      "The embedding, lm_head and final norm stay raw. See docs/streaming.md")
       ->check(CLI::IsMember(trunk_codec_names()));
   return {sub, [args]() {
             Progress progress;

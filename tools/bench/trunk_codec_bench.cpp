@@ -1,10 +1,12 @@
 // Trunk codec benchmark: the ratio (coded bytes / raw bytes) of pack-trunk --codec bf16-zstd
+// (or bf16-huff)
 // and its decode speed per core, against memcpy of the same bytes measured in the same run.
 //   k3bench-trunk-codec --model DIR         the layer tensors of a checkpoint (as pack-trunk codes them)
 //   k3bench-trunk-codec --gaussian [MIB]    Gaussian BF16 with the K3 geometry's layer shapes:
 //                                           each distinct tensor shape sampled (at most MIB MiB,
 //                                           default 16), weighted by its bytes over all 61 layers
-// Options: --level N (zstd level, default 1), --min-match N (zstd, default 7; 0: the level's),
+// Options: --huffman (codec bf16-huff: the exponent bytes Huffman-coded instead of zstd),
+// --level N (zstd level, default 1), --min-match N (zstd, default 7; 0: the level's),
 // --block KIB (default 256), --repeats N (5).
 // Decoding runs on one thread: GB/s of decoded output per second of that thread's CPU time
 // (per core, less disturbed by a busy machine than wall time, also printed), best of the
@@ -145,6 +147,8 @@ int main(int argc, char** argv) {
       if (has_value) cap_mib = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--level" && i + 1 < argc) {
       options.level = std::atoi(argv[++i]);
+    } else if (a == "--huffman") {
+      options.huffman = true;
     } else if (a == "--min-match" && i + 1 < argc) {
       options.min_match = std::atoi(argv[++i]);
     } else if (a == "--block" && i + 1 < argc) {
@@ -153,7 +157,7 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
-                   "usage: k3bench-trunk-codec (--model DIR | --gaussian [MIB]) [--level N] [--min-match N] [--block KIB] [--repeats N]\n");
+                   "usage: k3bench-trunk-codec (--model DIR | --gaussian [MIB]) [--huffman] [--level N] [--min-match N] [--block KIB] [--repeats N]\n");
       return 2;
     }
   }
@@ -206,8 +210,11 @@ int main(int argc, char** argv) {
     std::printf("input: %s, %zu tensors, %.1f MB sampled%s\n", gaussian ? "Gaussian BF16, K3 layer shapes" : model.c_str(),
                 samples.size(), static_cast<double>(raw_bytes) / 1e6,
                 gaussian ? (", standing for " + std::to_string(static_cast<long long>(raw_w / 1e9)) + " GB").c_str() : "");
-    std::printf("codec bf16-zstd: level %d, min match %d, blocks of %u KiB\n", options.level, options.min_match,
-                options.block_raw >> 10);
+    if (options.huffman)
+      std::printf("codec bf16-huff: blocks of %u KiB\n", options.block_raw >> 10);
+    else
+      std::printf("codec bf16-zstd: level %d, min match %d, blocks of %u KiB\n", options.level, options.min_match,
+                  options.block_raw >> 10);
     std::printf("ratio (coded / raw), layer tensors:  %.4f\n", ratio);
     std::printf("ratio, BF16 tensors only:             %.4f\n", bf16_raw_w > 0 ? bf16_coded_w / bf16_raw_w : 1.0);
     std::printf("encode: %.3f GB/s (one core)\n", gb / encode_s);

@@ -14,7 +14,7 @@
 // to the next 4096 in the file); a tensor's off is relative to its run (64-byte aligned);
 // xxh64 (seed 0) covers the run's nbytes bytes.
 //
-// trunk.json version 2 (pack-trunk --codec bf16-zstd; docs/streaming.md "Coded packed
+// trunk.json version 2 (pack-trunk --codec bf16-zstd|bf16-huff; docs/streaming.md "Coded packed
 // trunk"): as version 1 plus "codec": "<name>" at the top level. A coded layer run also has
 // "coded_bytes" (its length in trunk.bin; the run is padded to the next 4096 after it) and
 // "raw_xxh64" (of the decoded run: nbytes bytes, tensors at their "off", zero between);
@@ -49,7 +49,7 @@ struct PackTrunkOptions {
   std::filesystem::path out;    ///< target directory
   bool force = false;           ///< replace an existing `out`
   std::string storage = "posix";  ///< storage plugin that reads the checkpoint
-  std::string codec = "none";     ///< "none" (version 1) or "bf16-zstd" (coded layer runs)
+  std::string codec = "none";     ///< "none" (version 1), "bf16-zstd" or "bf16-huff" (coded layer runs)
   int codec_level = 1;            ///< zstd level of the exponent frames (bf16-zstd)
   /// Called with (bytes done, bytes total) while copying and again while verifying.
   std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
@@ -66,8 +66,8 @@ struct PackTrunkResult {
 };
 
 /// The codecs pack-trunk writes and PackedTrunk reads: "none" (the default: raw runs,
-/// trunk.json version 1) and "bf16-zstd" (each BF16 tensor of a layer run in blocks whose
-/// exponent bytes are zstd-coded; exact).
+/// trunk.json version 1), "bf16-zstd" and "bf16-huff" (each BF16 tensor of a layer run in
+/// blocks whose exponent bytes are coded by zstd or by k3host's Huffman coder; exact).
 std::vector<std::string> trunk_codec_names();
 
 /// Packs the trunk of `model` into `out`. UsageError for bad input (missing model, `out`

@@ -23,7 +23,7 @@ namespace {
 
 constexpr char kMagic[4] = {'K', '3', 'T', 'Z'};
 constexpr std::uint8_t kStreamVersion = 1;
-constexpr std::uint8_t kStored = 0, kSplit = 1;
+constexpr std::uint8_t kStored = 0, kSplit = 1, kSplitHuffman = 2;
 
 std::uint32_t load32(const std::byte* p) {
   std::uint32_t v = 0;
@@ -143,9 +143,16 @@ void Encoder::encode(std::span<const std::byte> raw, DType dtype, std::vector<st
       exp_.resize(2 * n);
       split(reinterpret_cast<const std::uint8_t*>(src), n, reinterpret_cast<std::uint8_t*>(exp_.data()),
             reinterpret_cast<std::uint8_t*>(exp_.data() + n));
-      frame_.resize(ZSTD_compressBound(n));
-      const std::size_t r = ZSTD_compress2(cctx_.get(), frame_.data(), frame_.size(), exp_.data(), n);
-      if (ZSTD_isError(r)) throw RuntimeError(zstd_error("trunk codec: zstd", r));
+      std::size_t r = 0;
+      if (options_.huffman) {
+        frame_.clear();
+        huffman_encode({reinterpret_cast<const std::uint8_t*>(exp_.data()), n}, frame_);
+        r = frame_.size();
+      } else {
+        frame_.resize(ZSTD_compressBound(n));
+        r = ZSTD_compress2(cctx_.get(), frame_.data(), frame_.size(), exp_.data(), n);
+        if (ZSTD_isError(r)) throw RuntimeError(zstd_error("trunk codec: zstd", r));
+      }
       if (r < n) {  // worth it: [frame][sign+mantissa plane]
         exp_len = static_cast<std::uint32_t>(r);
         out.insert(out.end(), frame_.begin(), frame_.begin() + static_cast<std::ptrdiff_t>(r));
@@ -162,7 +169,7 @@ void Encoder::encode(std::span<const std::byte> raw, DType dtype, std::vector<st
   std::byte* h = out.data() + start;
   std::memcpy(h, kMagic, 4);
   h[4] = std::byte{kStreamVersion};
-  h[5] = std::byte{bf16 ? kSplit : kStored};
+  h[5] = std::byte{!bf16 ? kStored : options_.huffman ? kSplitHuffman : kSplit};
   h[6] = h[7] = std::byte{0};
   store32(h + 8, options_.block_raw);
   store32(h + 12, static_cast<std::uint32_t>(n_blocks));
@@ -316,8 +323,8 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     throw CodecError("stream version " + std::to_string(std::to_integer<int>(h[4])) + ", this k3host reads " +
                      std::to_string(kStreamVersion));
   const int kind = std::to_integer<int>(h[5]);
-  if (kind != kStored && kind != kSplit) throw CodecError("unknown block kind " + std::to_string(kind));
-  if (kind == kSplit && !bf16) throw CodecError("bf16 split blocks in a tensor that is not BF16");
+  if (kind != kStored && kind != kSplit && kind != kSplitHuffman) throw CodecError("unknown block kind " + std::to_string(kind));
+  if (kind != kStored && !bf16) throw CodecError("bf16 split blocks in a tensor that is not BF16");
   if (h[6] != std::byte{0} || h[7] != std::byte{0}) throw CodecError("reserved header bytes are not zero");
   const std::uint32_t block_raw = load32(h + 8);
   const std::uint32_t n_blocks = load32(h + 12);
@@ -345,7 +352,7 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     const std::uint32_t coded = load32(e), exp_len = load32(e + 4);
     const std::uint64_t lo = std::uint64_t{b} * block_raw, len = std::min<std::uint64_t>(block_raw, raw_bytes - lo);
     const auto where = [b] { return "block " + std::to_string(b) + ": "; };  // only on an error: no allocation per block
-    if (exp_len == 0 ? coded != len : (kind != kSplit || len % 2 != 0 || coded != exp_len + len / 2))
+    if (exp_len == 0 ? coded != len : (kind == kStored || len % 2 != 0 || coded != exp_len + len / 2))
       throw CodecError(where() + "bad length (coded " + std::to_string(coded) + ", exponent frame " + std::to_string(exp_len) +
                        ", raw " + std::to_string(len) + ")");
     const std::byte* p = in.need(coded);
@@ -356,9 +363,17 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     } else {
       const std::size_t n = len / 2;
       if (exp_.size() < n) exp_.resize(n);
-      const std::size_t r = ZSTD_decompressDCtx(dctx_.get(), exp_.data(), n, p, exp_len);
-      if (ZSTD_isError(r)) throw CodecError(where() + zstd_error("exponent frame", r));
-      if (r != n) throw CodecError(where() + "exponent frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(n));
+      if (kind == kSplitHuffman) {
+        try {
+          huffman_.decode({p, exp_len}, {reinterpret_cast<std::uint8_t*>(exp_.data()), n});
+        } catch (const CodecError& error) {
+          throw CodecError(where() + error.what());
+        }
+      } else {
+        const std::size_t r = ZSTD_decompressDCtx(dctx_.get(), exp_.data(), n, p, exp_len);
+        if (ZSTD_isError(r)) throw CodecError(where() + zstd_error("exponent frame", r));
+        if (r != n) throw CodecError(where() + "exponent frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(n));
+      }
       join(reinterpret_cast<const std::uint8_t*>(exp_.data()), reinterpret_cast<const std::uint8_t*>(p + exp_len), n,
            reinterpret_cast<std::uint8_t*>(dst));
     }

@@ -2,15 +2,17 @@
 // in docs/streaming.md, "Coded packed trunk").
 //
 // Each tensor of a coded layer run is one self-describing stream:
-//   header (32 bytes): "K3TZ", version 1, kind (0 stored, 1 bf16 split), 2 bytes zero,
+//   header (32 bytes): "K3TZ", version 1, kind (0 stored, 1 bf16 split with zstd, 2 bf16
+//                      split with Huffman), 2 bytes zero,
 //                      block_raw (u32), n_blocks (u32), raw_bytes (u64),
 //                      checksum (u64): XXH3-64 of the block table seeded with the XXH3-64
 //                      of the header's first 24 bytes
 //   block table: n_blocks × { coded_len (u32), exp_len (u32), XXH3-64 of the payload (u64) }
 //   payloads, back to back.
 // Block i holds raw bytes [i·block_raw, min(raw_bytes, (i+1)·block_raw)). A stored block's
-// payload is those bytes (exp_len 0). A split block (kind 1 only) of n BF16 values is
-// [zstd frame of the n exponent bytes (exp_len bytes)][n sign+mantissa bytes]: BF16 bits
+// payload is those bytes (exp_len 0). A split block (kinds 1 and 2) of n BF16 values is
+// [the n exponent bytes coded (exp_len bytes): a zstd frame (kind 1) or a Huffman section
+// (kind 2, pack_trunk_huffman.hpp)][n sign+mantissa bytes]: BF16 bits
 // s eeeeeeee mmmmmmm become the exponent byte eeeeeeee (≈3 bits of entropy in trained and
 // Gaussian weights, so it codes to ~3/8) and the byte s mmmmmmm, stored raw (≈8 bits of
 // entropy, nothing to gain). Blocks decode independently of each other.
@@ -30,6 +32,7 @@
 #include <k3/checkpoint.hpp>
 #include <k3/storage.hpp>
 
+#include "io/pack_trunk_huffman.hpp"
 #include "util/aligned_buffer.hpp"
 
 struct ZSTD_DCtx_s;
@@ -43,9 +46,9 @@ class CodecError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Codec : std::uint8_t { none, bf16_zstd };
-inline constexpr std::string_view kNames[] = {"none", "bf16-zstd"};
-/// "none" | "bf16-zstd" (kNames); false for another name.
+enum class Codec : std::uint8_t { none, bf16_zstd, bf16_huff };
+inline constexpr std::string_view kNames[] = {"none", "bf16-zstd", "bf16-huff"};
+/// "none" | "bf16-zstd" | "bf16-huff" (kNames); false for another name.
 bool parse_codec(std::string_view name, Codec& out);
 std::string_view name(Codec c);
 /// "none, bf16-zstd", for messages.
@@ -65,6 +68,7 @@ struct EncodeOptions {
   std::uint32_t block_raw = kDefaultBlockRaw;  ///< even, within [kMinBlockRaw, kMaxBlockRaw]
   int level = kDefaultLevel;                   ///< zstd level of the exponent frames
   int min_match = kDefaultMinMatch;            ///< zstd minimum match length (0: the level's)
+  bool huffman = false;                        ///< bf16-huff: the exponent bytes Huffman-coded, not zstd
 };
 
 /// Encodes one tensor's bytes: BF16 as split blocks (a block that does not shrink is
@@ -187,6 +191,7 @@ class Decoder {
     void operator()(ZSTD_DCtx_s* d) const noexcept;
   };
   std::unique_ptr<ZSTD_DCtx_s, CtxFree> dctx_;
+  HuffmanDecoder huffman_;
   std::vector<std::byte> exp_;
   std::vector<std::byte> table_;
 };

@@ -209,7 +209,8 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
     std::vector<std::byte> tensor, stream;
     std::unique_ptr<trunk_codec::Encoder> encoder;
     if (codec != trunk_codec::Codec::none) encoder = std::make_unique<trunk_codec::Encoder>(
-        trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch});
+        trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch,
+                                   codec == trunk_codec::Codec::bf16_huff});
     const std::byte zeros[kTrunkTensorAlign] = {};
     std::uint64_t copied = 0, cursor = 0;
     const char* phase = encoder ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)

@@ -1,5 +1,5 @@
-// pack-trunk --codec bf16-zstd: the coded trunk decodes to the checkpoint's bytes (a layer
-// is still one read), the model gives bit-identical logits from it as from the shards and
+// pack-trunk --codec bf16-zstd (and bf16-huff): the coded trunk decodes to the checkpoint's
+// bytes, the model gives bit-identical logits from it as from the shards and
 // from an uncoded pack (tiny, demo, the shipped fortune model; resident, streamed, split),
 // and damage — a flipped byte, a truncated trunk.bin, a bad length or codec in trunk.json —
 // is refused naming the file and the layer. The CLI's --codec is checked too.
@@ -128,6 +128,13 @@ TEST_CASE("coded trunk: trunk.json says the codec, the runs shrink, and every ru
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
   CHECK_NOTHROW(c.verify_hashes(*storage));
+  // bf16-huff: the same layout, its own name.
+  const fs::path huff = pack(model, "demo", "bf16-huff");
+  const k3::PackedTrunk h = k3::PackedTrunk::open(k3::test::local_storage(), huff.string(), fp);
+  CHECK(h.codec() == "bf16-huff");
+  for (std::size_t i = 0; i < h.layers().size(); ++i) CHECK(h.layers()[i].raw_xxh64 == r.layers()[i].xxh64);
+  CHECK(h.bin_bytes() < r.bin_bytes());
+  CHECK_NOTHROW(h.verify_hashes(*storage));
 }
 
 TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes", "[pack_trunk][codec]") {
@@ -194,12 +201,13 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   CHECK(std::memcmp(a.data(), b.data(), n) == 0);
 }
 
-TEST_CASE("coded trunk: the model gives bit-identical logits from it, the uncoded pack and the shards",
+TEST_CASE("coded trunk: the model gives bit-identical logits from it (bf16-zstd, bf16-huff), the uncoded pack and the shards",
           "[pack_trunk][codec]") {
   for (const fs::path& model : {k3::test::test_model("tiny"), k3::test::test_model("demo"), fortune_model()}) {
     CAPTURE(model);
     const std::string name = model.filename().string();
     const fs::path coded = pack(model, name, "bf16-zstd");
+    const fs::path huff = pack(model, name, "bf16-huff");
     const fs::path raw = pack(model, name, "none");
     k3::PluginHost host;
     k3::ModelSettings resident;
@@ -216,7 +224,7 @@ TEST_CASE("coded trunk: the model gives bit-identical logits from it, the uncode
     k3::ModelSettings split = streamed;
     split.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
     split.memory.row_chunk_bytes = 2000;
-    for (const fs::path& packed : {raw, coded})
+    for (const fs::path& packed : {raw, coded, huff})
       for (k3::ModelSettings s : {resident, streamed, split}) {
         CAPTURE(packed, s.memory.trunk_gb, static_cast<int>(s.memory.split_dense_ffn));
         s.packed_trunk = packed;
@@ -229,12 +237,14 @@ TEST_CASE("coded trunk: the model gives bit-identical logits from it, the uncode
 
 TEST_CASE("coded trunk: a damaged coded block is refused naming trunk.bin and the layer", "[pack_trunk][codec][errors]") {
   const fs::path model = k3::test::test_model("tiny");
-  const fs::path coded = pack(model, "tiny", "bf16-zstd");
+  const std::string codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
+  CAPTURE(codec);
+  const fs::path coded = pack(model, "tiny", codec);
   const auto fp = k3::test::read_config(model).fingerprint();
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
 
-  const fs::path flipped = copy_of(coded, "coded-flipped");
+  const fs::path flipped = copy_of(coded, "coded-flipped-" + codec);
   const k3::PackedTrunk t = k3::PackedTrunk::open(k3::test::local_storage(), flipped.string(), fp);
   const k3::PackedRun& run = t.layers()[1];
   flip_byte(flipped / "trunk.bin", run.file_offset + run.coded_bytes / 2);
@@ -254,12 +264,12 @@ TEST_CASE("coded trunk: a damaged coded block is refused naming trunk.bin and th
   }
 
   // A trunk.bin cut short: refused when opened.
-  const fs::path cut = copy_of(coded, "coded-cut");
+  const fs::path cut = copy_of(coded, "coded-cut-" + codec);
   fs::resize_file(cut / "trunk.bin", fs::file_size(cut / "trunk.bin") - 4096);
   CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), cut.string(), fp), Catch::Contains("trunk.bin"));
 
   // trunk.json with a bad stream length, or a codec this k3host does not know.
-  const fs::path lied = copy_of(coded, "coded-lied");
+  const fs::path lied = copy_of(coded, "coded-lied-" + codec);
   nlohmann::json j = read_json(lied / "trunk.json");
   j["layers"][0]["tensors"][0]["coded_bytes"] = j["layers"][0]["tensors"][0]["coded_bytes"].get<std::uint64_t>() + 64;
   write_json(lied / "trunk.json", j);
@@ -281,7 +291,7 @@ TEST_CASE("coded trunk: an unknown codec is a usage error, in the API and at the
   CHECK_FALSE(fs::exists(o.out));
   const auto [rc, out] = k3host("pack-trunk --codec gzip " + o.model.string() + " " + o.out.string());
   CHECK(rc == 2);
-  CHECK_THAT(out, Catch::Contains("none") && Catch::Contains("bf16-zstd"));
+  CHECK_THAT(out, Catch::Contains("none") && Catch::Contains("bf16-zstd") && Catch::Contains("bf16-huff"));
   const auto [help_rc, help] = k3host("pack-trunk --help");
   CHECK(help_rc == 0);
   CHECK_THAT(help, Catch::Contains("--codec") && Catch::Contains("bf16-zstd"));

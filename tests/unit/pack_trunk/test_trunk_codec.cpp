@@ -13,6 +13,7 @@
 #include <k3/storage.hpp>
 
 #include "io/pack_trunk_codec.hpp"
+#include "io/pack_trunk_huffman.hpp"
 
 namespace codec = k3::trunk_codec;
 
@@ -41,8 +42,9 @@ std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
   return out;
 }
 
-std::vector<std::byte> encode(const std::vector<std::byte>& raw, k3::DType dtype, std::uint32_t block = 8192) {
-  codec::Encoder enc({block, codec::kDefaultLevel, codec::kDefaultMinMatch});
+std::vector<std::byte> encode(const std::vector<std::byte>& raw, k3::DType dtype, std::uint32_t block = 8192,
+                              bool huffman = false) {
+  codec::Encoder enc({block, codec::kDefaultLevel, codec::kDefaultMinMatch, huffman});
   std::vector<std::byte> out;
   enc.encode(raw, dtype, out);
   return out;
@@ -81,12 +83,23 @@ class BytesFile final : public k3::sdk::StorageFile {
 }  // namespace
 
 TEST_CASE("trunk codec: streams decode to exactly the bytes encoded", "[pack_trunk][codec]") {
+  for (const bool huffman : {false, true})
   for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{4097}, std::size_t{20000}}) {
-    CAPTURE(n);
+    CAPTURE(huffman, n);
     const auto g = gaussian_bf16(n, 0.02F, static_cast<std::uint32_t>(n));
-    CHECK(decode(encode(g, k3::DType::bf16), g.size(), true) == g);
+    CHECK(decode(encode(g, k3::DType::bf16, 8192, huffman), g.size(), true) == g);
     const auto r = random_bytes(2 * n, static_cast<std::uint32_t>(n) + 1);  // incompressible: stored blocks
-    CHECK(decode(encode(r, k3::DType::bf16), r.size(), true) == r);
+    CHECK(decode(encode(r, k3::DType::bf16, 8192, huffman), r.size(), true) == r);
+    // One exponent throughout (a code of one symbol), and a few with lengths up to the limit.
+    std::vector<std::byte> flat(2 * n, std::byte{0x3C});
+    CHECK(decode(encode(flat, k3::DType::bf16, 8192, huffman), flat.size(), true) == flat);
+    std::vector<std::byte> skewed(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {  // exponent 120 + trailing zeros of i: counts 1/2, 1/4, ...
+      const int e = 120 + (i == 0 ? 20 : __builtin_ctzll(i));
+      skewed[2 * i] = static_cast<std::byte>((e & 1) << 7);
+      skewed[2 * i + 1] = static_cast<std::byte>(e >> 1);
+    }
+    CHECK(decode(encode(skewed, k3::DType::bf16, 8192, huffman), skewed.size(), true) == skewed);
     const auto f = random_bytes(4 * n, static_cast<std::uint32_t>(n) + 2);  // F32: stored
     const auto fs = encode(f, k3::DType::f32);
     CHECK(fs.size() >= f.size());
@@ -104,6 +117,12 @@ TEST_CASE("trunk codec: Gaussian BF16 shrinks to under three quarters, random by
   CAPTURE(ratio);
   CHECK(ratio < 0.75);  // the exponent byte's ~3 bits of entropy: about (8 + 3) / 16
   CHECK(ratio > 0.5);   // the sign+mantissa byte is stored as it is
+  const auto huff = encode(g, k3::DType::bf16, codec::kDefaultBlockRaw, true);
+  const double huff_ratio = static_cast<double>(huff.size()) / static_cast<double>(g.size());
+  CAPTURE(huff_ratio);
+  CHECK(huff_ratio < 0.75);
+  CHECK(huff_ratio > 0.5);
+  CHECK(decode(huff, g.size(), true) == g);
   const auto r = random_bytes(1 << 20, 2);
   const auto stored = encode(r, k3::DType::bf16, codec::kDefaultBlockRaw);
   CHECK(stored.size() == r.size() + codec::kHeaderBytes + codec::kEntryBytes * ((r.size() + codec::kDefaultBlockRaw - 1) /
@@ -146,7 +165,9 @@ TEST_CASE("trunk codec: a stream read from a file in small pieces decodes the sa
 
 TEST_CASE("trunk codec: every flipped byte, a truncation and a wrong size are refused", "[pack_trunk][codec][errors]") {
   const auto g = gaussian_bf16(5000, 0.02F, 4);  // two blocks of 8192 bytes
-  const auto stream = encode(g, k3::DType::bf16);
+  for (const bool huffman : {false, true}) {
+  const auto stream = encode(g, k3::DType::bf16, 8192, huffman);
+  CAPTURE(huffman);
   for (std::size_t i = 0; i < stream.size(); ++i) {
     auto bad = stream;
     bad[i] ^= std::byte{0x10};
@@ -159,14 +180,56 @@ TEST_CASE("trunk codec: every flipped byte, a truncation and a wrong size are re
   }
   CHECK_THROWS_WITH(decode(stream, g.size() + 2, true), Catch::Contains("the tensor has"));
   CHECK_THROWS_WITH(decode(stream, g.size(), false), Catch::Contains("not BF16"));
+  }
 }
 
 TEST_CASE("trunk codec: codec names", "[pack_trunk][codec]") {
   codec::Codec c{};
   CHECK(codec::parse_codec("bf16-zstd", c));
   CHECK(c == codec::Codec::bf16_zstd);
+  CHECK(codec::parse_codec("bf16-huff", c));
+  CHECK(c == codec::Codec::bf16_huff);
   CHECK(codec::parse_codec("none", c));
   CHECK(c == codec::Codec::none);
   CHECK_FALSE(codec::parse_codec("zstd", c));
-  CHECK(codec::known_codecs() == "none, bf16-zstd");
+  CHECK(codec::known_codecs() == "none, bf16-zstd, bf16-huff");
+}
+
+TEST_CASE("trunk codec: Huffman sections decode exactly, and damaged ones are refused or stay in bounds",
+          "[pack_trunk][codec][errors]") {
+  std::mt19937 rng(9);
+  codec::HuffmanDecoder dec;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{33}, std::size_t{131072}}) {
+    CAPTURE(n);
+    std::vector<std::uint8_t> symbols(n);
+    std::geometric_distribution<int> geo(0.3);
+    for (auto& s : symbols) s = static_cast<std::uint8_t>(110 + std::min(geo(rng), 60));
+    std::vector<std::byte> section;
+    codec::huffman_encode(symbols, section);
+    std::vector<std::uint8_t> out(n);
+    dec.decode(section, out);
+    CHECK(out == symbols);
+    // Code lengths over 11, an over-subscribed code, stream lengths past the end: refused.
+    auto bad = section;
+    bad[55] = std::byte{0xCC};
+    CHECK_THROWS_AS(dec.decode(bad, out), codec::CodecError);
+    bad = section;
+    for (int i = 0; i < 128; ++i) bad[static_cast<std::size_t>(i)] = std::byte{0x11};
+    CHECK_THROWS_AS(dec.decode(bad, out), codec::CodecError);
+    bad = section;
+    bad[128 + 3] = std::byte{0x7F};
+    CHECK_THROWS_AS(dec.decode(bad, out), codec::CodecError);
+    CHECK_THROWS_AS(dec.decode({section.data(), section.size() - 9}, out), codec::CodecError);
+    // Random damage to the streams: a clean error, or some output, never a read or write
+    // outside the section and `out` (run it under valgrind or ASan to see that).
+    for (int k = 0; k < 300; ++k) {
+      bad = section;
+      const std::size_t at = 140 + rng() % (bad.size() - 140);
+      bad[at] ^= static_cast<std::byte>(1 + rng() % 255);
+      try {
+        dec.decode(bad, out);
+      } catch (const codec::CodecError&) {
+      }
+    }
+  }
 }
