@@ -17,6 +17,7 @@ namespace {
 constexpr int kMaxBits = 11;
 constexpr std::uint32_t kTableSize = 1u << kMaxBits;
 constexpr std::size_t kLengthBytes = 128, kSectionHead = kLengthBytes + 12, kPad = 8;
+constexpr std::size_t kMultiFrom = std::size_t{16} << 10;  // symbols in a block
 
 std::uint32_t load32(const std::byte* p) {
   std::uint32_t v = 0;
@@ -143,17 +144,24 @@ void huffman_encode(std::span<const std::uint8_t> symbols, std::vector<std::byte
 
 void HuffmanDecoder::decode(std::span<const std::byte> section, std::span<std::uint8_t> out) {
   if (section.size() < kSectionHead + 4 * kPad) throw CodecError("Huffman section too short");
-  // Neighbouring blocks of a tensor mostly have the same code lengths: the tables are
-  // built again only when they differ (building them is a fifth of a block's decoding).
-  if (table_.empty() || std::memcmp(lengths_.data(), section.data(), kLengthBytes) != 0) {
-    build_tables(section.first(kLengthBytes));
+  // Neighbouring blocks of a tensor mostly have the same code lengths: the tables are built
+  // again only when they differ, the four-symbol one only for a block large enough to gain
+  // from it (building it costs about as much as decoding 16 Ki symbols one at a time).
+  if (!single_ok_ || std::memcmp(lengths_.data(), section.data(), kLengthBytes) != 0) {
+    single_ok_ = multi_ok_ = false;  // until built: a failure leaves no table to reuse
+    build_single(section.first(kLengthBytes));
     std::memcpy(lengths_.data(), section.data(), kLengthBytes);
+    single_ok_ = true;
   }
-  decode_streams(section, out);
+  const bool multi = out.size() >= kMultiFrom;
+  if (multi && !multi_ok_) {
+    build_multi();
+    multi_ok_ = true;
+  }
+  decode_streams(section, out, multi);
 }
 
-void HuffmanDecoder::build_tables(std::span<const std::byte> lengths) {
-  table_.clear();  // until built: a failure here leaves no table to reuse
+void HuffmanDecoder::build_single(std::span<const std::byte> lengths) {
   std::array<std::uint8_t, 256> len{};
   for (int s = 0; s < 256; ++s) {
     len[s] = static_cast<std::uint8_t>(std::to_integer<unsigned>(lengths[static_cast<std::size_t>(s / 2)]) >> (4 * (s % 2)) & 15u);
@@ -161,14 +169,17 @@ void HuffmanDecoder::build_tables(std::span<const std::byte> lengths) {
   }
   std::array<std::uint16_t, 256> code{};
   if (!canonical_codes(len, code)) throw CodecError("Huffman code lengths over-subscribe the code");
-
-  // One symbol per entry, then up to four per entry: those whose codes fit in its 11 bits.
-  single_.assign(kTableSize, Entry{});
+  single_.resize(kTableSize);  // allocated once
+  std::fill(single_.begin(), single_.end(), Entry{});
   for (int s = 0; s < 256; ++s)
     if (len[s] != 0)
       for (std::uint32_t i = code[s]; i < kTableSize; i += 1u << len[s])
         single_[i] = {static_cast<std::uint32_t>(s), 1, len[s]};
-  std::vector<Entry> table(kTableSize);
+}
+
+void HuffmanDecoder::build_multi() {
+  // Up to four symbols per entry: those whose codes fit, one after the other, in its 11 bits.
+  table_.resize(kTableSize);  // allocated once
   for (std::uint32_t i = 0; i < kTableSize; ++i) {
     Entry e{};
     while (e.count < 4) {
@@ -179,12 +190,11 @@ void HuffmanDecoder::build_tables(std::span<const std::byte> lengths) {
       ++e.count;
       e.bits = static_cast<std::uint8_t>(e.bits + next.bits);
     }
-    table[i] = e;
+    table_[i] = e;
   }
-  table_ = std::move(table);
 }
 
-void HuffmanDecoder::decode_streams(std::span<const std::byte> section, std::span<std::uint8_t> out) {
+void HuffmanDecoder::decode_streams(std::span<const std::byte> section, std::span<std::uint8_t> out, bool multi) {
   // The four streams.
   std::array<std::size_t, 4> length{};
   std::size_t total = 0;
@@ -210,7 +220,7 @@ void HuffmanDecoder::decode_streams(std::span<const std::byte> section, std::spa
 
   const Entry* table = table_.data();
   constexpr std::uint64_t kMask = kTableSize - 1;
-  for (;;) {
+  while (multi) {
     // Steps every stream can take: each writes 4 bytes (keeps at most 4) and consumes at most
     // 11 bits, so both its output and its 8-byte loads stay inside.
     std::uint64_t steps = UINT64_MAX;

@@ -34,11 +34,14 @@ class HuffmanDecoder {
   };
 
  private:
-  void build_tables(std::span<const std::byte> lengths);
-  void decode_streams(std::span<const std::byte> section, std::span<std::uint8_t> out);
-  std::vector<Entry> table_;   ///< 2048 entries: up to four symbols (empty: not built)
-  std::vector<Entry> single_;  ///< 2048 entries: one symbol
-  std::array<std::byte, 128> lengths_{};  ///< the code lengths table_ was built for
+  void build_single(std::span<const std::byte> lengths);
+  void build_multi();
+  void decode_streams(std::span<const std::byte> section, std::span<std::uint8_t> out, bool multi);
+  // Sized once (2048 entries each): decoding allocates nothing after the first block.
+  std::vector<Entry> single_;  ///< one symbol an entry
+  std::vector<Entry> table_;   ///< up to four symbols an entry
+  std::array<std::byte, 128> lengths_{};  ///< the code lengths the tables were built for
+  bool single_ok_ = false, multi_ok_ = false;
 };
 
 }  // namespace k3::trunk_codec

@@ -130,18 +130,20 @@ TEST_CASE("decoding a token allocates nothing (streamed model)", "[alloc][stream
   }
 }
 
-// From a coded packed trunk (pack-trunk --codec bf16-zstd) a ring refill reads pieces into
-// buffers and decodes with a context made at the first read: still nothing per token.
+// From a coded packed trunk (pack-trunk --codec bf16-zstd or bf16-huff) a ring refill reads
+// pieces into buffers and decodes with a context and tables made at the first read: still
+// nothing per token.
 TEST_CASE("decoding a token allocates nothing (streamed from a coded packed trunk)", "[alloc][streamed][codec]") {
   k3::PackTrunkOptions o;
   o.model = k3::test::test_model("tiny");
   o.out = k3::test::scratch_dir() / "alloc-coded-trunk";
   o.force = true;
-  o.codec = "bf16-zstd";
+  o.codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
+  o.out += "-" + o.codec;
   const std::filesystem::path packed = k3::pack_trunk(o).dir;
   k3::PluginHost host;
   for (const int threads : {1, 2}) {
-    DYNAMIC_SECTION("threads " << threads) {
+    DYNAMIC_SECTION(o.codec << ", threads " << threads) {
       k3::ModelSettings s = settings(threads);
       s.memory.trunk_gb = 0.0001;
       s.packed_trunk = packed;
