@@ -24,6 +24,7 @@ namespace {
 constexpr char kMagic[4] = {'K', '3', 'T', 'Z'};
 constexpr std::uint8_t kStreamVersion = 1;
 constexpr std::uint8_t kStored = 0, kSplit = 1, kSplitHuffman = 2;
+constexpr std::size_t kMinHuffmanSymbols = 4096;
 
 std::uint32_t load32(const std::byte* p) {
   std::uint32_t v = 0;
@@ -143,8 +144,11 @@ void Encoder::encode(std::span<const std::byte> raw, DType dtype, std::vector<st
       exp_.resize(2 * n);
       split(reinterpret_cast<const std::uint8_t*>(src), n, reinterpret_cast<std::uint8_t*>(exp_.data()),
             reinterpret_cast<std::uint8_t*>(exp_.data() + n));
-      std::size_t r = 0;
-      if (options_.huffman) {
+      std::size_t r = n;  // not smaller: stored
+      if (options_.huffman && n < kMinHuffmanSymbols) {
+        // A small block (a norm vector) would spend more decoding its code table than its
+        // symbols: stored (a few KB a layer).
+      } else if (options_.huffman) {
         frame_.clear();
         huffman_encode({reinterpret_cast<const std::uint8_t*>(exp_.data()), n}, frame_);
         r = frame_.size();
