@@ -1,6 +1,7 @@
-// k3host pack-trunk MODEL OUT: writes every layer's non-expert tensors as one 4096-aligned
-// run in OUT/trunk.bin plus OUT/trunk.json (see k3/pack_trunk.hpp), with a progress line on
-// stderr (not with -q), verification by read-back, and an atomic rename into place.
+// k3host pack-trunk [--codec none|bf16-zstd|bf16-huff] MODEL OUT: writes every layer's
+// non-expert tensors as one 4096-aligned run in OUT/trunk.bin (coded with a codec) plus
+// OUT/trunk.json (see k3/pack_trunk.hpp), with a progress line on stderr (not with -q),
+// verification by read-back, and an atomic rename into place.
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@ struct PackTrunkArgs {
   std::string model;
   std::string out;
   std::string storage = "posix";
+  std::string codec = "none";
   bool force = false;
 };
 
@@ -62,6 +64,17 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
   sub->add_option("out", args->out, "Target directory (must not exist unless --force)")->required();
   sub->add_option("--storage", args->storage, "Storage plugin reading the checkpoint (default posix)");
   sub->add_flag("--force", args->force, "Replace an existing OUT");
+  std::string codecs;
+  for (const auto& n : trunk_codec_names()) codecs += (codecs.empty() ? "" : ", ") + n;
+  sub->add_option("--codec", args->codec,
+                  "How layer runs are stored (" + codecs +
+                      "). none (default): raw runs, trunk.json version 1. bf16-zstd and bf16-huff: exact; "
+                      "each BF16 tensor of a layer run in 256 KiB blocks with its exponent bytes coded (by zstd, "
+                      "or by k3host's own Huffman coder: smaller and faster to decode), decoded by the thread "
+                      "that reads it; layer runs shrink to ~0.66-0.69 of their bytes on demo, fortune and "
+                      "Gaussian weights, and decoding costs ~0.4 (huff) to ~0.6 (zstd) s of one core per GB. "
+                      "The embedding, lm_head and final norm stay raw. See docs/streaming.md")
+      ->check(CLI::IsMember(trunk_codec_names()));
   return {sub, [args]() {
             Progress progress;
             PackTrunkOptions o;
@@ -69,6 +82,7 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
             o.out = args->out;
             o.force = args->force;
             o.storage = args->storage;
+            o.codec = args->codec;
             if (log_enabled(LogLevel::info))
               o.progress = [&progress](std::string_view phase, std::uint64_t done, std::uint64_t total) {
                 progress(phase, done, total);
@@ -79,6 +93,10 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
                         static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.tensors),
                         static_cast<double>(r.data_bytes) / 1e6, static_cast<double>(r.bin_bytes) / 1e6,
                         static_cast<unsigned long long>(r.fingerprint));
+            if (args->codec != "none")
+              std::printf("  codec %s: %.1f MB stored for %.1f MB (ratio %.4f)\n", args->codec.c_str(),
+                          static_cast<double>(r.stored_bytes) / 1e6, static_cast<double>(r.data_bytes) / 1e6,
+                          r.data_bytes ? static_cast<double>(r.stored_bytes) / static_cast<double>(r.data_bytes) : 1.0);
             return 0;
           }};
 }

@@ -63,6 +63,8 @@ def main():
             "--set", "job.max_new_tokens=2", "--set", "job.stop_at_eos=false", "--ids", "5,17,99",
             "--set", f"job.save_state={state}", "--set", f"trace.out={trace}", cwd=tmp)
         run(k3host, "pack-trunk", model, tmp / "trunk")
+        run(k3host, "pack-trunk", "--codec", "bf16-zstd", model, tmp / "coded")
+        run(k3host, "pack-trunk", "--codec", "bf16-huff", model, tmp / "coded-huff")
         gen = tmp / "gen.k3trace"
         run(k3host, "sim", "--generate-trace", gen, "--layers", "3", "--experts", "8", "--top-k", "2",
             "--tokens", "6", "--seed", "3")
@@ -123,6 +125,24 @@ def main():
         tj["layers"] = tj["layers"][:1]
         tj["globals"] = []
         put("packed_trunk", "one-layer", struct.pack("<I", size % (16 << 20)) + json.dumps(tj).encode())
+        # Coded (--codec bf16-zstd): the manifest alone (trunk.bin zeros), and the first
+        # tensors of layer 0 (a few KB of real streams after a NUL, so the decoder gets real
+        # streams to mutate; the run's hashes then differ, and the harness decodes regardless).
+        for folder, prefix in (("coded", "coded"), ("coded-huff", "coded-huff")):
+            cj = json.loads((tmp / folder / "trunk.json").read_text())
+            size = (tmp / folder / "trunk.bin").stat().st_size
+            put("packed_trunk", f"{prefix}-tiny.json", struct.pack("<I", size % (16 << 20)) + json.dumps(cj).encode())
+            layer = cj["layers"][0]
+            keep = [t for t in layer["tensors"] if t["coded_off"] + t["coded_bytes"] <= 6000]
+            last = keep[-1]
+            layer["tensors"] = keep
+            layer["nbytes"] = last["off"] + last["nbytes"]
+            layer["coded_bytes"] = last["coded_off"] + last["coded_bytes"]
+            cj["layers"], cj["globals"] = [layer], []
+            cj["trunk_bin_bytes"] = 4096 * ((layer["coded_bytes"] + 4095) // 4096)
+            coded = (tmp / folder / "trunk.bin").read_bytes()[layer["file_off"]:layer["file_off"] + layer["coded_bytes"]]
+            put("packed_trunk", f"{prefix}-layer-0-head",
+                struct.pack("<I", cj["trunk_bin_bytes"]) + json.dumps(cj).encode() + b"\0" + coded)
 
         # tiktoken_files: rank file \0 tokenizer_config.json \0 inline specials.
         ranks = (model / "tiktoken.model").read_bytes()

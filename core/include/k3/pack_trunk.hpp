@@ -14,6 +14,14 @@
 // to the next 4096 in the file); a tensor's off is relative to its run (64-byte aligned);
 // xxh64 (seed 0) covers the run's nbytes bytes.
 //
+// trunk.json version 2 (pack-trunk --codec bf16-zstd|bf16-huff; docs/streaming.md "Coded packed
+// trunk"): as version 1 plus "codec": "<name>" at the top level. A coded layer run also has
+// "coded_bytes" (its length in trunk.bin; the run is padded to the next 4096 after it) and
+// "raw_xxh64" (of the decoded run: nbytes bytes, tensors at their "off", zero between);
+// its xxh64 covers the coded bytes, and each tensor has "coded_off" and "coded_bytes", its
+// coded stream within the run (core/src/io/pack_trunk_codec.hpp). Global runs stay raw
+// (embedding rows and lm_head chunks are read in pieces). A version-1 trunk is codec none.
+//
 // Atomicity: pack_trunk writes into OUT.tmp.<pid>/, verifies trunk.bin by reading it back,
 // writes trunk.json last and only then renames the folder to OUT, so a folder without a
 // valid trunk.json is never a finished trunk and PackedTrunk::open refuses it.
@@ -41,6 +49,8 @@ struct PackTrunkOptions {
   std::filesystem::path out;    ///< target directory
   bool force = false;           ///< replace an existing `out`
   std::string storage = "posix";  ///< storage plugin that reads the checkpoint
+  std::string codec = "none";     ///< "none" (version 1), "bf16-zstd" or "bf16-huff" (coded layer runs)
+  int codec_level = 1;            ///< zstd level of the exponent frames (bf16-zstd)
   /// Called with (bytes done, bytes total) while copying and again while verifying.
   std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
 };
@@ -51,8 +61,14 @@ struct PackTrunkResult {
   std::uint64_t tensors = 0;
   std::uint64_t data_bytes = 0;     ///< tensor bytes copied
   std::uint64_t bin_bytes = 0;      ///< size of trunk.bin (with alignment padding)
+  std::uint64_t stored_bytes = 0;   ///< the runs' bytes in trunk.bin (coded or not, no padding)
   std::uint64_t fingerprint = 0;
 };
+
+/// The codecs pack-trunk writes and PackedTrunk reads: "none" (the default: raw runs,
+/// trunk.json version 1), "bf16-zstd" and "bf16-huff" (each BF16 tensor of a layer run in
+/// blocks whose exponent bytes are coded by zstd or by k3host's Huffman coder; exact).
+std::vector<std::string> trunk_codec_names();
 
 /// Packs the trunk of `model` into `out`. UsageError for bad input (missing model, `out`
 /// exists without force); RuntimeError for I/O failures and a failed verification.
@@ -64,17 +80,24 @@ struct PackedTensor {
   std::vector<std::uint64_t> shape;
   std::uint64_t offset = 0;  ///< within the run
   std::uint64_t nbytes = 0;
+  std::uint64_t coded_offset = 0;  ///< within the coded run (coded runs only)
+  std::uint64_t coded_bytes = 0;   ///< its coded stream's length; 0 in a raw run
 };
 
 struct PackedRun {
   std::int64_t layer = -1;  ///< -1 for a global run
   std::string name;         ///< "layer N", or the global tensor's name
   std::uint64_t file_offset = 0;
-  std::uint64_t nbytes = 0;
-  std::uint64_t xxh64 = 0;
+  std::uint64_t nbytes = 0;       ///< the (decoded) run's bytes
+  std::uint64_t xxh64 = 0;        ///< of the stored bytes
+  std::uint64_t coded_bytes = 0;  ///< stored length of a coded run; 0 for a raw run
+  std::uint64_t raw_xxh64 = 0;    ///< of the decoded run (coded runs)
   std::vector<PackedTensor> tensors;
-  /// Bytes the run occupies in trunk.bin (nbytes rounded up to 4096).
-  [[nodiscard]] std::uint64_t padded_bytes() const { return (nbytes + kTrunkAlign - 1) / kTrunkAlign * kTrunkAlign; }
+  [[nodiscard]] bool coded() const { return coded_bytes != 0; }
+  /// Bytes the run's data takes in trunk.bin.
+  [[nodiscard]] std::uint64_t stored_bytes() const { return coded() ? coded_bytes : nbytes; }
+  /// Bytes the run occupies in trunk.bin (stored_bytes() rounded up to 4096).
+  [[nodiscard]] std::uint64_t padded_bytes() const { return (stored_bytes() + kTrunkAlign - 1) / kTrunkAlign * kTrunkAlign; }
   /// nullptr when absent.
   [[nodiscard]] const PackedTensor* find(std::string_view tensor) const;
 };
@@ -92,19 +115,23 @@ class PackedTrunk {
   [[nodiscard]] std::string bin_uri() const;
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
   [[nodiscard]] std::uint64_t bin_bytes() const noexcept { return bin_bytes_; }
+  /// "none" or the codec of the layer runs.
+  [[nodiscard]] const std::string& codec() const noexcept { return codec_; }
   [[nodiscard]] const std::vector<PackedRun>& layers() const noexcept { return layers_; }
   [[nodiscard]] const std::vector<PackedRun>& globals() const noexcept { return globals_; }
   /// The global run holding `tensor`, or nullptr.
   [[nodiscard]] const PackedRun* global(std::string_view tensor) const;
 
-  /// Reads every run through `storage` and checks its XXH64; RuntimeError naming the first
-  /// run that differs.
+  /// Reads every run through `storage` and checks its XXH64, and decodes every coded run and
+  /// checks the XXH64 of what it decodes to; RuntimeError naming the file and the first run
+  /// that differs or does not decode.
   void verify_hashes(sdk::StorageBackend& storage) const;
 
  private:
   std::string uri_;
   std::uint64_t fingerprint_ = 0;
   std::uint64_t bin_bytes_ = 0;
+  std::string codec_ = "none";
   std::vector<PackedRun> layers_;
   std::vector<PackedRun> globals_;
 };

@@ -7,12 +7,14 @@
 #include <string_view>
 
 #include <k3/checkpoint.hpp>
+#include <k3/pack_trunk.hpp>
 #include <k3/storage.hpp>
 
 namespace k3::trunk_format {
 
 inline constexpr std::string_view kFormat = "k3host-trunk";
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 1;       ///< trunk.json of codec none
+inline constexpr int kCodedVersion = 2;  ///< trunk.json with "codec" and coded layer runs
 /// Bytes read per request while hashing or copying.
 inline constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;
 
@@ -26,5 +28,10 @@ bool parse_dtype(std::string_view text, DType& out);
 /// naming `what` when a read fails. `progress(bytes)` is called after every piece.
 std::uint64_t hash_range(sdk::StorageFile& file, const std::string& what, std::uint64_t offset, std::uint64_t length,
                          const std::function<void(std::uint64_t)>& progress = {});
+
+/// XXH64 (seed 0) of coded run `run` of `file` as decoded (nbytes bytes: its tensors at
+/// their offsets, zeros between), decoding one tensor at a time; RuntimeError naming `what`,
+/// the run and the tensor when a stream does not decode.
+std::uint64_t decoded_hash(sdk::StorageFile& file, const std::string& what, const PackedRun& run);
 
 }  // namespace k3::trunk_format

@@ -1,9 +1,12 @@
 #include "streaming/tensor_reader.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include <k3/error.hpp>
+
+#include "io/pack_trunk_codec.hpp"
 
 namespace k3::model {
 namespace {
@@ -38,8 +41,12 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
   out.bin = trunk.bin_uri();
   out.bin_bytes = trunk.bin_bytes();
   for (const auto* runs : {&trunk.layers(), &trunk.globals()})
-    for (const PackedRun& run : *runs)
-      for (const PackedTensor& t : run.tensors) out.offset.emplace(t.name, run.file_offset + t.offset);
+    for (const PackedRun& run : *runs) {
+      for (const PackedTensor& t : run.tensors)
+        out.where.emplace(t.name, Where{run.file_offset + (run.coded() ? t.coded_offset : t.offset), t.coded_bytes,
+                                        out.runs.size()});
+      out.runs.push_back(run.name);
+    }
   return out;
 }
 
@@ -48,16 +55,17 @@ TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& st
 
 TensorReader::~TensorReader() = default;
 
-std::pair<std::uint32_t, std::uint64_t> TensorReader::source_of(const TensorInfo& info) const {
+TensorReader::Source TensorReader::source_of(const TensorInfo& info, bool raw_only) const {
   if (packed_ != nullptr)
-    if (const auto it = packed_->offset.find(info.name); it != packed_->offset.end())
-      return {static_cast<std::uint32_t>(index_.files().size()), it->second};
-  return {info.file, info.offset};
+    if (const auto it = packed_->where.find(info.name); it != packed_->where.end())
+      if (!(raw_only && it->second.coded_bytes != 0))
+        return {static_cast<std::uint32_t>(index_.files().size()), it->second.offset, it->second.coded_bytes};
+  return {info.file, info.offset, 0};
 }
 
 void TensorReader::add(const TensorInfo& info) {
-  const auto [file, offset] = source_of(info);
-  wanted_.push_back({&info, 0, file, offset});
+  const Source src = source_of(info);
+  wanted_.push_back({&info, 0, src.file, src.offset, src.coded_bytes});
 }
 
 std::size_t TensorReader::want(const std::string& name, DType dtype, const std::vector<std::uint64_t>& shape) {
@@ -107,8 +115,8 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
 }
 
 TensorSource TensorReader::locate(const TensorInfo& t) {
-  const auto [f, offset] = source_of(t);
-  return {&file(f), offset, file_name(f)};
+  const Source src = source_of(t, true);
+  return {&file(src.file), src.offset, file_name(src.file)};
 }
 
 std::uint64_t TensorReader::layout() {
@@ -142,7 +150,11 @@ ReadPlan TensorReader::plan() {
   ReadPlan out;
   out.bytes = layout();
   out.tensors.reserve(wanted_.size());
-  for (const Wanted& w : wanted_) out.tensors.push_back({w.info, w.buffer_offset});
+  for (const Wanted& w : wanted_) {
+    std::size_t run = 0;
+    if (w.coded_bytes != 0) run = packed_->where.at(w.info->name).run;
+    out.tensors.push_back({w.info, w.buffer_offset, w.src_offset, w.coded_bytes, run});
+  }
   // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
   // in memory (alignment padding of a packed run) are merged into one request.
   constexpr std::uint64_t kMaxGap = 4096;
@@ -154,10 +166,29 @@ ReadPlan TensorReader::plan() {
               [&](std::size_t a, std::size_t b) { return wanted_[a].src_offset < wanted_[b].src_offset; });
     ReadPlan::File& file = out.files.emplace_back();
     file.index = fi;
-    for (const std::size_t h : handles) {
+    file.order = handles;
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      const std::size_t h = handles[k];
       const Wanted& w = wanted_[h];
-      file.bytes += w.info->nbytes;
-      if (!file.requests.empty()) {
+      file.bytes += w.coded_bytes != 0 ? w.coded_bytes : w.info->nbytes;
+      if (w.coded_bytes != 0) {
+        // Coded streams of one run lie back to back (64-byte aligned), as do their tensors.
+        if (!file.requests.empty() && file.requests.back().coded) {
+          ReadPlan::Request& last = file.requests.back();
+          const Wanted& prev = wanted_[handles[k - 1]];
+          const std::uint64_t src_end = last.src_offset + last.length;
+          const std::uint64_t dst_end = prev.buffer_offset + prev.info->nbytes;
+          if (w.src_offset >= src_end && w.src_offset - src_end < kTrunkTensorAlign && w.buffer_offset >= dst_end &&
+              w.buffer_offset - dst_end < kTrunkTensorAlign) {
+            last.length = w.src_offset + w.coded_bytes - last.src_offset;
+            ++last.count;
+            continue;
+          }
+        }
+        file.requests.push_back({w.src_offset, w.coded_bytes, w.buffer_offset, h, true, k, 1});
+        continue;
+      }
+      if (!file.requests.empty() && !file.requests.back().coded) {
         ReadPlan::Request& last = file.requests.back();
         const std::uint64_t src_end = last.src_offset + last.length;
         const std::uint64_t dst_end = last.buffer_offset + last.length;
@@ -179,19 +210,54 @@ void TensorReader::read(const ReadPlan& plan, std::byte* base) {
   for (const ReadPlan::File& f : plan.files) {
     batch_.clear();  // keeps the capacity plan() reserved
     for (const ReadPlan::Request& r : f.requests)
-      batch_.push_back({r.src_offset, r.length, base + r.buffer_offset, sdk::StatusCode::ok});
-    const sdk::Status st = read_with_retry(file(f.index), batch_);
+      if (!r.coded) batch_.push_back({r.src_offset, r.length, base + r.buffer_offset, sdk::StatusCode::ok});
+    const sdk::Status st = batch_.empty() ? sdk::Status{} : read_with_retry(file(f.index), batch_);
     if (!st.ok()) {
       std::string tensor;
-      for (std::size_t j = 0; j < batch_.size(); ++j)
-        if (batch_[j].result != sdk::StatusCode::ok) {
-          tensor = plan.tensors[f.requests[j].tensor].info->name;
+      std::size_t j = 0;
+      for (const ReadPlan::Request& r : f.requests)
+        if (!r.coded && batch_[j++].result != sdk::StatusCode::ok) {
+          tensor = plan.tensors[r.tensor].info->name;
           break;
         }
       throw RuntimeError(file_name(f.index) + ": reading tensor '" + tensor + "' failed: " + st.detail);
     }
+    for (const ReadPlan::Request& r : f.requests)
+      if (r.coded) read_coded(plan, f, r, base);
     bytes_read_ += f.bytes;
   }
+}
+
+void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, const ReadPlan::Request& r,
+                              std::byte* base) {
+  if (!decoder_) {
+    decoder_ = std::make_unique<trunk_codec::Decoder>();
+    ahead_ = std::make_unique<trunk_codec::ReadAhead>();
+  }
+  trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, kCodedPiece, ahead_.get());
+  std::uint64_t at = r.src_offset, raw_end = r.buffer_offset;
+  for (std::size_t k = r.first; k < r.first + r.count; ++k) {
+    const ReadPlan::Tensor& t = plan.tensors[f.order[k]];
+    std::memset(base + raw_end, 0, static_cast<std::size_t>(t.buffer_offset - raw_end));  // padding, as in the run
+    const auto context = [&] {
+      return file_name(f.index) + ": " + packed_->runs[t.run] + ", tensor '" + t.info->name + "': ";
+    };
+    try {
+      in.skip(t.src_offset - at);
+      const std::uint64_t n = decoder_->decode(
+          in, {base + t.buffer_offset, static_cast<std::size_t>(t.info->nbytes)}, t.info->dtype == DType::bf16);
+      if (n != t.coded_bytes)
+        throw trunk_codec::CodecError("the stream is " + std::to_string(n) + " bytes, trunk.json says " +
+                                      std::to_string(t.coded_bytes));
+    } catch (const trunk_codec::CodecError& e) {
+      throw RuntimeError(context() + "damaged coded stream (repack with k3host pack-trunk): " + e.what());
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(context() + e.what());
+    }
+    at = t.src_offset + t.coded_bytes;
+    raw_end = t.buffer_offset + t.info->nbytes;
+  }
+  coded_bytes_read_ += r.length;
 }
 
 const std::byte* TensorReader::data(const AlignedBuffer& buf, std::size_t handle) const {

@@ -22,6 +22,7 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
+#include "io/pack_trunk_codec.hpp"
 #include "io/pack_trunk_format.hpp"
 #include "model/tensor_table.hpp"
 #include "util/atomic_file.hpp"
@@ -34,6 +35,23 @@ namespace fs = std::filesystem;
 using trunk_format::hex64;
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+/// XXH64 (seed 0), streamed.
+class Hasher {
+ public:
+  Hasher() : state_(XXH64_createState()) {
+    if (!state_) throw std::bad_alloc();
+    XXH64_reset(state_.get(), 0);
+  }
+  void update(const void* p, std::uint64_t n) { XXH64_update(state_.get(), p, static_cast<std::size_t>(n)); }
+  std::uint64_t digest() const { return XXH64_digest(state_.get()); }
+
+ private:
+  struct Free {
+    void operator()(XXH64_state_t* s) const noexcept { XXH64_freeState(s); }
+  };
+  std::unique_ptr<XXH64_state_t, Free> state_;
+};
 
 struct Source {
   const TensorInfo* tensor;
@@ -63,13 +81,11 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   };
 
   std::vector<PlannedRun> runs;
-  std::uint64_t file_offset = 0;
   auto add_run = [&](std::int64_t layer, std::string name, std::vector<const TensorInfo*> tensors) {
     std::sort(tensors.begin(), tensors.end(), by_position);
     PlannedRun p;
     p.run.layer = layer;
     p.run.name = std::move(name);
-    p.run.file_offset = file_offset;
     std::uint64_t inside = 0;
     for (const TensorInfo* t : tensors) {
       inside = align_up(inside, kTrunkTensorAlign);
@@ -77,8 +93,7 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
       p.sources.push_back({t, inside});
       inside += t->nbytes;
     }
-    p.run.nbytes = inside;
-    file_offset += align_up(inside, kTrunkAlign);
+    p.run.nbytes = inside;  // placed in trunk.bin while it is written
     runs.push_back(std::move(p));
   };
   for (std::size_t i = 0; i < n_layers; ++i)
@@ -119,11 +134,21 @@ void refuse_overlap(const fs::path& model, const fs::path& out) {
 
 nlohmann::json run_json(const PackedRun& run) {
   nlohmann::json tensors = nlohmann::json::array();
-  for (const auto& t : run.tensors)
-    tensors.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"off", t.offset},
-                       {"nbytes", t.nbytes}});
+  for (const auto& t : run.tensors) {
+    nlohmann::json tj = {{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"off", t.offset},
+                         {"nbytes", t.nbytes}};
+    if (run.coded()) {
+      tj["coded_off"] = t.coded_offset;
+      tj["coded_bytes"] = t.coded_bytes;
+    }
+    tensors.push_back(std::move(tj));
+  }
   nlohmann::json j = {{"file_off", run.file_offset}, {"nbytes", run.nbytes}, {"xxh64", hex64(run.xxh64)},
                       {"tensors", std::move(tensors)}};
+  if (run.coded()) {
+    j["coded_bytes"] = run.coded_bytes;
+    j["raw_xxh64"] = hex64(run.raw_xxh64);
+  }
   if (run.layer >= 0)
     j["layer"] = run.layer;
   else
@@ -149,13 +174,16 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
                      "replaces only those");
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
 
+  trunk_codec::Codec codec = trunk_codec::Codec::none;
+  if (!trunk_codec::parse_codec(options.codec, codec))
+    throw UsageError("unknown codec '" + options.codec + "' (known: " + trunk_codec::known_codecs() + ")");
+
   std::vector<PlannedRun> runs = plan_runs(index, config);
   PackTrunkResult result;
   result.fingerprint = config.fingerprint();
   for (const auto& p : runs) {
     result.data_bytes += p.run.nbytes;
     result.tensors += p.run.tensors.size();
-    result.bin_bytes = p.run.file_offset + p.run.padded_bytes();
   }
   result.runs = runs.size();
 
@@ -173,36 +201,73 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
     return *slot;
   };
 
-  // Copy, hashing each run as it goes.
+  // Copy (or code) run after run, hashing each as it goes. A coded run's offsets in trunk.bin
+  // depend on the sizes of the runs coded before it, so every run is placed here.
   {
     AtomicFile out_bin(bin);
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, result.data_bytes + 1)));
+    std::vector<std::byte> tensor, stream;
+    std::unique_ptr<trunk_codec::Encoder> encoder;
+    if (codec != trunk_codec::Codec::none) encoder = std::make_unique<trunk_codec::Encoder>(
+        trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch,
+                                   codec == trunk_codec::Codec::bf16_huff});
     const std::byte zeros[kTrunkTensorAlign] = {};
-    std::uint64_t copied = 0;
+    std::uint64_t copied = 0, cursor = 0;
+    const char* phase = encoder ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
     for (auto& p : runs) {
-      XXH64_state_t* state = XXH64_createState();
-      if (state == nullptr) throw std::bad_alloc();
-      const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> owned(state, &XXH64_freeState);
-      XXH64_reset(state, 0);
+      Hasher raw;
+      p.run.file_offset = cursor;
       std::uint64_t position = 0;  // within the run
-      for (const Source& s : p.sources) {
-        XXH64_update(state, zeros, static_cast<std::size_t>(s.run_offset - position));  // inter-tensor padding
-        sdk::StorageFile& file = shard(s.tensor->file);
-        for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
-          const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, buffer.size());
-          sdk::ReadRequest request{s.tensor->offset + done, n, buffer.data()};
-          const sdk::Status st = file.read({&request, 1});
-          if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
-          XXH64_update(state, buffer.data(), static_cast<std::size_t>(n));
-          out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
-          done += n;
-          copied += n;
-          if (options.progress) options.progress("copy", copied, result.data_bytes);
+      if (!encoder || p.run.layer < 0) {  // raw: global runs always (read in pieces)
+        for (const Source& s : p.sources) {
+          raw.update(zeros, s.run_offset - position);  // inter-tensor padding
+          sdk::StorageFile& file = shard(s.tensor->file);
+          for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
+            const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, buffer.size());
+            sdk::ReadRequest request{s.tensor->offset + done, n, buffer.data()};
+            const sdk::Status st = file.read({&request, 1});
+            if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
+            raw.update(buffer.data(), n);
+            out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
+            done += n;
+            copied += n;
+            if (options.progress) options.progress(phase, copied, result.data_bytes);
+          }
+          position = s.run_offset + s.tensor->nbytes;
         }
-        position = s.run_offset + s.tensor->nbytes;
+        p.run.xxh64 = raw.digest();
+      } else {  // coded: each tensor's stream, back to back at 64-byte alignment
+        Hasher coded;
+        std::uint64_t coded_position = 0;
+        for (std::size_t k = 0; k < p.sources.size(); ++k) {
+          const Source& s = p.sources[k];
+          raw.update(zeros, s.run_offset - position);
+          tensor.resize(static_cast<std::size_t>(s.tensor->nbytes));
+          sdk::ReadRequest request{s.tensor->offset, s.tensor->nbytes, tensor.data()};
+          const sdk::Status st = shard(s.tensor->file).read({&request, 1});
+          if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
+          raw.update(tensor.data(), tensor.size());
+          stream.clear();
+          encoder->encode(tensor, s.tensor->dtype, stream);
+          const std::uint64_t at = align_up(coded_position, kTrunkTensorAlign);
+          coded.update(zeros, at - coded_position);
+          coded.update(stream.data(), stream.size());
+          out_bin.pwrite(stream.data(), stream.size(), p.run.file_offset + at);
+          p.run.tensors[k].coded_offset = at;
+          p.run.tensors[k].coded_bytes = stream.size();
+          coded_position = at + stream.size();
+          position = s.run_offset + s.tensor->nbytes;
+          copied += s.tensor->nbytes;
+          if (options.progress) options.progress(phase, copied, result.data_bytes);
+        }
+        p.run.coded_bytes = coded_position;
+        p.run.xxh64 = coded.digest();
+        p.run.raw_xxh64 = raw.digest();
       }
-      p.run.xxh64 = XXH64_digest(state);
+      result.stored_bytes += p.run.stored_bytes();
+      cursor += p.run.padded_bytes();
     }
+    result.bin_bytes = cursor;
     out_bin.resize(result.bin_bytes);
     out_bin.commit();
   }
@@ -216,15 +281,19 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
                          " bytes on disk, expected " + std::to_string(result.bin_bytes));
     std::uint64_t checked = 0;
     for (const auto& p : runs) {
-      const std::uint64_t h = trunk_format::hash_range(*written, bin.string(), p.run.file_offset, p.run.nbytes,
+      const std::uint64_t h = trunk_format::hash_range(*written, bin.string(), p.run.file_offset, p.run.stored_bytes(),
                                                        [&](std::uint64_t n) {
                                                          checked += n;
-                                                         if (options.progress) options.progress("verify", checked, result.data_bytes);
+                                                         if (options.progress) options.progress("verify", checked, result.stored_bytes);
                                                        });
       if (h != p.run.xxh64)
         throw RuntimeError(bin.string() + ": verification failed: run '" + p.run.name + "' at offset " +
                            std::to_string(p.run.file_offset) + " reads back with xxh64 " + hex64(h) + ", wrote " +
                            hex64(p.run.xxh64));
+      // A coded run must decode to exactly what was read from the checkpoint.
+      if (p.run.coded() && trunk_format::decoded_hash(*written, bin.string(), p.run) != p.run.raw_xxh64)
+        throw RuntimeError(bin.string() + ": verification failed: run '" + p.run.name +
+                           "' does not decode to the checkpoint's bytes");
     }
   }
 
@@ -232,15 +301,17 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   nlohmann::json layers = nlohmann::json::array();
   nlohmann::json globals = nlohmann::json::array();
   for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
-  const nlohmann::json manifest = {{"format", trunk_format::kFormat},
-                                   {"version", trunk_format::kVersion},
-                                   {"align", kTrunkAlign},
-                                   {"config_fingerprint", hex64(result.fingerprint)},
-                                   {"model", fs::absolute(options.model).lexically_normal().string()},
-                                   {"trunk_bin_bytes", result.bin_bytes},
-                                   {"n_layers", config.num_hidden_layers},
-                                   {"layers", std::move(layers)},
-                                   {"globals", std::move(globals)}};
+  nlohmann::json manifest = {{"format", trunk_format::kFormat},
+                             {"version", codec == trunk_codec::Codec::none ? trunk_format::kVersion
+                                                                            : trunk_format::kCodedVersion},
+                             {"align", kTrunkAlign},
+                             {"config_fingerprint", hex64(result.fingerprint)},
+                             {"model", fs::absolute(options.model).lexically_normal().string()},
+                             {"trunk_bin_bytes", result.bin_bytes},
+                             {"n_layers", config.num_hidden_layers},
+                             {"layers", std::move(layers)},
+                             {"globals", std::move(globals)}};
+  if (codec != trunk_codec::Codec::none) manifest["codec"] = std::string(trunk_codec::name(codec));
   write_file_atomically(temp.path() / "trunk.json", manifest.dump(1) + "\n");
 
   temp.commit(written_by_pack_trunk);

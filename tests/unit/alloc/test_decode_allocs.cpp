@@ -1,15 +1,18 @@
 // The per-token path allocates nothing: after a session has prefilled and decoded its first
 // token, further decode steps make no allocation through operator new on any thread (the
 // OpenMP workers included), at 1 and 2 threads. The run buffers the plan sizes
-// (maths/run_buffers.hpp) are what the forward pass works in.
+// (maths/run_buffers.hpp) are what the forward pass works in. Streaming from a coded packed
+// trunk too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include <k3/generate.hpp>
 #include <k3/model.hpp>
+#include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
 #include "counting_new.hpp"
@@ -123,6 +126,33 @@ TEST_CASE("decoding a token allocates nothing (streamed model)", "[alloc][stream
         if (b.trunk_gb < 1) CHECK(d.trunk_bytes > 0);
         if (b.expert_gb < 1) CHECK(d.expert_bytes > 0);
       }
+    }
+  }
+}
+
+// From a coded packed trunk (pack-trunk --codec bf16-zstd or bf16-huff) a ring refill reads
+// pieces into buffers and decodes with a context and tables made at the first read: still
+// nothing per token.
+TEST_CASE("decoding a token allocates nothing (streamed from a coded packed trunk)", "[alloc][streamed][codec]") {
+  k3::PackTrunkOptions o;
+  o.model = k3::test::test_model("tiny");
+  o.out = k3::test::scratch_dir() / "alloc-coded-trunk";
+  o.force = true;
+  o.codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
+  o.out += "-" + o.codec;
+  const std::filesystem::path packed = k3::pack_trunk(o).dir;
+  k3::PluginHost host;
+  for (const int threads : {1, 2}) {
+    DYNAMIC_SECTION(o.codec << ", threads " << threads) {
+      k3::ModelSettings s = settings(threads);
+      s.memory.trunk_gb = 0.0001;
+      s.packed_trunk = packed;
+      k3::Model model(k3::test::test_model("tiny"), host, s);
+      REQUIRE(model.streaming());
+      const DecodeCount d = count_decode(model, 6, {});
+      CHECK(d.ids.size() == 6);
+      CHECK(d.allocations == 0);
+      CHECK(d.trunk_bytes > 0);
     }
   }
 }
