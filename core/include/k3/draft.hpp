@@ -27,9 +27,9 @@ std::vector<std::uint32_t> lookup_drafts(std::span<const std::uint32_t> context,
 class DraftBudget {
  public:
   static constexpr double kRate = 0.25;
-  static constexpr double kDraftCost = 0.2;
+  static constexpr double kDraftCost = 0.12;
   static constexpr double kStart = 0.5;
-  static constexpr std::size_t kProbeEvery = 8;
+  static constexpr std::size_t kProbeEvery = 4;
 
   explicit DraftBudget(std::size_t max_draft) : max_(max_draft) {}
   /// Drafts allowed at this step (0 … max_draft).
