@@ -101,7 +101,7 @@ TEST_CASE("synthetic: a tensor's bytes do not depend on how reads are split", "[
   }
 }
 
-TEST_CASE("synthetic: headers and other files pass through; the seed changes the values", "[synthetic]") {
+TEST_CASE("synthetic: headers and other files pass through, and the seed changes the values", "[synthetic]") {
   const auto& dir = headers_only("tiny");
   auto synthetic = plugin_host().create_storage("synthetic", {});
   auto other_seed = plugin_host().create_storage("synthetic", {{"seed", "5"}});

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The tables of tools/bench/fullscale_bench.sh (docs/benchmarks.md "Full K3 geometry").
+
+Arguments: --throttle-mbps N, then one per run, "name=report.json=preset". The first run of
+each preset is its baseline; a run named "<preset>-throttle<N>" is the throttle check.
+
+From the k3host JSON report (core/src/job/job.cpp report_json), over the decode forward
+passes only (steps with "forward": true; the prefill is not a step, and the last token needs
+no forward pass):
+  s/token    = mean step seconds
+  bytes      = mean trunk / expert / table bytes read per step (table: embedding rows,
+               lm_head chunks, global norms)
+  io wait    = mean io_wait_seconds: the compute thread blocked on storage
+  compute    = s/token - io wait: the compute thread's time not waiting for storage. On
+               this machine it includes the cost of emulating the disk (the kernel copying
+               zero pages out of the sparse files, the synthetic fill) on the reader threads,
+               which share the cores: an upper estimate of the compute alone.
+  predicted s/token at B bytes/s: the streaming design overlaps reads with compute (a
+               second trunk ring slot is read while a layer computes; expert reads run under
+               the shared expert and the other experts' products), so with two ring slots
+               the time is bounded by the slower of the two: max(bytes / B, compute). With
+               one ring slot (ultra) the trunk read of each layer is not overlapped: trunk / B
+               + max((experts + tables) / B, compute).
+  peak RSS   = the process's peak resident set (getrusage) beside the plan's total.
+"""
+import json
+import sys
+
+BANDWIDTHS = (2e9, 4e9, 7e9)
+
+
+def load(arg):
+    name, path, preset = arg.split("=")
+    with open(path) as f:
+        r = json.load(f)
+    decode = [s for s in r["steps"] if s.get("forward")]
+    if not decode:
+        raise SystemExit(f"{path}: no decode forward pass (needs at least 2 new tokens)")
+    n = len(decode)
+
+    def mean(key):
+        return sum(s[key] for s in decode) / n
+
+    plan = r["plan"]
+    req = sum(s["expert_requests"] for s in decode)
+    hits = sum(s["expert_hits"] for s in decode)
+    row = {
+        "name": name,
+        "preset": preset,
+        "n": n,
+        "secs": mean("seconds"),
+        "trunk": mean("trunk_bytes_read"),
+        "experts": mean("expert_bytes_read"),
+        "tables": mean("table_bytes_read"),
+        "wait": mean("io_wait_seconds"),
+        "hit": hits / req if req else 0.0,
+        "ring": plan["trunk_ring_slots"],
+        "slots": plan["expert_slots"],
+        "pinned": f'{plan["trunk_pinned_layers"]}/{plan["trunk_layers"]}',
+        "plan_total": plan["total_bytes"],
+        "rss": r["peak_rss_bytes"],
+        "load_s": r["load_seconds"],
+        "prefill_s": r["prefill_seconds"],
+        "storage": r.get("storage", ""),
+        "failures": len(r.get("expert_failures", [])),
+    }
+    row["bytes"] = row["trunk"] + row["experts"] + row["tables"]
+    row["compute"] = row["secs"] - row["wait"]
+    return row
+
+
+def predict(row, bandwidth, compute=None):
+    c = row["compute"] if compute is None else compute
+    if row["ring"] >= 2:
+        return max(row["bytes"] / bandwidth, c)
+    return row["trunk"] / bandwidth + max((row["experts"] + row["tables"]) / bandwidth, c)
+
+
+def gb(x):
+    return f"{x / 1e9:.2f}"
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] != "--throttle-mbps":
+        raise SystemExit(__doc__)
+    mbps = float(argv[1])
+    rows = [load(a) for a in argv[2:]]
+    base = {}
+    for r in rows:
+        if "-throttle" not in r["name"]:
+            base.setdefault(r["preset"], r)
+
+    print("| run | pinned | ring slots | expert slots | decode tokens | peak RSS GB | plan GB | RSS / plan | "
+          "trunk GB/token | experts GB/token | tables GB/token | total GB/token | vs baseline | hit rate | "
+          "s/token | io wait s | compute s | predicted s/token at 2 / 4 / 7 GB/s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        b = base.get(r["preset"])
+        vs = f'{r["bytes"] / b["bytes"]:.3f}' if b and b["bytes"] else "n/a"
+        pred = " / ".join(f"{predict(r, bw):.1f}" for bw in BANDWIDTHS)
+        print(f'| {r["name"]} | {r["pinned"]} | {r["ring"]} | {r["slots"]} | {r["n"]} | {gb(r["rss"])} | '
+              f'{gb(r["plan_total"])} | {r["rss"] / r["plan_total"]:.3f} | {gb(r["trunk"])} | {gb(r["experts"])} | '
+              f'{gb(r["tables"])} | {gb(r["bytes"])} | {vs} | {r["hit"]:.3f} | {r["secs"]:.1f} | {r["wait"]:.1f} | '
+              f'{r["compute"]:.1f} | {pred} |')
+
+    for r in rows:
+        if "-throttle" not in r["name"] or mbps <= 0:
+            continue
+        b = base.get(r["preset"])
+        bw = mbps * 1e6
+        # The prediction from the throttled run's own bytes and the unthrottled baseline's
+        # compute (measured in the same invocation), and from its own compute.
+        print()
+        print(f'Throttle check ({r["name"]}: throttle at {mbps:.0f} MB/s in front of synthetic): '
+              f'measured {r["secs"]:.1f} s/token; {gb(r["bytes"])} GB/token / {mbps / 1e3:g} GB/s = {r["bytes"] / bw:.1f} s')
+        if b:
+            p = predict(r, bw, b["compute"])
+            print(f'- predicted with the baseline\'s compute ({b["compute"]:.1f} s): {p:.1f} s/token; '
+                  f'measured / predicted = {r["secs"] / p:.3f}')
+        p = predict(r, bw)
+        print(f'- predicted with this run\'s own compute ({r["compute"]:.1f} s): {p:.1f} s/token; '
+              f'measured / predicted = {r["secs"] / p:.3f}')
+
+    print()
+    for r in rows:
+        extra = f', {r["failures"]} expert failures' if r["failures"] else ""
+        print(f'- {r["name"]}: load {r["load_s"]:.1f} s, prefill {r["prefill_s"]:.1f} s{extra}')
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
