@@ -269,10 +269,14 @@ k3::ModelSettings settings(const std::string& geometry, bool streamed) {
 
 }  // namespace
 
-TEST_CASE("synthetic: the tiny model runs: finite, the same bits at every budget, routing spread", "[synthetic]") {
+TEST_CASE("synthetic: the tiny model runs: finite, the same bits at every budget and inner backend, routing spread", "[synthetic]") {
   const auto& dir = headers_only("tiny");
   const Run resident = run(dir, settings("tiny", false));
   const Run streamed = run(dir, settings("tiny", true));
+  k3::ModelSettings other_inner = settings("tiny", true);  // another inner backend, another stack
+  other_inner.storage = "throttle";
+  other_inner.storage_params = {{"inner", "synthetic"}, {"inner.inner", "mmap"}, {"bandwidth_mbps", "5000"}};
+  const Run stacked = run(dir, other_inner);
   REQUIRE_FALSE(resident.streaming);
   REQUIRE(streamed.streaming);
   bool finite = true;
@@ -281,6 +285,8 @@ TEST_CASE("synthetic: the tiny model runs: finite, the same bits at every budget
   REQUIRE(resident.logits.size() == streamed.logits.size());
   CHECK(resident.ids == streamed.ids);
   CHECK(std::memcmp(resident.logits.data(), streamed.logits.data(), resident.logits.size() * sizeof(float)) == 0);
+  REQUIRE(stacked.logits.size() == resident.logits.size());
+  CHECK(std::memcmp(resident.logits.data(), stacked.logits.data(), resident.logits.size() * sizeof(float)) == 0);
   // Routing is spread: at every MoE layer the 14 tokens do not all pick the same experts,
   // and more than a quarter of the experts are chosen somewhere. (Over zeros every token
   // would pick the same ones.)
