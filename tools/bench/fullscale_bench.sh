@@ -19,10 +19,11 @@
 #     --k3host EXE      k3host to run (default build/bin/k3host; its plugins next to it)
 #     --work DIR        the headers-only checkpoint (made when missing, ~75 MB of disk),
 #                       reports, logs and table.md (default /tmp/k3-fullscale-bench)
+#     --geometry NAME   the geometry (default k3; tiny or demo try the script in seconds)
 #     --presets LIST    memory presets, comma-separated (default ultra,laptop)
 #     --tokens N        new tokens per run (default 3: the prefill's forward pass and 2 decode
 #                       forward passes; the last token is sampled from the previous logits)
-#     --ids LIST        prompt token ids (default 163584: [BOS] alone, a one-token prefill)
+#     --ids LIST        prompt token ids (default: [BOS] alone, a one-token prefill; 163584 for K3)
 #     --lever SPEC      "name|--set a=b --set c=d" (repeatable): every preset again with these
 #     --throttle-mbps N the throttle check's bandwidth in MB/s (default 500: well below what the
 #                       sparse files and the fill deliver here, so the run is I/O-bound; 0 = no check)
@@ -37,9 +38,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 K3HOST=build/bin/k3host
 WORK=/tmp/k3-fullscale-bench
+GEOMETRY=k3
 PRESETS=ultra,laptop
 TOKENS=3
-IDS=163584
+IDS=
 LEVERS=()
 THROTTLE_MBPS=500
 THROTTLE_TOKENS=2
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --k3host) K3HOST=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
+    --geometry) GEOMETRY=$2; shift 2 ;;
     --presets) PRESETS=$2; shift 2 ;;
     --tokens) TOKENS=$2; shift 2 ;;
     --ids) IDS=$2; shift 2 ;;
@@ -69,20 +72,24 @@ done
 [ "$TOKENS" -ge 2 ] 2>/dev/null || { echo "fullscale_bench.sh: --tokens must be at least 2 (one decode forward pass)" >&2; exit 2; }
 K3HOST=$(cd "$(dirname "$K3HOST")" && pwd)/$(basename "$K3HOST")
 mkdir -p "$WORK"
-MODEL=$WORK/k3-headers
+MODEL=$WORK/$GEOMETRY-headers
 
 stamp() { date -u '+%H:%M:%S'; }
 
-# The checkpoint: reused when its config says it is the headers-only k3 layout.
+# The checkpoint: reused when its config says it is a headers-only layout.
 if [ ! -f "$MODEL/config.json" ] || ! grep -q '"headers_only": true' "$MODEL/config.json"; then
-  echo "[$(stamp)] writing the headers-only K3 checkpoint to $MODEL"
-  [ "$DRY" = 1 ] || "$K3HOST" make-model --geometry k3 --headers-only --force --out "$MODEL"
+  echo "[$(stamp)] writing the headers-only $GEOMETRY checkpoint to $MODEL"
+  [ "$DRY" = 1 ] || "$K3HOST" make-model --geometry "$GEOMETRY" --headers-only --force --out "$MODEL"
+fi
+
+if [ -z "$IDS" ]; then  # [BOS] of the geometry (the released config's bos_token_id)
+  IDS=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bos_token_id"])' "$MODEL/config.json" 2>/dev/null || echo 163584)
 fi
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "k3host: $K3HOST ($("$K3HOST" --version 2>/dev/null | head -1)); source tree at commit $(git -C "$REPO" log -1 --format=%h)"
-  echo "model: $MODEL (make-model --geometry k3 --headers-only, read through storage 'synthetic' over 'posix')"
+  echo "model: $MODEL (make-model --geometry $GEOMETRY --headers-only, read through storage 'synthetic' over 'posix')"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; runs pinned with taskset -c $CPUS"
   echo "RAM: $(awk '/^MemTotal:/ {printf "%.1f GB", $2 * 1024 / 1e9}' /proc/meminfo); tokens per run: $TOKENS; prompt ids: $IDS"
   echo "extra k3host arguments: ${EXTRA:-none}"
@@ -95,7 +102,7 @@ runs=()
 run() {
   local name=$1 preset=$2 storage=$3 sets=$4 tokens=$5
   local cmd=(taskset -c "$CPUS" "$K3HOST" --config "$REPO/presets/$preset.yaml" -m "$MODEL"
-             --set model.geometry=k3 --set model.generate_if_missing=false
+             --set model.geometry="$GEOMETRY" --set model.generate_if_missing=false
              --set job.stop_at_eos=false --set job.max_new_tokens="$tokens" --ids "$IDS")
   # shellcheck disable=SC2206  # word lists on purpose
   cmd+=($storage $sets $EXTRA --out "$WORK/$name.json")

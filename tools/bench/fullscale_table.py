@@ -63,6 +63,7 @@ def load(arg):
         "prefill_s": r["prefill_seconds"],
         "storage": r.get("storage", ""),
         "failures": len(r.get("expert_failures", [])),
+        "ids": r["generated_ids"],
     }
     row["bytes"] = row["trunk"] + row["experts"] + row["tables"]
     row["compute"] = row["secs"] - row["wait"]
@@ -113,18 +114,26 @@ def main(argv):
         print()
         print(f'Throttle check ({r["name"]}: throttle at {mbps:.0f} MB/s in front of synthetic): '
               f'measured {r["secs"]:.1f} s/token; {gb(r["bytes"])} GB/token / {mbps / 1e3:g} GB/s = {r["bytes"] / bw:.1f} s')
-        if b:
+        if b and predict(r, bw, b["compute"]) > 0:
             p = predict(r, bw, b["compute"])
             print(f'- predicted with the baseline\'s compute ({b["compute"]:.1f} s): {p:.1f} s/token; '
                   f'measured / predicted = {r["secs"] / p:.3f}')
         p = predict(r, bw)
+        if p <= 0:
+            continue
         print(f'- predicted with this run\'s own compute ({r["compute"]:.1f} s): {p:.1f} s/token; '
               f'measured / predicted = {r["secs"] / p:.3f}')
 
+    # Every run feeds the same prompt: the output must be the same at every budget and
+    # through every storage stack (compared over the shorter of two runs).
     print()
+    first = rows[0]
     for r in rows:
+        n = min(len(r["ids"]), len(first["ids"]))
+        same = "same as" if r["ids"][:n] == first["ids"][:n] else "DIFFERENT from"
         extra = f', {r["failures"]} expert failures' if r["failures"] else ""
-        print(f'- {r["name"]}: load {r["load_s"]:.1f} s, prefill {r["prefill_s"]:.1f} s{extra}')
+        print(f'- {r["name"]}: load {r["load_s"]:.1f} s, prefill {r["prefill_s"]:.1f} s, generated ids {r["ids"]} '
+              f'({same} {first["name"]}){extra}')
 
 
 if __name__ == "__main__":
