@@ -8,7 +8,8 @@
 # with real weights. Each run generates a few tokens at a memory preset; from its JSON report
 # fullscale_table.py prints, over the decode forward passes: peak RSS beside the plan's
 # total, bytes read per token (trunk / experts / tables), compute seconds per token, and
-# the s/token predicted at 2, 4 and 7 GB/s of disk bandwidth. One extra run puts the
+# the s/token predicted at 2, 4 and 7 GB/s of disk bandwidth; and from each run's trace,
+# how many different expert sets the tokens chose per layer. One extra run puts the
 # `throttle` decorator in front at a set bandwidth and compares the measured s/token with
 # the prediction for that bandwidth.
 #
@@ -97,7 +98,8 @@ fi
 } | tee "$WORK/machine.txt"
 
 # One run: name, preset, storage settings, more settings, new tokens. The report goes to
-# $WORK/name.json, the console output to $WORK/name.log.
+# $WORK/name.json, the routing trace to $WORK/name.trace (how spread the routing is), the
+# console output to $WORK/name.log.
 runs=()
 run() {
   local name=$1 preset=$2 storage=$3 sets=$4 tokens=$5
@@ -105,7 +107,7 @@ run() {
              --set model.geometry="$GEOMETRY" --set model.generate_if_missing=false
              --set job.stop_at_eos=false --set job.max_new_tokens="$tokens" --ids "$IDS")
   # shellcheck disable=SC2206  # word lists on purpose
-  cmd+=($storage $sets $EXTRA --out "$WORK/$name.json")
+  cmd+=($storage $sets $EXTRA --set trace.out="$WORK/$name.trace" --out "$WORK/$name.json")
   echo "[$(stamp)] $name: ${cmd[*]}"
   if [ "$DRY" = 1 ]; then return; fi
   local t0=$SECONDS

@@ -23,9 +23,13 @@ no forward pass):
                + max((experts + tables) / B, compute).
   peak RSS   = the process's peak resident set (getrusage) beside the plan's total.
 A second table predicts with the lowest compute measured in the invocation (see main()).
+From each run's trace (name.trace beside name.json): per MoE layer, how many different
+top-k sets the tokens chose and how many experts were chosen at all (over zeros: 1 and k).
 The throttle check compares the throttled run's s/token with the prediction at its bandwidth.
 """
 import json
+import os
+import struct
 import sys
 
 BANDWIDTHS = (2e9, 4e9, 7e9)
@@ -66,10 +70,36 @@ def load(arg):
         "storage": r.get("storage", ""),
         "failures": len(r.get("expert_failures", [])),
         "ids": r["generated_ids"],
+        "routing": routing_spread(os.path.splitext(path)[0] + ".trace"),
     }
     row["bytes"] = row["trunk"] + row["experts"] + row["tables"]
     row["compute"] = row["secs"] - row["wait"]
     return row
+
+
+def routing_spread(path):
+    """From a trace (docs/cache.md section 2): per MoE layer, the number of different top-k
+    sets the tokens chose and of experts chosen at all; None when there is no trace."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        b = f.read()
+    if b[:8] != b"K3TRACE\0":
+        raise SystemExit(f"{path}: not a k3host trace")
+    header, = struct.unpack_from("<I", b, 12)
+    experts, top_k = struct.unpack_from("<II", b, 20)
+    count, = struct.unpack_from("<Q", b, 56)
+    sets = {}  # layer -> position -> experts
+    for i in range(count):
+        word, layer, expert = struct.unpack_from("<IHH", b, header + 8 * i)
+        sets.setdefault(layer, {}).setdefault(word & 0x7FFFFFFF, set()).add(expert)
+    if not sets:
+        return None
+    distinct = [len({frozenset(e) for e in by_pos.values()}) for by_pos in sets.values()]
+    used = [len(set().union(*by_pos.values())) for by_pos in sets.values()]
+    tokens = max(len(by_pos) for by_pos in sets.values())
+    return {"layers": len(sets), "tokens": tokens, "experts": experts, "top_k": top_k,
+            "distinct": (min(distinct), max(distinct)), "used": (min(used), max(used))}
 
 
 def predict(row, bandwidth, compute=None):
@@ -155,6 +185,12 @@ def main(argv):
         extra = f', {r["failures"]} expert failures' if r["failures"] else ""
         print(f'- {r["name"]}: load {r["load_s"]:.1f} s, prefill {r["prefill_s"]:.1f} s, generated ids {r["ids"]} '
               f'({same} {first["name"]}){extra}')
+        g = r["routing"]
+        if g:
+            # Over zeros every token picks the same set: 1 set and top-k experts per layer.
+            print(f'  routing: {g["tokens"]} tokens x {g["layers"]} MoE layers; different top-{g["top_k"]} sets per '
+                  f'layer {g["distinct"][0]}..{g["distinct"][1]}, experts chosen per layer {g["used"][0]}..{g["used"][1]} '
+                  f'of {g["experts"]}')
 
 
 if __name__ == "__main__":
