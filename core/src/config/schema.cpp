@@ -53,7 +53,7 @@ std::vector<KeySpec> build_schema() {
        "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
       {"storage.plugin", T::name, "posix", {}, {},
-       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, tiered, throttle, faulty)",
+       "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, tiered, throttle, faulty, synthetic)",
        "posix (buffered pread) works on every file system"},
       {"storage.params", T::params, "{}", {}, {}, "Parameters for the storage plugin (see its README)",
        "every plugin has working defaults"},
@@ -122,11 +122,13 @@ std::vector<KeySpec> build_schema() {
       {"job.speculative.max_draft", T::integer, "4", between(0, 64), {},
        "Exact speculative decoding: after each token, draft up to this many by prompt lookup and check them in one "
        "forward pass, keeping what the model itself picks (same ids as plain decoding); 0 = off",
-       "on the trained demo model's held-out text it feeds 1.4-1.5 tokens per forward pass and reads 0.76x the "
-       "bytes per token at a laptop-scaled budget; 8 adds little and reads more experts (docs/speculative.md)"},
+       "on the trained demo model's held-out text (greedy) it feeds 1.3 tokens per forward pass and reads 0.79x the "
+       "bytes per token at a laptop-scaled budget (0.86x at K3's trunk/expert mix); more drafts are kept too "
+       "seldom to pay (docs/speculative.md)"},
       {"job.speculative.adaptive", T::boolean, "true", {}, {},
-       "Draft fewer than max_draft (none but a probe every 8 steps) while drafts are seldom kept: the k-th draft "
-       "only while the chance it is kept exceeds 0.2, what a position's expert reads cost next to a forward pass",
+       "Draft fewer than max_draft (none but a probe every 4 steps) while drafts are seldom kept: the k-th draft "
+       "only while the chance it is kept exceeds 0.12, about what a position's expert reads cost next to a forward "
+       "pass",
        "sampled text is rarely predicted by lookup, and a refused draft still reads its experts"},
       {"job.speculative.ngram", T::integer, "3", between(1, 64), {},
        "Longest context suffix whose latest earlier occurrence supplies the drafts",

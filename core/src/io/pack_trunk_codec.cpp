@@ -16,7 +16,7 @@
 #include <k3/error.hpp>
 #include <k3/pack_trunk.hpp>
 
-#include "streaming/reader_thread.hpp"
+#include "util/reader_thread.hpp"
 
 namespace k3::trunk_codec {
 namespace {
@@ -195,7 +195,7 @@ void MemoryInput::skip(std::uint64_t n) {
   pos_ += n;
 }
 
-// The background thread is the streaming reader threads' own (streaming/reader_thread.hpp):
+// The background thread is the streaming reader threads' own (util/reader_thread.hpp):
 // one piece queued at a time, its status published under the thread's lock.
 struct ReadAhead::State {
   struct Piece {

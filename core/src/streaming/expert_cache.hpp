@@ -39,7 +39,7 @@
 
 #include "streaming/cache_future.hpp"
 #include "maths/blocks/blocks.hpp"
-#include "streaming/reader_thread.hpp"
+#include "util/reader_thread.hpp"
 #include "streaming/tensor_reader.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"

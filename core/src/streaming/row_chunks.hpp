@@ -13,7 +13,7 @@
 
 #include "maths/ops.hpp"
 #include "maths/weights.hpp"
-#include "streaming/reader_thread.hpp"
+#include "util/reader_thread.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 

@@ -26,7 +26,7 @@
 #include "maths/forward.hpp"
 #include "streaming/tensor_reader.hpp"
 #include "streaming/layer_loader.hpp"
-#include "streaming/reader_thread.hpp"
+#include "util/reader_thread.hpp"
 #include "streaming/row_chunks.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"

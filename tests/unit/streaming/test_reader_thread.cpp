@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "streaming/reader_thread.hpp"
+#include "util/reader_thread.hpp"
 
 namespace {
 
