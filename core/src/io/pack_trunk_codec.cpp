@@ -276,7 +276,7 @@ void FileInput::fill() {
   const std::uint64_t kept = hi_ - lo_;
   const std::uint64_t n = take();
   if (kept <= kHead) {  // the unconsumed tail goes in front of the new piece
-    std::memcpy(spare_->data() + kHead - kept, cur_->data() + lo_, kept);
+    if (kept != 0) std::memcpy(spare_->data() + kHead - kept, cur_->data() + lo_, kept);  // cur_ may be unallocated
     std::swap(cur_, spare_);
     lo_ = kHead - kept;
     hi_ = kHead + n;
@@ -346,7 +346,7 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
   in.skip(kHeaderBytes);
   const std::uint64_t table_bytes = std::uint64_t{kEntryBytes} * n_blocks;
   table_.resize(static_cast<std::size_t>(table_bytes));
-  std::memcpy(table_.data(), in.need(table_bytes), table_bytes);
+  if (table_bytes != 0) std::memcpy(table_.data(), in.need(table_bytes), table_bytes);  // an empty tensor has none
   in.skip(table_bytes);
   if (header_hash(header, table_.data(), table_.size()) != hash) throw CodecError("header checksum mismatch (damaged)");
 
