@@ -18,6 +18,6 @@ add_test(NAME "cli-speculative: the text is the same with drafting off and on, g
 k3_cli_test("cli-speculative: a missing datastore is refused naming the key" 2
   ARGS --config presets/laptop.yaml -n 4 --set job.speculative.datastore=${CMAKE_BINARY_DIR}/test-tmp/no-such-corpus.txt
   STDERR "--set job.speculative.datastore=[^\n]*: job.speculative.datastore: [^\n]*no-such-corpus.txt: no such file")
-k3_cli_test("cli-speculative: a datastore is read when drafting is on" 0
+k3_cli_test("cli-speculative: a run drafting with a datastore (the held-out text) finishes and reports its passes" 0
   ARGS --config presets/laptop.yaml -n 24 --set job.speculative.datastore=data/text/heldout.txt
   STDOUT "speculative: 23 tokens fed back in")
