@@ -3,6 +3,8 @@
 #include <memory>
 #include <string_view>
 
+#include <simdjson.h>
+
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 
@@ -110,6 +112,10 @@ void apply_override(ConfigNode& root, const Override& o, const fs::path& cwd) {
   Origin where;
   where.label = o.origin;
   where.dir = cwd;
+  // Checked before anything echoes the text: YAML is Unicode, and a value that is not UTF-8
+  // would not survive Pipeline::dump and a reload.
+  if (!simdjson::validate_utf8(text.data(), text.size()))
+    throw UsageError(where.label.substr(0, where.label.find(' ')) + ": the value is not UTF-8 text");
   const std::size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
     throw UsageError(where.label + ": expected key=value (e.g. --set memory.expert_cache_gb=2)");

@@ -1,9 +1,11 @@
 #include "config/yaml_reader.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
+#include <simdjson.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -115,6 +117,18 @@ class DocumentCounter final : public YAML::EventHandler {
   YAML::Mark start;  ///< where the last document began
 };
 
+/// The first line (from 1) that is not UTF-8 text; 0 when all are. A newline always ends a
+/// character, so each line can be checked alone.
+std::size_t first_non_utf8_line(std::string_view text) {
+  std::size_t line = 1;
+  for (std::size_t begin = 0; begin < text.size(); ++line) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    if (!simdjson::validate_utf8(text.data() + begin, end - begin)) return line;
+    begin = end + 1;
+  }
+  return 0;
+}
+
 /// The file's text: a regular file (symbolic links followed) of at most kMaxFileBytes.
 std::string read_pipeline_text(const fs::path& path, const std::string& display) {
   std::error_code ec;
@@ -130,6 +144,8 @@ std::string read_pipeline_text(const fs::path& path, const std::string& display)
   if (text.size() > kMaxFileBytes)
     throw UsageError("pipeline file '" + display + "' is larger than " + std::to_string(kMaxFileBytes >> 10) +
                      " KiB; a pipeline is a few KiB");
+  if (const std::size_t line = first_non_utf8_line(text); line != 0)
+    throw UsageError(display + ":" + std::to_string(line) + ": not UTF-8 text; a pipeline file is UTF-8 YAML");
   return text;
 }
 
@@ -170,6 +186,9 @@ ConfigNode read_pipeline_file(const fs::path& path, const std::string& display) 
 }
 
 ConfigNode parse_override_value(const std::string& text, const Origin& where) {
+  // YAML text is Unicode; a value that is not would not survive Pipeline::dump and reload.
+  if (!simdjson::validate_utf8(text.data(), text.size()))
+    throw UsageError(where.str() + ": the value is not UTF-8 text");
   YAML::Node node;
   try {
     node = YAML::Load(text);

@@ -134,6 +134,15 @@ TEST_CASE("a missing or unreadable pipeline file is a usage error", "[errors]") 
         "pipeline file '" + dir.path().string() + "' is a folder, not a YAML file");
 }
 
+TEST_CASE("a pipeline file that is not UTF-8 is refused with its line", "[errors]") {
+  TempDir dir;
+  const auto file = dir.write("latin1.yaml", "threads: 1\n# Memory \xb5 budgets\njob:\n  temperature: 0.5\n");
+  CHECK(usage_error([&] { (void)k3::load_pipeline(file); }) ==
+        file.string() + ":2: not UTF-8 text; a pipeline file is UTF-8 YAML");
+  const auto utf8 = dir.write("utf8.yaml", "threads: 1\n# Memory \xc2\xb5 budgets\n");
+  CHECK(k3::load_pipeline(utf8).get_int("threads") == 1);
+}
+
 TEST_CASE("an empty file is a pipeline of defaults", "[errors][defaults]") {
   TempDir dir;
   const auto file = dir.write("empty.yaml", "");

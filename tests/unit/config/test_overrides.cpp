@@ -51,6 +51,17 @@ TEST_CASE("overrides: --set of an unknown key is refused, naming the --set", "[o
         "--set extends=x.yaml: extends: extends can only be written in a pipeline file");
 }
 
+TEST_CASE("overrides: a --set that is not UTF-8 is refused without echoing its bytes", "[overrides][errors]") {
+  // YAML is Unicode text: such a value would be accepted but not survive dump() and reload.
+  TempDir dir;
+  const auto file = dir.write("p.yaml", "threads: 1\n");
+  CHECK(usage_error([&] { (void)k3::load_pipeline(file, {"storage.params.block_size=40\xff\xff"}); }) ==
+        "--set: the value is not UTF-8 text");
+  CHECK(usage_error([&] { (void)k3::load_pipeline(file, {"job.prompt=caf\xc3"}); }) ==
+        "--set: the value is not UTF-8 text");
+  CHECK(k3::load_pipeline(file, {"job.prompt=caf\xc3\xa9"}).get_string("job.prompt") == "caf\xc3\xa9");
+}
+
 TEST_CASE("overrides: --set values are checked like file values, and errors name the --set", "[overrides][errors]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "threads: 1\n");
