@@ -15,8 +15,8 @@ Status NextUsePolicy::reset(std::uint64_t capacity_slots) noexcept {
     // Keys seen outnumber the slots; four times the capacity covers most runs before the
     // per-key table has to grow (it grows only when a key is seen for the first time).
     index_.reset(static_cast<std::size_t>(4 * capacity_slots));
-    metas_.clear();
-    metas_.reserve(static_cast<std::size_t>(4 * capacity_slots));
+    metas_.reset(static_cast<std::size_t>(4 * capacity_slots));
+    recency_.clear();
     resident_.clear();
     resident_.reserve(static_cast<std::size_t>(capacity_slots));
     visits_.assign(kMaxLayers, 0);
@@ -42,12 +42,11 @@ std::uint32_t NextUsePolicy::meta_of(std::uint64_t packed) {
   Meta m;
   m.key = packed;
   m.last_visit = visits_[layer_slot(k.layer)];
-  metas_.push_back(m);
-  id = static_cast<std::uint32_t>(metas_.size() - 1);
+  id = metas_.alloc(m);
   try {
     index_.insert(packed, id);
   } catch (...) {
-    metas_.pop_back();
+    metas_.release(id);
     throw;
   }
   return id;
@@ -71,6 +70,10 @@ void NextUsePolicy::on_access(ExpertKey key, std::uint64_t) noexcept {
   }
   Meta& m = metas_[id];
   m.last_access = clock_;
+  if (m.dense != kNotResident) {
+    recency_.unlink(metas_, id);
+    recency_.push_head(metas_, id);
+  }
   const std::uint64_t now = visits_[slot];
   if (m.count > 0 && m.last_visit == now) return;  // another request of the same visit
   if (m.count > 0) {
@@ -91,6 +94,7 @@ void NextUsePolicy::on_insert(ExpertKey key) noexcept {
     if (m.count == 0) m.last_access = ++clock_;  // a prefetch of a key never accessed
     resident_.push_back(id);
     m.dense = static_cast<std::uint32_t>(resident_.size() - 1);
+    recency_.push_head(metas_, id);
   } catch (const std::bad_alloc&) {
     // Not tracked as resident: it cannot be chosen as a victim; the host evicts others.
   }
@@ -105,6 +109,7 @@ void NextUsePolicy::on_remove(ExpertKey key) noexcept {
   metas_[moved].dense = pos;
   resident_.pop_back();
   metas_[id].dense = kNotResident;
+  recency_.unlink(metas_, id);
 }
 
 double NextUsePolicy::score_meta(const Meta& m) const noexcept {
@@ -161,6 +166,14 @@ Status NextUsePolicy::choose_victim(ExpertKey, const k3::sdk::VictimQuery& query
   };
   for (std::size_t i = 0; i < draws; ++i)
     consider(resident_[scan_all ? i : static_cast<std::size_t>(next_random() % n)]);
+  if (!scan_all) {  // the least recently accessed keys are the likeliest dead ones
+    std::uint32_t taken = 0;
+    for (std::uint32_t id = recency_.tail(); id != kNil && taken < params_.oldest; id = metas_[id].prev) {
+      if (!query.evictable(ExpertKey::unpack(metas_[id].key))) continue;
+      consider(id);
+      ++taken;
+    }
+  }
   if (best == kNotResident && !scan_all)  // every sampled key was leased: look at all of them
     for (const std::uint32_t id : resident_) consider(id);
   if (best == kNotResident)

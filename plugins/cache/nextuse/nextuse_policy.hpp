@@ -15,9 +15,10 @@
 // Per-key state (last visit, last gap, count) is kept for every key seen, resident or not,
 // so a returning key keeps its history.
 //
-// Victims are chosen among `sample` evictable keys drawn with a seeded generator (all of
-// them when the cache has at most `sample` keys); ties go to the key accessed least
-// recently, then the lower packed key. Deterministic for a given seed.
+// Victims are chosen among the `oldest` least recently accessed evictable keys and `sample`
+// evictable keys drawn with a seeded generator (all resident keys when the cache has at
+// most `sample`); ties go to the key accessed least recently, then the lower packed key.
+// Deterministic for a given seed.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -26,12 +27,14 @@
 #include <k3/cache_policy.hpp>
 
 #include "key_index.hpp"
+#include "key_list.hpp"
 #include "reuse_model.hpp"
 
 namespace k3cache {
 
 struct NextUseParams {
-  std::uint32_t sample = 0;     ///< candidates per eviction
+  std::uint32_t sample = 0;     ///< random candidates per eviction
+  std::uint32_t oldest = 0;     ///< least recently accessed candidates per eviction
   bool per_layer = false;       ///< one gap table per layer (else one for all layers)
   std::uint64_t seed = 0;       ///< the candidate sampler's seed
 };
@@ -62,6 +65,8 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
     std::uint64_t last_gap = 0;    ///< visits between its last two accesses; 0 = none yet
     std::uint32_t count = 0;       ///< accesses (saturating)
     std::uint32_t dense = kNotResident;  ///< position in resident_, or kNotResident
+    std::uint32_t prev = kNil;  ///< recency list links (KeyList orientation: prev = newer)
+    std::uint32_t next = kNil;
   };
 
   std::uint32_t meta_of(std::uint64_t packed);
@@ -81,8 +86,9 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
   std::uint32_t max_layer_ = 0;
   std::vector<std::uint64_t> visits_;  // per layer slot: visits started
   KeyIndex index_;                     // every key seen -> its Meta
-  std::vector<Meta> metas_;
+  NodeSlab<Meta> metas_;               // never released: a key seen is remembered
   std::vector<std::uint32_t> resident_;  // Meta ids of resident keys (dense, any order)
+  KeyList<Meta> recency_;                // resident keys by last access, head = newest
   ReuseModel model_;
 };
 

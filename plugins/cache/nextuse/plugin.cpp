@@ -12,6 +12,8 @@ namespace {
 constexpr K3ParamDescriptor kParams[] = {
     k3::sdk::param::integer("sample", "64", "[1, 4096]",
                             "evictable keys scored per eviction (drawn at random; all of them when the cache holds no more)"),
+    k3::sdk::param::integer("oldest", "8", "[0, 4096]",
+                            "least recently accessed evictable keys scored per eviction, besides the random ones"),
     k3::sdk::param::boolean("per_layer", "false", "learn one reuse-gap table per layer instead of one for all layers"),
     k3::sdk::param::integer("seed", "1", "[0, )", "seed of the candidate sampler"),
 };
@@ -22,6 +24,7 @@ k3::sdk::Status make_nextuse(const k3::sdk::CreateArgs& args, std::unique_ptr<k3
   if (!params.ok()) return params.status();
   k3cache::NextUseParams p;
   p.sample = params.get_int<std::uint32_t>("sample");
+  p.oldest = params.get_int<std::uint32_t>("oldest");
   p.per_layer = params.get_bool("per_layer");
   p.seed = params.get_int<std::uint64_t>("seed");
   unknown_params = params.unused();
