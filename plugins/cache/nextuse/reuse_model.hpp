@@ -72,25 +72,36 @@ class ReuseModel {
     double at_risk = h.started;
     for (std::size_t i = 0; i < from; ++i) at_risk -= h.ended[i];
     if (at_risk <= 0) return 0;
-    double sum = 0;
-    for (std::size_t i = from; i < kBins; ++i) {
-      if (h.ended[i] == 0) continue;
-      const double hi = i + 1 < kBins ? kBinLow[i + 1] - 1.0 : 2.0 * kBinLow[i];
-      const double gap = std::max(0.5 * (kBinLow[i] + hi), static_cast<double>(next_gap));
-      const double t = first + (gap - static_cast<double>(next_gap)) * period;
-      sum += h.ended[i] / t;
+    // Branch-free over all bins (bins below `from` weigh 0) so the compiler can vectorise:
+    // this runs for every candidate of every eviction.
+    const auto next = static_cast<float>(next_gap);
+    const auto f_first = static_cast<float>(first), f_period = static_cast<float>(period);
+    float sum = 0;
+    for (std::size_t i = 0; i < kBins; ++i) {
+      const float weight = i >= from ? h.ended[i] : 0.0f;
+      const float wait = std::max(kBinMid[i] - next, 0.0f);
+      sum += weight / (f_first + wait * f_period);
     }
-    return sum / at_risk;
+    return static_cast<double>(sum) / at_risk;
   }
 
  private:
-  static constexpr double kHalveAt = 1u << 20;
+  static constexpr float kHalveAt = 1u << 20;
+  /// A bin's representative gap: the middle of [low, high] (the last bin: 1.5 x its low).
+  static constexpr std::array<float, kBins> kBinMid = [] {
+    std::array<float, kBins> mid{};
+    for (std::size_t i = 0; i < kBins; ++i) {
+      const float hi = i + 1 < kBins ? static_cast<float>(kBinLow[i + 1] - 1) : 2.0f * static_cast<float>(kBinLow[i]);
+      mid[i] = 0.5f * (static_cast<float>(kBinLow[i]) + hi);
+    }
+    return mid;
+  }();
   struct Histogram {
-    double started = 0;
-    std::array<double, kBins> ended{};
+    float started = 0;
+    std::array<float, kBins> ended{};
     void halve() noexcept {
-      started *= 0.5;
-      for (double& e : ended) e *= 0.5;
+      started *= 0.5f;
+      for (float& e : ended) e *= 0.5f;
     }
   };
 
