@@ -78,12 +78,13 @@ void NextUsePolicy::on_access(ExpertKey key, std::uint64_t) noexcept {
   if (m.count > 0 && m.last_visit == now) return;  // another request of the same visit
   if (m.count > 0) {
     const std::uint64_t gap = now - m.last_visit;
-    model_.end(slot, ReuseModel::bucket(m.last_gap, m.count), gap);
+    model_.end(slot, bucket_of(m), gap);
+    m.previous_gap = m.last_gap;
     m.last_gap = gap;
   }
   if (m.count < 0xFFFFu) ++m.count;
   m.last_visit = now;
-  model_.start(slot, ReuseModel::bucket(m.last_gap, m.count));
+  model_.start(slot, bucket_of(m));
 }
 
 void NextUsePolicy::on_insert(ExpertKey key) noexcept {
@@ -128,8 +129,11 @@ double NextUsePolicy::score_meta(const Meta& m) const noexcept {
   // Visits of its layer the key has missed since its last access. The current layer's
   // visit counts as missed: choose_victim runs after all of the group's accesses.
   const std::uint64_t age = now - m.last_visit;
-  if (m.count == 0) return model_.inverse_time(slot, ReuseModel::bucket(0, 0), age, first, period);
-  return model_.inverse_time(slot, ReuseModel::bucket(m.last_gap, m.count), age, first, period);
+  return model_.inverse_time(slot, bucket_of(m), age, first, period);
+}
+
+std::uint8_t NextUsePolicy::bucket_of(const Meta& m) const noexcept {
+  return ReuseModel::bucket(m.last_gap, m.previous_gap, m.count);
 }
 
 double NextUsePolicy::score(ExpertKey key) const noexcept {

@@ -9,10 +9,10 @@
 //     layer l is not needed before layer l is served again; its k-th next visit is
 //     `cyclic distance to l + (k - 1) x layers` groups away;
 //   - at which of its layer's future visits it comes back: a histogram of reuse gaps (in
-//     visits of the key's layer) per feature bucket (last gap, access count; optionally
-//     per layer), learned from every re-access of the run (ReuseModel, reuse_model.hpp).
+//     visits of the key's layer) per feature bucket (its last two gaps; optionally per
+//     layer), learned from every re-access of the run (ReuseModel, reuse_model.hpp).
 // The host's groups are seen through on_access: a change of layer starts a new visit.
-// Per-key state (last visit, last gap, count) is kept for every key seen, resident or not,
+// Per-key state (last visit, last two gaps, count) is kept for every key seen, resident or not,
 // so a returning key keeps its history.
 //
 // Victims are chosen among the `oldest` least recently accessed evictable keys and `sample`
@@ -63,6 +63,7 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
     std::uint64_t last_visit = 0;  ///< its layer's visit count at the last access
     std::uint64_t last_access = 0; ///< policy clock at the last access (tie-break)
     std::uint64_t last_gap = 0;    ///< visits between its last two accesses; 0 = none yet
+    std::uint64_t previous_gap = 0;  ///< the gap before last_gap; 0 = none
     std::uint32_t count = 0;       ///< accesses (saturating)
     std::uint32_t dense = kNotResident;  ///< position in resident_, or kNotResident
     std::uint32_t prev = kNil;  ///< recency list links (KeyList orientation: prev = newer)
@@ -74,6 +75,8 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
     return layer < kMaxLayers ? layer : kMaxLayers - 1;
   }
   [[nodiscard]] double score_meta(const Meta& m) const noexcept;
+  [[nodiscard]] std::uint8_t bucket_of(const Meta& m) const noexcept;
+
   std::uint64_t next_random() noexcept;
 
   NextUseParams params_;

@@ -4,7 +4,7 @@
 //
 // Time is counted in *visits* of a key's own layer: a token (one forward) visits every MoE
 // layer once, in order, so a gap of g visits is g tokens for a decode and g chunks for a
-// prefill. A key's feature bucket is (its last gap, its access count), each quantised on
+// prefill. A key's feature bucket is (its last gap, the gap before it), each quantised on
 // a log scale; optionally one table per layer. Each bucket counts how many gaps started
 // in it and how many ended in each gap bin; gaps still open when their key is scored are
 // counted as "at risk" (Kaplan-Meier style), and gaps that never end contribute nothing,
@@ -23,9 +23,9 @@ class ReuseModel {
   /// Gap bins: bin i holds gaps in [kBinLow[i], kBinLow[i+1]); the last bin is open-ended.
   static constexpr std::array<std::uint32_t, 16> kBinLow = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 257};
   static constexpr std::size_t kBins = kBinLow.size();
-  static constexpr std::size_t kGapClasses = 8;    ///< none yet, 1, 2, 3-4, 5-8, 9-16, 17-64, 65+
-  static constexpr std::size_t kCountClasses = 5;  ///< 0 (prefetched), 1, 2, 3-4, 5+
-  static constexpr std::size_t kBuckets = kGapClasses * kCountClasses;
+  static constexpr std::size_t kGapClasses = 8;     ///< none, 1, 2, 3-4, 5-8, 9-16, 17-64, 65+
+  static constexpr std::size_t kSecondClasses = 9;  ///< never accessed, once, or a gap class 1..7
+  static constexpr std::size_t kBuckets = kGapClasses * kSecondClasses;
   /// A bucket with fewer started gaps than this borrows its layer's pooled histogram
   /// (and a layer with too few, the global pooled one).
   static constexpr std::uint32_t kMinEvidence = 32;
@@ -36,16 +36,21 @@ class ReuseModel {
     tables_.assign((layers == 0 ? 1 : layers + 1) * (kBuckets + 1), Histogram{});
   }
 
+  /// 0 for no gap, then 1, 2, 3-4, 5-8, 9-16, 17-64, 65+ -> 1..7.
+  static std::size_t gap_class(std::uint64_t gap) noexcept {
+    if (gap == 0) return 0;
+    return gap <= 1 ? 1 : gap <= 2 ? 2 : gap <= 4 ? 3 : gap <= 8 ? 4 : gap <= 16 ? 5 : gap <= 64 ? 6 : 7;
+  }
   static std::size_t gap_bin(std::uint64_t gap) noexcept {
     std::size_t i = 0;
     while (i + 1 < kBins && gap >= kBinLow[i + 1]) ++i;
     return i;
   }
-  static std::uint8_t bucket(std::uint64_t last_gap, std::uint32_t count) noexcept {
-    std::size_t g = 0;
-    if (last_gap > 0) g = last_gap <= 1 ? 1 : last_gap <= 2 ? 2 : last_gap <= 4 ? 3 : last_gap <= 8 ? 4 : last_gap <= 16 ? 5 : last_gap <= 64 ? 6 : 7;
-    const std::size_t c = count == 0 ? 0 : count == 1 ? 1 : count == 2 ? 2 : count <= 4 ? 3 : 4;
-    return static_cast<std::uint8_t>(g * kCountClasses + c);
+  /// The feature bucket of a key: (class of its last gap) x (class of the gap before it,
+  /// or "accessed once", or "never accessed": a prefetch).
+  static std::uint8_t bucket(std::uint64_t last_gap, std::uint64_t previous_gap, std::uint32_t count) noexcept {
+    const std::size_t second = count == 0 ? 0 : previous_gap == 0 ? 1 : 1 + gap_class(previous_gap);
+    return static_cast<std::uint8_t>(gap_class(last_gap) * kSecondClasses + second);
   }
 
   /// A gap starts: a key of `layer` was accessed and is now in `bucket`.
