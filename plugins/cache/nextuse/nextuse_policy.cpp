@@ -120,7 +120,7 @@ double NextUsePolicy::score_meta(const Meta& m) const noexcept {
   // it, cyclically; a key of the current layer waits for the next token.
   const double period = max_layer_ >= min_layer_ ? static_cast<double>(max_layer_ - min_layer_ + 1) : 1.0;
   double first = period;
-  if (k.layer != current_layer_) {
+  if (params_.layer_order && k.layer != current_layer_) {
     const double d = static_cast<double>(k.layer) - static_cast<double>(current_layer_);
     first = d > 0 ? d : d + period;
     if (first > period || first < 1) first = period;  // a layer outside the range seen so far

@@ -36,6 +36,7 @@ struct NextUseParams {
   std::uint32_t sample = 0;     ///< random candidates per eviction
   std::uint32_t oldest = 0;     ///< least recently accessed candidates per eviction
   bool per_layer = false;       ///< one gap table per layer (else one for all layers)
+  bool layer_order = true;      ///< time a key's next use by its layer's place in the token
   std::uint64_t seed = 0;       ///< the candidate sampler's seed
 };
 
