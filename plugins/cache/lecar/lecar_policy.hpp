@@ -51,9 +51,6 @@ class LecarPolicy final : public k3::sdk::CachePolicy {
   [[nodiscard]] bool wants_future() const noexcept override { return false; }
   k3::sdk::Status set_future(std::span<const k3::sdk::ExpertKey> requests) noexcept override;
 
-  /// The LRU expert's weight (the LFU one's is 1 minus it), for tests.
-  [[nodiscard]] double lru_weight() const noexcept { return w_lru_; }
-
  private:
   enum Expert : std::uint8_t { kLru = 0, kLfu = 1, kNone = 2 };
   struct Node {

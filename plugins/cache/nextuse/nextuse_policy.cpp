@@ -136,11 +136,6 @@ std::uint8_t NextUsePolicy::bucket_of(const Meta& m) const noexcept {
   return ReuseModel::bucket(m.last_gap, m.previous_gap, m.count);
 }
 
-double NextUsePolicy::score(ExpertKey key) const noexcept {
-  const std::uint32_t id = index_.find(key.packed());
-  return id == kNil ? 0.0 : score_meta(metas_[id]);
-}
-
 std::uint64_t NextUsePolicy::next_random() noexcept {  // splitmix64
   std::uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -53,9 +53,6 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
   [[nodiscard]] bool wants_future() const noexcept override { return false; }
   k3::sdk::Status set_future(std::span<const k3::sdk::ExpertKey> requests) noexcept override;
 
-  /// The score choose_victim minimises, for tests: E[1 / groups until the next use].
-  [[nodiscard]] double score(k3::sdk::ExpertKey key) const noexcept;
-
  private:
   static constexpr std::uint32_t kNotResident = 0xFFFFFFFFu;
   static constexpr std::size_t kMaxLayers = 128;  ///< layers with their own table and visit count
