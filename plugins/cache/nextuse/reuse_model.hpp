@@ -1,6 +1,6 @@
 // The online model behind the nextuse policy: per feature bucket, a histogram of observed
 // reuse gaps, from which the expected value of 1 / (time until the next use) of a key is
-// read given how long it has already waited. SDK-free, so tests can check it alone.
+// read given how long it has already waited. Header-only and SDK-free, like the common helpers.
 //
 // Time is counted in *visits* of a key's own layer: a token (one forward) visits every MoE
 // layer once, in order, so a gap of g visits is g tokens for a decode and g chunks for a
@@ -26,8 +26,8 @@ class ReuseModel {
   static constexpr std::size_t kGapClasses = 8;     ///< none, 1, 2, 3-4, 5-8, 9-16, 17-64, 65+
   static constexpr std::size_t kSecondClasses = 9;  ///< never accessed, once, or a gap class 1..7
   static constexpr std::size_t kBuckets = kGapClasses * kSecondClasses;
-  /// A bucket with fewer started gaps than this borrows its layer's pooled histogram
-  /// (and a layer with too few, the global pooled one).
+  /// A bucket with fewer started gaps than this borrows, in order, the same bucket of the
+  /// global table (with per-layer tables), its table's pool of all buckets, the global pool.
   static constexpr std::uint32_t kMinEvidence = 32;
 
   /// `layers`: number of per-layer tables (0 = one table shared by all layers).
