@@ -87,3 +87,23 @@ TEST_CASE("nextuse: the same seed gives the same victims, and bad parameters are
   policy_test::check_not_found_when_all_leased(host, "nextuse");
   CHECK_THROWS_WITH(host.create_cache("nextuse", {{"sample", "0"}}), Catch::Contains("sample"));
 }
+
+TEST_CASE("nextuse: the least recently accessed keys are candidates besides the random draw", "[nextuse]") {
+  // One layer: nothing is learned (every request is in the same visit), every score is 0
+  // and ties go to the oldest access. With one random candidate and the oldest key as a
+  // candidate too, the victim is always the least recently used key: 1, 2, ..., 20.
+  // Without the oldest key, the single random candidate decides, and it is not always the
+  // least recently used one (4 resident keys, 20 evictions).
+  std::vector<std::uint32_t> seq;
+  for (std::uint32_t e = 1; e <= 24; ++e) seq.push_back(e);
+  std::vector<std::uint32_t> lru_order;
+  for (std::uint32_t e = 1; e <= 20; ++e) lru_order.push_back(e);
+  k3::PluginHost host;
+  Driver with_oldest(host, "nextuse", 4, {{"sample", "1"}, {"oldest", "1"}});
+  with_oldest.run(seq);
+  CHECK(with_oldest.victims() == lru_order);
+  Driver random_only(host, "nextuse", 4, {{"sample", "1"}, {"oldest", "0"}});
+  random_only.run(seq);
+  CHECK(random_only.victims().size() == 20);
+  CHECK(random_only.victims() != lru_order);
+}
