@@ -29,7 +29,7 @@ namespace {
 
 k3::test::ScratchCleanup cleanup;
 
-const char* const kOnline[] = {"lru", "s3fifo", "lfu", "sieve"};
+const char* const kOnline[] = {"lru", "s3fifo", "lfu", "sieve", "lecar", "nextuse"};
 
 bool have_plugin(k3::PluginHost& host, const std::string& name) {
   return std::any_of(host.plugins().begin(), host.plugins().end(),

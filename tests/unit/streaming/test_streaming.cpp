@@ -158,7 +158,7 @@ TEST_CASE("tiny: streamed presets are bit-identical to resident, across cache po
   // laptop-like: some layers pinned, a small cache; ultra-like: nothing pinned, top-k slots,
   // lm_head in chunks.
   for (const Preset& pr : {Preset{"laptop", 0.4, 5, false}, Preset{"ultra", 0.0, 2, true}}) {
-    for (const char* policy : {"lru", "s3fifo", "lfu", "sieve"}) {
+    for (const char* policy : {"lru", "s3fifo", "lfu", "sieve", "lecar", "nextuse"}) {
       if (!has_plugin(host, k3::PluginKind::cache, policy)) {
         WARN("SKIP cache policy " << policy << ": plugin not built");
         continue;
