@@ -58,8 +58,9 @@ std::vector<KeySpec> build_schema() {
       {"storage.params", T::params, "{}", {}, {}, "Parameters for the storage plugin (see its README)",
        "every plugin has working defaults"},
 
-      {"cache.policy", T::name, "lru", {}, {}, "Expert cache policy plugin (lru, s3fifo, lfu, sieve, belady)",
-       "LRU is simple, exact and a fair baseline"},
+      {"cache.policy", T::name, "nextuse", {}, {},
+       "Expert cache policy plugin (nextuse, lru, s3fifo, lfu, sieve, lecar, belady)",
+       "the best online policy on every trace family of docs/cache.md, \"The evaluation\""},
       {"cache.params", T::params, "{}", {}, {}, "Parameters for the cache policy plugin",
        "every plugin has working defaults"},
       {"cache.future", T::path, "''", {}, {},

@@ -19,7 +19,7 @@ set(run --config ${SRC}/configs/default.yaml --set model.path=${OUT}/tiny --set 
         --set job.stop_at_eos=false --set memory.trunk_gb=1000 --set memory.expert_cache_gb=0.00005 -q)
 
 set(prompt --ids 3,14,15,92,65,35,89,79,32,38)
-k3(0 ${run} ${prompt} --set trace.out=${OUT}/run.k3trace --out ${OUT}/lru.json)
+k3(0 ${run} ${prompt} --set cache.policy=lru --set trace.out=${OUT}/run.k3trace --out ${OUT}/lru.json)
 k3(0 ${run} ${prompt} --set cache.policy=belady --set cache.future=${OUT}/run.k3trace --out ${OUT}/belady.json)
 
 file(READ ${OUT}/lru.json lru)

@@ -28,7 +28,7 @@ const std::map<std::string, Budget>& design_table() {
 
 }  // namespace
 
-TEST_CASE("the default pipeline: the shipped fortune model, posix, lru, auto kernels, tiktoken/kimi, a short "
+TEST_CASE("the default pipeline: the shipped fortune model, posix, nextuse, auto kernels, tiktoken/kimi, a short "
           "greedy job",
           "[presets][defaults]") {
   const fs::path file = k3test::source_dir() / "configs/default.yaml";
@@ -39,7 +39,7 @@ TEST_CASE("the default pipeline: the shipped fortune model, posix, lru, auto ker
   CHECK(p.get_path("model.demo_path") == (k3test::source_dir() / "models/demo").lexically_normal());
   CHECK(p.get_bool("model.generate_if_missing"));
   CHECK(p.get_string("storage.plugin") == "posix");
-  CHECK(p.get_string("cache.policy") == "lru");
+  CHECK(p.get_string("cache.policy") == "nextuse");
   CHECK(p.get_string("kernels.set") == "auto");
   CHECK(p.get_string("tokenizer.plugin") == "tiktoken");
   CHECK(p.get_params("tokenizer.params") == k3::PluginParams{{"pattern", "kimi"}});

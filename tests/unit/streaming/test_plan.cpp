@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include <k3/error.hpp>
@@ -17,13 +18,22 @@ namespace {
 const std::filesystem::path kSrc = K3_SOURCE_DIR;
 constexpr std::uint64_t kPlenty = 4'000'000'000'000ull;  // 4 TB: "available" never limits
 
+/// A geometry's config, loaded once per test binary (loading K3's takes seconds under the
+/// sanitizers, and a case plans it many times).
+const k3::ModelConfig& geometry_config(const std::string& name) {
+  static std::map<std::string, k3::ModelConfig> loaded;
+  auto it = loaded.find(name);
+  if (it == loaded.end()) it = loaded.emplace(name, k3::load_geometry(name).config).first;
+  return it->second;
+}
+
 k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry,
                            std::vector<std::string> sets = {}) {
   sets.push_back("model.geometry=" + geometry);
   const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / (preset + ".yaml"), sets);
   k3::PlanInputs in = k3::plan_inputs(p);
   in.available = kPlenty;
-  return k3::plan_memory(k3::load_geometry(geometry).config, in);
+  return k3::plan_memory(geometry_config(geometry), in);
 }
 
 std::uint64_t sum_of_parts(const k3::MemoryPlan& p) {
