@@ -65,6 +65,16 @@ std::vector<KeySpec> build_schema() {
       {"cache.future", T::path, "''", {}, {},
        "Expert trace of an earlier run of the same prompt (trace.out); the belady policy reads the future from it",
        "only belady needs the future"},
+      {"cache.prefetch.depth", T::integer, "0", between(0, 4), {},
+       "Router lookahead: while a MoE layer computes, the routers of this many next layers (those at hand) predict "
+       "their experts from its input and the likely misses are read ahead; 0 = off (docs/cache.md, "
+       "\"Router-lookahead prefetch\")",
+       "PLACEHOLDER_DEPTH_WHY"},
+      {"cache.prefetch.mb_per_token", T::number, "0", at_least(0), {},
+       "Router lookahead: the most MB (1e6 bytes) read ahead per token of a forward pass, spread evenly over the MoE "
+       "layers (each prediction may read mb_per_token × tokens ÷ MoE layers); 0 = no byte limit (only the slots "
+       "free or evictable)",
+       "PLACEHOLDER_MB_WHY"},
 
       {"kernels.set", T::name, "auto", {}, {},
        "Kernel set (scalar, avx2, avx512, neon); auto picks the highest-scoring set this CPU runs",

@@ -64,6 +64,26 @@ class ExpertCache::Arena final : public sdk::VictimQuery {
   std::vector<Job>& jobs_;
 };
 
+/// What a prefetch may evict: a ready, unleased key that no computation is about to use —
+/// not one the layer being computed requested (its later batches are not leased yet), not
+/// a key predicted for a later layer, not another prefetch still waiting for its request.
+class ExpertCache::PrefetchQuery final : public sdk::VictimQuery {
+ public:
+  explicit PrefetchQuery(const ExpertCache& c) : c_(c) {}
+  [[nodiscard]] bool evictable(sdk::ExpertKey key) const noexcept override {
+    std::size_t at = 0;
+    if (!c_.routed_key(key, at)) return false;
+    const std::uint32_t s = c_.where_[at];
+    if (s == kNoSlot) return false;
+    const Slot& slot = c_.slot_[s];
+    if (slot.state != State::ready || slot.leases != 0 || slot.prefetched || c_.predicted_[at] != 0) return false;
+    return !(key.layer == c_.routed_layer_ && c_.routed_[key.expert] != 0);
+  }
+
+ private:
+  const ExpertCache& c_;
+};
+
 ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
                          std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
                          std::uint64_t slots, std::uint64_t slot_bytes, int attempts,
@@ -133,6 +153,10 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   std::uint64_t expert_bytes = 0;  // as read_batch() counts them: the tensors' bytes
   for (std::size_t k = 0; k < 6 && !tensors_.empty(); ++k) expert_bytes += tensors_[k]->nbytes;
   expert_bytes = std::max<std::uint64_t>(1, expert_bytes);
+  expert_bytes_ = expert_bytes;
+  listener_ = dynamic_cast<sdk::CachePrefetchListener*>(policy_.get());
+  predicted_.assign(moe_layers * NE, 0);
+  layer_predicted_.assign(moe_layers, 0);
   const std::size_t group_experts = std::min<std::size_t>(most_jobs, kGroupBytes / expert_bytes + 1);
   order_.reserve(most_jobs);
   errors_.reserve(most_jobs);
@@ -165,17 +189,29 @@ void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr er
     } catch (...) {
     }
     for (const Job& j : jobs) {
-      Slot& s = slot_[j.slot];
-      if (s.state != State::loading) continue;
-      s.state = State::failed;
-      forget(s.key);
-      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
-      counters_.add_failure("layer " + std::to_string(j.layer) + " expert " + std::to_string(j.expert) + ": " + why);
+      if (slot_[j.slot].state != State::loading) continue;
+      if (j.prefetch) --prefetch_loading_;
+      fail_job(j, why);
     }
   } catch (...) {
     // Out of memory while reporting: the slots stay loading and their waiters hang rather
     // than read garbage; nothing better is possible here.
   }
+}
+
+void ExpertCache::fail_job(const Job& job, const std::string& why) {
+  Slot& s = slot_[job.slot];
+  forget(s.key);
+  policy_->on_remove(sdk::ExpertKey::unpack(s.key));
+  if (job.prefetch && s.prefetched && s.leases == 0) {
+    // Nobody asked for it: a wrong or unlucky guess costs nothing but the attempt.
+    s = Slot{};
+    free_.push_back(job.slot);
+    return;
+  }
+  s.state = State::failed;
+  s.prefetched = false;
+  counters_.add_failure("layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why);
 }
 
 const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert, int k) const {
@@ -237,6 +273,24 @@ void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> reques
     if (e < routed_.size()) ++routed_[e];
   }
   counters_.expert_requests += requests.size();
+  score_prediction(layer);
+}
+
+void ExpertCache::score_prediction(std::size_t layer) noexcept {
+  const auto first = static_cast<std::size_t>(c_.first_k_dense_replace);
+  if (layer < first || layer - first >= layer_predicted_.size() || layer_predicted_[layer - first] == 0) return;
+  layer_predicted_[layer - first] = 0;
+  std::uint8_t* row = predicted_.data() + (layer - first) * routed_.size();
+  std::uint64_t predicted = 0, routed = 0, correct = 0;
+  for (std::size_t e = 0; e < routed_.size(); ++e) {
+    predicted += row[e];
+    routed += routed_[e] != 0 ? 1 : 0;
+    correct += row[e] != 0 && routed_[e] != 0 ? 1 : 0;
+    row[e] = 0;
+  }
+  counters_.lookahead_predicted += predicted;
+  counters_.lookahead_routed += routed;
+  counters_.lookahead_correct += correct;
 }
 
 void ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
@@ -261,8 +315,25 @@ void ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids,
   }
 }
 
+void ExpertCache::make_room(std::unique_lock<std::mutex>& lk, std::size_t layer, std::span<const std::uint32_t> ids) {
+  if (prefetch_loading_ == 0) return;
+  std::size_t room = free_.size(), missing = 0;
+  for (const Slot& s : slot_) room += s.state == State::ready && s.leases == 0 ? 1 : 0;
+  for (const std::uint32_t e : ids) {
+    const std::uint32_t s = slot_of({static_cast<std::uint32_t>(layer), e});
+    if (s == kNoSlot)
+      ++missing;
+    else if (slot_[s].state == State::ready && slot_[s].leases == 0)
+      --room;  // a hit, leased before any miss evicts
+  }
+  if (room >= missing) return;
+  runtime::ScopedTimer t(counters_.io_wait_ns);
+  reader_.wait(lk, [&] { return prefetch_loading_ == 0; });
+}
+
 void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
-  const auto lk = reader_.lock();
+  auto lk = reader_.lock();
+  make_room(lk, layer, ids);
   std::vector<Job> jobs;
   if (!spare_jobs_.empty()) {
     jobs = std::move(spare_jobs_.back());
@@ -274,14 +345,88 @@ void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, L
     const bool counted = layer == routed_layer_ && ids[i] < routed_.size() && routed_[ids[i]] != 0;
     return counted ? routed_[ids[i]] : 1;
   };
+  // A prefetched expert serves its requests as a prefetch hit: serve_batch counts every
+  // resident expert as a hit, so those are taken back out (and the mark cleared, so a later
+  // request of it is an ordinary hit).
+  std::uint64_t prefetch_hits = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::uint32_t s = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
+    if (s == kNoSlot || !slot_[s].prefetched) continue;
+    slot_[s].prefetched = false;
+    prefetch_hits += uses(i);
+    ++counters_.prefetch_used;
+    counters_.prefetch_used_bytes += expert_bytes_;
+  }
   serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
               [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
-  counters_.expert_hits += counts.hits;
+  counters_.expert_hits += counts.hits - prefetch_hits;
+  counters_.prefetch_hits += prefetch_hits;
   // serve_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
   // out[i], so the lease lists the slots in the order of `ids`.
   for (std::size_t i = 0; i < ids.size(); ++i) lease.slots_[i] = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
   if (!jobs.empty())
     reader_.push(std::move(jobs));
+  else if (spare_jobs_.size() < spare_jobs_.capacity())
+    spare_jobs_.push_back(std::move(jobs));
+}
+
+void ExpertCache::set_prefetch(std::size_t depth, std::uint64_t bytes_per_token) {
+  const auto lk = reader_.lock();
+  prefetch_depth_ = depth;
+  prefetch_bytes_per_token_ = bytes_per_token;
+}
+
+void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens) {
+  const auto lk = reader_.lock();
+  if (prefetch_depth_ == 0) return;
+  const auto first = static_cast<std::size_t>(c_.first_k_dense_replace);
+  const std::size_t NE = routed_.size();
+  if (layer < first || layer - first >= layer_predicted_.size()) return;
+  // The prediction is marked whole (for its accuracy, and so that no prefetch evicts a
+  // predicted key), before the byte limit cuts the reads.
+  std::uint8_t* row = predicted_.data() + (layer - first) * NE;
+  for (const std::uint32_t e : ids)
+    if (e < NE) row[e] = 1;
+  layer_predicted_[layer - first] = 1;
+
+  std::uint64_t most = ~std::uint64_t{0};  // experts this prediction may read
+  if (prefetch_bytes_per_token_ != 0)
+    most = prefetch_bytes_per_token_ * tokens / (layer_predicted_.size() * expert_bytes_);
+  std::vector<Job> jobs;
+  if (!spare_jobs_.empty()) {
+    jobs = std::move(spare_jobs_.back());
+    spare_jobs_.pop_back();
+  }
+  const PrefetchQuery query(*this);
+  for (const std::uint32_t e : ids) {
+    if (jobs.size() >= most) break;
+    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
+    std::size_t at = 0;
+    if (!routed_key(key, at) || where_[at] != kNoSlot) continue;  // resident or on its way
+    std::uint32_t s = kNoSlot;
+    if (!free_.empty()) {
+      s = free_.back();
+      free_.pop_back();
+    } else {
+      // A victim the policy picks among what the query allows; none (or one it should not
+      // have offered) ends this prefetch: a guess never forces anything out.
+      sdk::ExpertKey victim{};
+      if (!policy_->choose_victim(key, query, victim).ok() || !query.evictable(victim)) break;
+      s = slot_of(victim);
+      forget(victim.packed());
+      policy_->on_remove(victim);
+    }
+    slot_[s] = {key.packed(), State::loading, 0, true};
+    where_[at] = s;
+    jobs.push_back({s, key.layer, key.expert, true});
+    policy_->on_insert(key);
+    if (listener_ != nullptr) listener_->on_prefetch(key);
+  }
+  prefetch_loading_ += jobs.size();
+  counters_.prefetch_experts += jobs.size();
+  counters_.prefetch_bytes += jobs.size() * expert_bytes_;
+  if (!jobs.empty())
+    reader_.push_low(std::move(jobs));
   else if (spare_jobs_.size() < spare_jobs_.capacity())
     spare_jobs_.push_back(std::move(jobs));
 }
@@ -367,16 +512,13 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     for (std::size_t g = begin; g < end; ++g) {
       const std::size_t j = order[g];
       Slot& s = slot_[jobs[j].slot];
+      if (jobs[j].prefetch) --prefetch_loading_;
       if (errors_[j].empty()) {
         bytes += expert_bytes(j);
         s.state = State::ready;
         continue;
       }
-      s.state = State::failed;
-      forget(s.key);
-      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
-      counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
-                            ": read failed after " + std::to_string(attempts_) + " attempts: " + errors_[j]);
+      fail_job(jobs[j], "read failed after " + std::to_string(attempts_) + " attempts: " + errors_[j]);
     }
     counters_.expert_bytes += bytes;
     reader_.notify_all();

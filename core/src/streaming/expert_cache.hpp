@@ -20,6 +20,16 @@
 // in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
 // matrices (zero contribution). The run goes on; the job exits 4.
 //
+// Router-lookahead prefetch (docs/cache.md, "Router-lookahead prefetch"): prefetch() reads
+// predicted experts of a later layer into free slots or victims the policy chooses, as a
+// low-priority reader batch (behind every demand batch). A prefetched key gets on_insert
+// (no on_access) and on_prefetch for a policy that listens (k3/cache_prefetch.hpp); the
+// first request that finds it counts as a prefetch hit, not an expert hit. A prefetch never
+// evicts a leased key, a key of the layer being computed, a predicted key, or another
+// prefetched key not yet used; a prefetch that fails to read is dropped silently (the
+// request reads it again). With prefetch off nothing here differs, so `k3host sim` still
+// reproduces a live run's hits exactly.
+//
 // Nothing here allocates per token once the first tokens ran: the residency map and the
 // chunk's request counts are flat arrays over (layer, expert), a lease keeps its slot list
 // from one request to the next, reader batches come from a pool of reserved job lists,
@@ -33,6 +43,7 @@
 #include <vector>
 
 #include <k3/cache_policy.hpp>
+#include <k3/cache_prefetch.hpp>
 #include <k3/checkpoint.hpp>
 #include <k3/model_config.hpp>
 #include <k3/storage.hpp>
@@ -80,6 +91,14 @@ class ExpertCache {
   };
 
   [[nodiscard]] std::size_t slots() const noexcept { return slot_count_; }
+  /// Router lookahead: predict `depth` MoE layers ahead (0 = off), reading ahead at most
+  /// `bytes_per_token` × tokens ÷ MoE layers per prediction (0 = no byte limit).
+  void set_prefetch(std::size_t depth, std::uint64_t bytes_per_token);
+  [[nodiscard]] std::size_t prefetch_depth() const noexcept { return prefetch_depth_; }
+  /// Reads the experts `ids` (likeliest first) of the later MoE layer `layer` ahead, those
+  /// not resident, within the byte limit, into free slots or evictable victims; returns at
+  /// once. Counts the prediction's accuracy when `layer` is routed.
+  void prefetch(std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens);
   /// on_access for every request of the chunk (token-major, top-k order); counts requests.
   /// With a future: UsageError when the requests or their grouping differ from the trace.
   void route(std::size_t layer, std::span<const std::uint32_t> requests);
@@ -94,12 +113,15 @@ class ExpertCache {
     std::uint64_t key = 0;
     State state = State::empty;
     std::uint32_t leases = 0;
+    bool prefetched = false;  ///< read ahead and not requested since
   };
   struct Job {
     std::uint32_t slot;
     std::uint32_t layer, expert;
+    bool prefetch = false;
   };
   class Arena;
+  class PrefetchQuery;
   /// A tensor read of read_batch(): job `job`'s tensor, from shard `file`.
   struct Item {
     std::size_t job;
@@ -127,6 +149,14 @@ class ExpertCache {
   [[nodiscard]] std::uint32_t slot_of(sdk::ExpertKey key) const noexcept;
   /// The key (packed) no longer occupies a slot.
   void forget(std::uint64_t packed) noexcept;
+  /// A job's read failed (under the lock): an unrequested prefetch frees its slot quietly,
+  /// anything else is recorded as a failed expert.
+  void fail_job(const Job& job, const std::string& why);
+  /// route(): the prediction made for `layer` against its distinct requests (routed_).
+  void score_prediction(std::size_t layer) noexcept;
+  /// serve(): a slot being read ahead cannot be evicted; when the batch would lack slots
+  /// because of them, waits until they land (under `lk`).
+  void make_room(std::unique_lock<std::mutex>& lk, std::size_t layer, std::span<const std::uint32_t> ids);
 
   const ModelConfig& c_;
   std::shared_ptr<sdk::CachePolicy> policy_;
@@ -145,6 +175,15 @@ class ExpertCache {
   std::vector<std::uint64_t> routed_;  // [expert] → requests of routed_layer_ in this chunk
   std::vector<std::vector<Job>> spare_jobs_;  // job lists the reader is done with, capacity kept
   std::uint64_t seq_ = 0;
+
+  // Router lookahead.
+  std::size_t prefetch_depth_ = 0;
+  std::uint64_t prefetch_bytes_per_token_ = 0;
+  std::uint64_t expert_bytes_ = 0;                 // an expert's tensors' bytes (all are alike)
+  sdk::CachePrefetchListener* listener_ = nullptr;  // the policy, when it listens
+  std::vector<std::uint8_t> predicted_;             // [moe layer][expert]: predicted, not yet routed
+  std::vector<std::uint8_t> layer_predicted_;       // [moe layer]: a prediction is pending
+  std::size_t prefetch_loading_ = 0;                // prefetched slots still being read
 
   model::TensorReader files_;  // shard handles, used by the reader thread only
   // read_batch()'s scratch (the reader thread only), reserved for the largest batch.
@@ -165,6 +204,10 @@ class StreamedExperts final : public model::ExpertSource {
   void request(std::size_t layer, std::span<const std::uint32_t> ids) override { cache_.request(layer, ids, lease_); }
   model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
   void release(std::size_t) override { lease_.reset(); }
+  [[nodiscard]] std::size_t lookahead_depth() const override { return cache_.prefetch_depth(); }
+  void prefetch(std::size_t, std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens) override {
+    cache_.prefetch(layer, ids, tokens);
+  }
 
  private:
   ExpertCache& cache_;

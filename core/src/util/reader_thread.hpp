@@ -6,7 +6,9 @@
 // and joins it; jobs still queued are dropped.
 //
 // The queue is a ring sized at start(): pushing allocates only when more jobs are queued at
-// once than that, so the per-token path does not allocate. work() and publish() are set
+// once than that, so the per-token path does not allocate. A second ring holds low-priority
+// jobs (push_low(): the expert cache's prefetches), run only when no ordinary job waits, so a
+// guess never delays a read the compute needs that was queued after it. work() and publish() are set
 // once, at start(); a job is a plain value moved through the ring, never a new callable.
 #pragma once
 #include <algorithm>
@@ -37,7 +39,8 @@ class ReaderThread {
 
   /// Starts the thread with room for `capacity` queued jobs.
   void start(std::size_t capacity, Work work, Publish publish) {
-    ring_.resize(std::max<std::size_t>(1, capacity));
+    high_.ring.resize(std::max<std::size_t>(1, capacity));
+    low_.ring.resize(std::max<std::size_t>(1, capacity));
     work_ = std::move(work);
     publish_ = std::move(publish);
     thread_ = std::thread([this] { loop(); });
@@ -59,9 +62,12 @@ class ReaderThread {
 
   /// With the lock held: queues `job` and wakes the thread.
   void push(Job job) {
-    if (count_ == ring_.size()) grow();
-    ring_[(head_ + count_) % ring_.size()] = std::move(job);
-    ++count_;
+    high_.push(std::move(job));
+    cv_.notify_all();
+  }
+  /// With the lock held: queues `job` behind every ordinary job, now or later queued.
+  void push_low(Job job) {
+    low_.push(std::move(job));
     cv_.notify_all();
   }
 
@@ -76,17 +82,15 @@ class ReaderThread {
   void notify_all() noexcept { cv_.notify_all(); }
 
   /// With the lock held: nothing queued and no job running.
-  [[nodiscard]] bool idle() const noexcept { return count_ == 0 && !busy_; }
+  [[nodiscard]] bool idle() const noexcept { return high_.count == 0 && low_.count == 0 && !busy_; }
 
  private:
   void loop() {
     std::unique_lock<std::mutex> lk(m_);
     for (;;) {
-      cv_.wait(lk, [&] { return stop_ || count_ != 0; });
+      cv_.wait(lk, [&] { return stop_ || high_.count != 0 || low_.count != 0; });
       if (stop_) return;
-      Job job = std::move(ring_[head_]);
-      head_ = (head_ + 1) % ring_.size();
-      --count_;
+      Job job = high_.count != 0 ? high_.pop() : low_.pop();
       busy_ = true;
       lk.unlock();
       std::exception_ptr error;
@@ -102,18 +106,32 @@ class ReaderThread {
     }
   }
 
-  /// A full ring doubles, keeping the queue order.
-  void grow() {
-    std::vector<Job> bigger(ring_.size() * 2);
-    for (std::size_t i = 0; i < count_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
-    ring_ = std::move(bigger);
-    head_ = 0;
-  }
+  struct Queue {
+    std::vector<Job> ring;
+    std::size_t head = 0, count = 0;
+    void push(Job job) {
+      if (count == ring.size()) grow();
+      ring[(head + count) % ring.size()] = std::move(job);
+      ++count;
+    }
+    Job pop() {
+      Job job = std::move(ring[head]);
+      head = (head + 1) % ring.size();
+      --count;
+      return job;
+    }
+    /// A full ring doubles, keeping the queue order.
+    void grow() {
+      std::vector<Job> bigger(std::max<std::size_t>(1, ring.size() * 2));
+      for (std::size_t i = 0; i < count; ++i) bigger[i] = std::move(ring[(head + i) % ring.size()]);
+      ring = std::move(bigger);
+      head = 0;
+    }
+  };
 
   std::mutex m_;
   std::condition_variable cv_;
-  std::vector<Job> ring_;
-  std::size_t head_ = 0, count_ = 0;
+  Queue high_, low_;
   bool busy_ = false;
   bool stop_ = false;
   Work work_;

@@ -30,11 +30,41 @@ void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* id
   }
 }
 
+/// Router lookahead: applies a later layer's router to this layer's input x (the same
+/// selection as step 1) and hands the experts any token would choose, those chosen by more
+/// tokens first (ties: lower id), to experts.prefetch(). Uses only the lookahead's own
+/// buffers and logits/choice, which step 1 is done with: nothing the output depends on.
+void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
+                   ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b) {
+  const auto NE = static_cast<std::size_t>(c.num_experts);
+  const auto K = static_cast<std::size_t>(c.num_experts_per_token);
+  float* logits = b.logits.data();
+  double* choice = b.choice.data();
+  std::uint32_t* count = b.ahead_count.data();
+  std::uint32_t* topk = b.ahead_topk.data();
+  std::uint32_t* ids = b.ahead_ids.data();
+  ops.matmul(ahead.moe->gate, x, T, logits);
+  std::fill_n(count, NE, 0u);
+  for (std::size_t t = 0; t < T; ++t) {
+    const float* lt = logits + t * NE;
+    for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{ahead.moe->bias[e]};
+    top_k(choice, NE, K, topk);
+    for (std::size_t j = 0; j < K; ++j) ++count[topk[j]];
+  }
+  std::size_t n = 0;
+  for (std::size_t e = 0; e < NE; ++e)
+    if (count[e] != 0) ids[n++] = static_cast<std::uint32_t>(e);
+  // Insertion sort, stable (a decode step has top-k ids; std::stable_sort may allocate).
+  for (std::size_t i = 1; i < n; ++i)
+    for (std::size_t j = i; j > 0 && count[ids[j]] > count[ids[j - 1]]; --j) std::swap(ids[j], ids[j - 1]);
+  experts.prefetch(layer, ahead.layer, {ids, n}, T);
+}
+
 }  // namespace
 
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, MoeBuffers& b) {
+                std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead) {
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   const auto K = static_cast<std::size_t>(c.num_experts_per_token);
@@ -92,6 +122,9 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), n_unique));
   const std::span<const std::uint32_t> all_ids(unique, n_unique);
   if (n_unique != 0) experts.request(layer, all_ids.first(std::min(per_batch, n_unique)));
+  // The next layers' likely experts, queued behind this layer's reads (docs/cache.md
+  // "Router-lookahead prefetch").
+  for (const LookaheadRouter& a : ahead) predict_ahead(ops, c, layer, a, experts, x, T, b);
 
   // Shared experts on the original x, unweighted (added at the end).
   float* sg = b.shared_gate.data();
