@@ -39,8 +39,9 @@ struct MoeBuffers {
   /// unique = the distinct experts of the chunk, ascending.
   std::vector<std::uint32_t> ids, users, user_start, unique;
   /// Router lookahead: tokens per expert [experts], the predicted experts [experts],
-  /// one token's top-k [top_k].
+  /// one token's top-k [top_k]; summed selection scores per expert [experts].
   std::vector<std::uint32_t> ahead_count, ahead_ids, ahead_topk;
+  std::vector<double> ahead_score;
 };
 
 struct DenseBuffers {
@@ -72,6 +73,7 @@ class RunBuffers {
     d(moe.weights, e.weights); d(moe.choice, e.choice);
     u(moe.ids, e.ids); u(moe.users, e.users); u(moe.user_start, e.user_start); u(moe.unique, e.unique);
     u(moe.ahead_count, e.ahead_count); u(moe.ahead_ids, e.ahead_ids); u(moe.ahead_topk, e.ahead_topk);
+    d(moe.ahead_score, e.ahead_score);
     f(dense.g, sizes.dense.g); f(dense.u, sizes.dense.u);
   }
 

@@ -31,8 +31,9 @@ void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* id
 }
 
 /// Router lookahead: applies a later layer's router to this layer's input x (the same
-/// selection as step 1) and hands the experts any token would choose, those chosen by more
-/// tokens first (ties: lower id), to experts.prefetch(). Uses only the lookahead's own
+/// selection as step 1) and hands the experts any token would choose to experts.prefetch(),
+/// likeliest first: chosen by more tokens, then by a higher summed selection score (so a
+/// byte limit keeps the router's most confident guesses). Uses only the lookahead's own
 /// buffers and logits/choice, which step 1 is done with: nothing the output depends on.
 void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
                    ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b) {
@@ -43,20 +44,29 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
   std::uint32_t* count = b.ahead_count.data();
   std::uint32_t* topk = b.ahead_topk.data();
   std::uint32_t* ids = b.ahead_ids.data();
+  double* score = b.ahead_score.data();
   ops.matmul(ahead.moe->gate, x, T, logits);
   std::fill_n(count, NE, 0u);
+  std::fill_n(score, NE, 0.0);
   for (std::size_t t = 0; t < T; ++t) {
     const float* lt = logits + t * NE;
     for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{ahead.moe->bias[e]};
     top_k(choice, NE, K, topk);
-    for (std::size_t j = 0; j < K; ++j) ++count[topk[j]];
+    for (std::size_t j = 0; j < K; ++j) {
+      ++count[topk[j]];
+      score[topk[j]] += choice[topk[j]];
+    }
   }
   std::size_t n = 0;
   for (std::size_t e = 0; e < NE; ++e)
     if (count[e] != 0) ids[n++] = static_cast<std::uint32_t>(e);
-  // Insertion sort, stable (a decode step has top-k ids; std::stable_sort may allocate).
+  // Insertion sort (a decode step has top-k ids; std::stable_sort may allocate); equal
+  // keys keep the lower id first.
+  const auto before = [&](std::uint32_t a, std::uint32_t b2) {
+    return count[a] != count[b2] ? count[a] > count[b2] : score[a] > score[b2];
+  };
   for (std::size_t i = 1; i < n; ++i)
-    for (std::size_t j = i; j > 0 && count[ids[j]] > count[ids[j - 1]]; --j) std::swap(ids[j], ids[j - 1]);
+    for (std::size_t j = i; j > 0 && before(ids[j], ids[j - 1]); --j) std::swap(ids[j], ids[j - 1]);
   experts.prefetch(layer, ahead.layer, {ids, n}, T);
 }
 
