@@ -3,9 +3,10 @@
 # prefetch"): interleaved runs (off, on, off, on, ...) of one streamed model behind the
 # `throttle` storage decorator, which holds every read back as a device of the given
 # bandwidth and latency would (the page cache would otherwise make reads nearly free).
-# Per run, from the JSON report's decode steps: I/O wait per generated token and the median
-# s/token; then the medians over runs per side and the ratios on/off, the prefetch counters
-# and the predictor's recall and precision. The generated ids must be the same in every
+# Per run, from the JSON report's decode steps: I/O wait per generated token, s/token (the
+# decode seconds over the tokens, and the median step) and the process's CPU seconds (user +
+# system, load included, /usr/bin/time); then the medians over runs per side and the
+# ratios on/off, the prefetch counters and the predictor's recall and precision. The generated ids must be the same in every
 # run (the script checks it). Not a ctest test.
 #
 #   tools/bench/prefetch_bench.sh [options]
@@ -83,7 +84,7 @@ for round in $(seq 1 "$ROUNDS"); do
     depth=0
     [ "$side" = on ] && depth=$DEPTH
     echo "# round $round/$ROUNDS: prefetch $side" >&2
-    (cd "$REPO" && "$K3HOST" "${ARGS[@]}" --set cache.prefetch.depth="$depth" \
+    (cd "$REPO" && /usr/bin/time -f "%U %S" -o "$out.cpu" "$K3HOST" "${ARGS[@]}" --set cache.prefetch.depth="$depth" \
       --set cache.prefetch.mb_per_token="$MB_PER_TOKEN" --out "$out" --quiet >/dev/null)
     printf '%s\t%s\n' "$side" "$out" >>"$LOG"
   done
@@ -105,20 +106,23 @@ for line in open(sys.argv[1]):
     wait = sum(s.get("io_wait_seconds", 0.0) for s in steps) / tokens
     spt = statistics.median(s["seconds"] for s in steps) if steps else float("nan")
     read = sum(s.get("expert_bytes_read", 0) for s in steps) / tokens
-    runs[side].append((wait, spt, read, r))
+    mean = sum(s["seconds"] for s in steps) / tokens
+    cpu = sum(float(x) for x in open(path + ".cpu").read().split()[-2:])
+    runs[side].append((wait, spt, read, r, mean, cpu))
     got = tuple(r["generated_ids"])
     if ids is None:
         ids = got
     elif got != ids:
         sys.exit(f"prefetch_bench.sh: {path} generated other ids than the first run")
 med = lambda side, k: statistics.median(x[k] for x in runs[side])
-print("| side | I/O wait s/token (median of runs) | s/token (median) | expert MB read/token | runs |")
-print("|---|---|---|---|---|")
+print("| side | I/O wait s/token | s/token (decode s ÷ tokens) | s/token (median step) | CPU s per run | expert MB read/token | runs (wait/s per token) |")
+print("|---|---|---|---|---|---|---|")
 for side in ("off", "on"):
-    print(f"| {side} | {med(side, 0):.4f} | {med(side, 1):.4f} | {med(side, 2) / 1e6:.2f} | "
-          + ", ".join(f"{w:.4f}/{s:.4f}" for w, s, _, _ in runs[side]) + " |")
-print(f"ratio on/off: I/O wait {med('on', 0) / max(med('off', 0), 1e-12):.3f}, "
-      f"s/token {med('on', 1) / max(med('off', 1), 1e-12):.3f}")
+    print(f"| {side} | {med(side, 0):.4f} | {med(side, 4):.4f} | {med(side, 1):.4f} | {med(side, 5):.2f} | {med(side, 2) / 1e6:.2f} | "
+          + ", ".join(f"{x[0]:.4f}/{x[4]:.4f}" for x in runs[side]) + " |")
+ratio = lambda k: med('on', k) / max(med('off', k), 1e-12)
+print(f"ratio on/off (medians over runs): I/O wait {ratio(0):.3f}, s/token {ratio(4):.3f} (median step {ratio(1):.3f}), "
+      f"CPU {ratio(5):.3f}")
 p = runs["on"][-1][3]["prefetch"]
 o = runs["on"][-1][3]
 print(f"last 'on' run: {p['experts']} experts read ahead, {p['used']} used "

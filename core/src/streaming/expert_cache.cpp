@@ -95,7 +95,8 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
       slot_count_(slots),
       slot_bytes_(slot_bytes),
       attempts_(std::max(1, attempts)),
-      files_(index, storage) {
+      demand_(index, storage),
+      ahead_(index, storage) {
   if (policy_->wants_future() && !future_)
     throw UsageError("the cache policy needs the future request stream (cache.future): record it with "
                      "--set trace.out=FILE in an earlier run of this pipeline");
@@ -120,7 +121,8 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   for (std::uint32_t f = 0; f < holds_experts.size(); ++f) {
     if (!holds_experts[f]) continue;
     try {
-      (void)files_.file(f);
+      (void)demand_.files.file(f);
+      (void)ahead_.files.file(f);
     } catch (const std::exception&) {
     }
   }
@@ -158,23 +160,27 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   predicted_.assign(moe_layers * NE, 0);
   layer_predicted_.assign(moe_layers, 0);
   const std::size_t group_experts = std::min<std::size_t>(most_jobs, kGroupBytes / expert_bytes + 1);
-  order_.reserve(most_jobs);
-  errors_.reserve(most_jobs);
-  items_.reserve(6 * group_experts);
-  reads_.reserve(6 * group_experts);
+  ahead_.prefetch = true;
+  for (Reading* r : {&demand_, &ahead_}) {
+    r->order.reserve(most_jobs);
+    r->errors.reserve(most_jobs);
+    r->items.reserve(6 * group_experts);
+    r->reads.reserve(6 * group_experts);
+  }
   // Two lists cover a batch queued while another is being read; more are made if ever needed.
   spare_jobs_.reserve(kSpareJobLists);
   for (int k = 0; k < 2; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
   // read_batch() publishes each group of a batch itself as it lands; the list then goes
   // back to the pool.
   reader_.start(
-      kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs); },
+      kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs, demand_); },
       [this](std::vector<Job>& jobs, std::exception_ptr error) {
         if (error) fail_batch(jobs, std::move(error));
         if (spare_jobs_.size() == spare_jobs_.capacity()) return;  // pushing would allocate: let it go
         jobs.clear();
         spare_jobs_.push_back(std::move(jobs));
-      });
+      },
+      [this](std::vector<Job>& jobs) { read_batch(jobs, ahead_); });
 }
 
 ExpertCache::~ExpertCache() = default;
@@ -431,14 +437,14 @@ void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids
     spare_jobs_.push_back(std::move(jobs));
 }
 
-void ExpertCache::append_items(const Job& job, std::size_t j) {
+void ExpertCache::append_items(const Job& job, std::size_t j, Reading& r) {
   for (int k = 0; k < 6; ++k) {
     const TensorInfo& t = tensor(job.layer, job.expert, k);
-    items_.push_back({j, t.file, {t.offset, t.nbytes, slot_data(job.slot) + offsets_[k], sdk::StatusCode::ok}});
+    r.items.push_back({j, t.file, {t.offset, t.nbytes, slot_data(job.slot) + offsets_[k], sdk::StatusCode::ok}});
   }
 }
 
-void ExpertCache::read_items(std::span<Item> items) {
+void ExpertCache::read_items(std::span<Item> items, Reading& r) {
   // Per shard one batch, in offset order.
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return std::pair(a.file, a.req.offset) < std::pair(b.file, b.req.offset);
@@ -446,29 +452,31 @@ void ExpertCache::read_items(std::span<Item> items) {
   for (std::size_t begin = 0; begin < items.size();) {
     const std::uint32_t file = items[begin].file;
     std::size_t end = begin;
-    reads_.clear();
-    for (; end < items.size() && items[end].file == file; ++end) reads_.push_back(items[end].req);
+    r.reads.clear();
+    for (; end < items.size() && items[end].file == file; ++end) r.reads.push_back(items[end].req);
     sdk::Status st;
     try {
       runtime::ScopedTimer t(counters_.read_ns);
-      st = files_.file(file).read(reads_);
+      if (r.prefetch && !r.files.is_open(file)) throw RuntimeError("shard not open (a prefetch opens none)");
+      st = r.files.file(file).read(r.reads);
     } catch (const std::exception& ex) {
       st = sdk::Status{sdk::StatusCode::io_error, ex.what()};
-      for (auto& r : reads_) r.result = sdk::StatusCode::io_error;
+      for (auto& q : r.reads) q.result = sdk::StatusCode::io_error;
     }
     for (std::size_t i = begin; i < end; ++i) {
       Item& it = items[i];
-      it.req.result = reads_[i - begin].result;
+      it.req.result = r.reads[i - begin].result;
       if (it.req.result != sdk::StatusCode::ok)
-        errors_[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
+        r.errors[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
     }
     begin = end;
   }
 }
 
-void ExpertCache::read_batch(std::vector<Job>& jobs) {
+void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
   // One request per tensor; per shard one batch in offset order.
-  errors_.assign(jobs.size(), std::string());
+  std::vector<std::string>& errors = r.errors;
+  errors.assign(jobs.size(), std::string());
 
   // Experts in disk order, read in groups of at least kGroupBytes. Each group is published
   // as soon as it lands, so the compute thread multiplies the first experts of a layer while
@@ -479,7 +487,7 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     for (int k = 0; k < 6; ++k) n += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
     return n;
   };
-  std::vector<std::size_t>& order = order_;
+  std::vector<std::size_t>& order = r.order;
   order.resize(jobs.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -489,22 +497,22 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
   for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
     std::uint64_t group_bytes = 0;
-    items_.clear();
+    r.items.clear();
     while (end < order.size() && (end == begin || group_bytes < kGroupBytes)) {
-      append_items(jobs[order[end]], order[end]);
+      append_items(jobs[order[end]], order[end], r);
       group_bytes += expert_bytes(order[end]);
       ++end;
     }
-    read_items(items_);
+    read_items(r.items, r);
     // Retry the failed experts one by one.
     for (int attempt = 1; attempt < attempts_; ++attempt)
       for (std::size_t g = begin; g < end; ++g) {
         const std::size_t j = order[g];
-        if (errors_[j].empty()) continue;
-        errors_[j].clear();
-        items_.clear();
-        append_items(jobs[j], j);
-        read_items(items_);
+        if (errors[j].empty()) continue;
+        errors[j].clear();
+        r.items.clear();
+        append_items(jobs[j], j, r);
+        read_items(r.items, r);
       }
 
     std::uint64_t bytes = 0;
@@ -513,12 +521,12 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
       const std::size_t j = order[g];
       Slot& s = slot_[jobs[j].slot];
       if (jobs[j].prefetch) --prefetch_loading_;
-      if (errors_[j].empty()) {
+      if (errors[j].empty()) {
         bytes += expert_bytes(j);
         s.state = State::ready;
         continue;
       }
-      fail_job(jobs[j], "read failed after " + std::to_string(attempts_) + " attempts: " + errors_[j]);
+      fail_job(jobs[j], "read failed after " + std::to_string(attempts_) + " attempts: " + errors[j]);
     }
     counters_.expert_bytes += bytes;
     reader_.notify_all();

@@ -131,11 +131,22 @@ class ExpertCache {
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
 
   void serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease);
-  void read_batch(std::vector<Job>& jobs);
+  /// One reader thread's shard handles and read_batch() scratch (reserved for the largest
+  /// batch): the demand reader's, and the prefetch reader's, which reads at the same time.
+  struct Reading {
+    Reading(const CheckpointIndex& index, sdk::StorageBackend& storage) : files(index, storage) {}
+    model::TensorReader files;
+    bool prefetch = false;  ///< opens no shard itself (open() is one thread at a time)
+    std::vector<std::size_t> order;
+    std::vector<Item> items;
+    std::vector<sdk::ReadRequest> reads;
+    std::vector<std::string> errors;
+  };
+  void read_batch(std::vector<Job>& jobs, Reading& r);
   /// Reads `items` (sorted here by shard and offset), one batch per shard; a failed read
-  /// records its message in errors_[job].
-  void read_items(std::span<Item> items);
-  void append_items(const Job& job, std::size_t j);
+  /// records its message in r.errors[job].
+  void read_items(std::span<Item> items, Reading& r);
+  void append_items(const Job& job, std::size_t j, Reading& r);
   /// A batch whose reading threw: its experts still loading fail (under the lock).
   void fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept;
   void release(std::span<const std::uint32_t> slots) noexcept;
@@ -185,12 +196,8 @@ class ExpertCache {
   std::vector<std::uint8_t> layer_predicted_;       // [moe layer]: a prediction is pending
   std::size_t prefetch_loading_ = 0;                // prefetched slots still being read
 
-  model::TensorReader files_;  // shard handles, used by the reader thread only
-  // read_batch()'s scratch (the reader thread only), reserved for the largest batch.
-  std::vector<std::size_t> order_;
-  std::vector<Item> items_;
-  std::vector<sdk::ReadRequest> reads_;
-  std::vector<std::string> errors_;
+  Reading demand_;  // the reader thread's
+  Reading ahead_;   // the prefetch thread's
   // Its lock guards everything above that changes (slots, maps, policy calls).
   runtime::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
 };
