@@ -167,9 +167,11 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
     r->items.reserve(6 * group_experts);
     r->reads.reserve(6 * group_experts);
   }
-  // Two lists cover a batch queued while another is being read; more are made if ever needed.
+  // Two lists cover a batch queued while another is being read, two more the prefetches
+  // beside them; more are made (reserved alike) if ever needed.
   spare_jobs_.reserve(kSpareJobLists);
-  for (int k = 0; k < 2; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
+  most_jobs_ = most_jobs;
+  for (int k = 0; k < 4; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
   // read_batch() publishes each group of a batch itself as it lands; the list then goes
   // back to the pool.
   reader_.start(
@@ -203,6 +205,17 @@ void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr er
     // Out of memory while reporting: the slots stay loading and their waiters hang rather
     // than read garbage; nothing better is possible here.
   }
+}
+
+std::vector<ExpertCache::Job> ExpertCache::take_jobs() {
+  std::vector<Job> jobs;
+  if (spare_jobs_.empty()) {
+    jobs.reserve(most_jobs_);
+    return jobs;
+  }
+  jobs = std::move(spare_jobs_.back());
+  spare_jobs_.pop_back();
+  return jobs;
 }
 
 void ExpertCache::fail_job(const Job& job, const std::string& why) {
@@ -340,11 +353,7 @@ void ExpertCache::make_room(std::unique_lock<std::mutex>& lk, std::size_t layer,
 void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
   auto lk = reader_.lock();
   make_room(lk, layer, ids);
-  std::vector<Job> jobs;
-  if (!spare_jobs_.empty()) {
-    jobs = std::move(spare_jobs_.back());
-    spare_jobs_.pop_back();
-  }
+  std::vector<Job> jobs = take_jobs();
   Arena arena(*this, lease, jobs);
   ServeCounts counts;
   const auto uses = [&](std::size_t i) -> std::uint64_t {
@@ -398,12 +407,13 @@ void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids
   std::uint64_t most = ~std::uint64_t{0};  // experts this prediction may read
   if (prefetch_bytes_per_token_ != 0)
     most = prefetch_bytes_per_token_ * tokens / (layer_predicted_.size() * expert_bytes_);
-  std::vector<Job> jobs;
-  if (!spare_jobs_.empty()) {
-    jobs = std::move(spare_jobs_.back());
-    spare_jobs_.pop_back();
-  }
+  std::vector<Job> jobs = take_jobs();
   const PrefetchQuery query(*this);
+  // The keys a prefetch may evict, counted first: a policy that finds none answers with a
+  // message (a string: an allocation), and with a full cache that is the common case.
+  std::size_t evictable = 0;
+  if (free_.size() < ids.size())
+    for (const Slot& s : slot_) evictable += s.state == State::ready && query.evictable(sdk::ExpertKey::unpack(s.key)) ? 1 : 0;
   for (const std::uint32_t e : ids) {
     if (jobs.size() >= most) break;
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
@@ -416,8 +426,10 @@ void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids
     } else {
       // A victim the policy picks among what the query allows; none (or one it should not
       // have offered) ends this prefetch: a guess never forces anything out.
+      if (evictable == 0) break;
       sdk::ExpertKey victim{};
       if (!policy_->choose_victim(key, query, victim).ok() || !query.evictable(victim)) break;
+      --evictable;
       s = slot_of(victim);
       forget(victim.packed());
       policy_->on_remove(victim);

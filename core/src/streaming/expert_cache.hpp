@@ -160,6 +160,8 @@ class ExpertCache {
   [[nodiscard]] std::uint32_t slot_of(sdk::ExpertKey key) const noexcept;
   /// The key (packed) no longer occupies a slot.
   void forget(std::uint64_t packed) noexcept;
+  /// A job list from the pool, or a new one reserved for the largest batch (under the lock).
+  std::vector<Job> take_jobs();
   /// A job's read failed (under the lock): an unrequested prefetch frees its slot quietly,
   /// anything else is recorded as a failed expert.
   void fail_job(const Job& job, const std::string& why);
@@ -185,6 +187,7 @@ class ExpertCache {
   std::size_t routed_layer_ = 0;      // the layer route() saw last
   std::vector<std::uint64_t> routed_;  // [expert] → requests of routed_layer_ in this chunk
   std::vector<std::vector<Job>> spare_jobs_;  // job lists the reader is done with, capacity kept
+  std::size_t most_jobs_ = 0;                 // the most jobs of one batch
   std::uint64_t seq_ = 0;
 
   // Router lookahead.
