@@ -142,16 +142,18 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
     // 5. m = FFN_i(RMSNorm(h2; post_attention_layernorm)); P = P + m
     for (std::size_t t = 0; t < T; ++t)
       ops.rmsnorm(&h[t * E], lw.post_attention_layernorm.data(), eps, E, &hn[t * E]);
+    // Router lookahead: the next layers' routers that are at hand (never waited for),
+    // within this forward pass (the next token's hidden state is not known yet).
+    const std::size_t depth = std::min(ctx.experts.lookahead_depth(), kMaxLookahead);
+    std::size_t n_ahead = 0;
+    for (std::size_t j = i + 1; j <= i + depth && j < static_cast<std::size_t>(c.num_hidden_layers); ++j)
+      if (!c.is_dense(static_cast<std::int64_t>(j)))
+        if (const MoeWeights* r = ctx.weights.router_at_hand(j)) ahead[n_ahead++] = {j, r};
     if (lw.dense) {
+      // No reads of its own: the first MoE layers' guesses go out before the dense FFN.
+      for (std::size_t k = 0; k < n_ahead; ++k) predict_ahead(ops, c, i, ahead[k], ctx.experts, hn, T, buf.moe);
       dense_mlp(ops, c, lw.dense_w, hn, T, a, buf.dense);
     } else {
-      // Router lookahead: the next layers' routers that are at hand (never waited for),
-      // within this forward pass (the next token's hidden state is not known yet).
-      const std::size_t depth = std::min(ctx.experts.lookahead_depth(), kMaxLookahead);
-      std::size_t n_ahead = 0;
-      for (std::size_t j = i + 1; j <= i + depth && j < static_cast<std::size_t>(c.num_hidden_layers); ++j)
-        if (!c.is_dense(static_cast<std::int64_t>(j)))
-          if (const MoeWeights* r = ctx.weights.router_at_hand(j)) ahead[n_ahead++] = {j, r};
       latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn, T, a, buf.moe,
                  std::span<const LookaheadRouter>(ahead.data(), n_ahead));
     }

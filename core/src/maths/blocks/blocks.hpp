@@ -103,6 +103,12 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
                 std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead = {});
 
+/// Router lookahead: applies the later layer's router `ahead` to x [T, E] (the input of
+/// `layer`'s FFN; the same selection as the router's) and hands the experts any token would
+/// choose, likeliest first, to experts.prefetch(). Uses b's logits, choice and ahead_*.
+void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
+                   ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b);
+
 /// Dense SiTU MLP over T tokens → out [T, E].
 void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,
                float* out, DenseBuffers& b);

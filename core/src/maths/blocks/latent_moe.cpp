@@ -30,11 +30,12 @@ void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* id
   }
 }
 
-/// Router lookahead: applies a later layer's router to this layer's input x (the same
-/// selection as step 1) and hands the experts any token would choose to experts.prefetch(),
-/// likeliest first: chosen by more tokens, then by a higher summed selection score (so a
-/// byte limit keeps the router's most confident guesses). Uses only the lookahead's own
-/// buffers and logits/choice, which step 1 is done with: nothing the output depends on.
+}  // namespace
+
+// Likeliest first: chosen by more tokens, then by a higher summed selection score (so a
+// byte limit keeps the router's most confident guesses). Uses only the lookahead's own
+// buffers and logits/choice, which latent_moe's routing is done with (and a dense layer
+// does not use): nothing the output depends on.
 void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
                    ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b) {
   const auto NE = static_cast<std::size_t>(c.num_experts);
@@ -69,8 +70,6 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
     for (std::size_t j = i; j > 0 && before(ids[j], ids[j - 1]); --j) std::swap(ids[j], ids[j - 1]);
   experts.prefetch(layer, ahead.layer, {ids, n}, T);
 }
-
-}  // namespace
 
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
