@@ -69,9 +69,9 @@ std::vector<KeySpec> build_schema() {
        "Router lookahead: while a MoE layer computes, the routers of this many next layers (those at hand) predict "
        "their experts from its input and the likely misses are read ahead; 0 = off (docs/cache.md, "
        "\"Router-lookahead prefetch\")",
-       "off: measured on the development VM it pays only where storage latency dominates (the trained fortune model "
-       "behind a 100 MB/s, 100 us link: -17% s/token); on the demo model's random routers (45% recall) at 1 GB/s it cut "
-       "the I/O wait by 7-30% but not s/token (docs/cache.md, \"Router-lookahead prefetch\"); 1 is the depth to try"},
+       "off: on the development VM (2 shared vCPUs, a throttled link) the I/O wait per token moved by -36% to +51% and "
+       "s/token by -17% to +19% across runs and designs, within the machine's noise: it did not pay reliably "
+       "(docs/cache.md, \"Router-lookahead prefetch\"); 1 is the depth to try on a trained checkpoint"},
       {"cache.prefetch.mb_per_token", T::number, "0", at_least(0), {},
        "Router lookahead: the most MB (1e6 bytes) read ahead per token of a forward pass, spread evenly over the MoE "
        "layers (each prediction may read mb_per_token × tokens ÷ MoE layers); 0 = no byte limit (only the slots "
