@@ -262,7 +262,9 @@ std::string report_json(const JobReport& r) {
   {
     // Router-lookahead prefetch: its reads are in bytes_read.experts; its hits are not in
     // expert_hits (docs/cache.md, "Router-lookahead prefetch").
-    const auto ratio = [](std::uint64_t a, std::uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+    const auto ratio = [](std::uint64_t a, std::uint64_t b) {
+      return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
     j["prefetch"] = {{"depth", r.prefetch_depth},
                      {"experts", r.io.prefetch_experts},
                      {"bytes", r.io.prefetch_bytes},

@@ -413,7 +413,8 @@ void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids
   // message (a string: an allocation), and with a full cache that is the common case.
   std::size_t evictable = 0;
   if (free_.size() < ids.size())
-    for (const Slot& s : slot_) evictable += s.state == State::ready && query.evictable(sdk::ExpertKey::unpack(s.key)) ? 1 : 0;
+    for (const Slot& s : slot_)
+      if (s.state == State::ready && query.evictable(sdk::ExpertKey::unpack(s.key))) ++evictable;
   for (const std::uint32_t e : ids) {
     if (jobs.size() >= most) break;
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
