@@ -22,7 +22,8 @@
 //
 // Router-lookahead prefetch (docs/cache.md, "Router-lookahead prefetch"): prefetch() reads
 // predicted experts of a later layer into free slots or victims the policy chooses, as a
-// low-priority reader batch (behind every demand batch). A prefetched key gets on_insert
+// low-priority batch that a second reader thread reads (so a demand read never queues
+// behind a guess; the storage serves both at once). A prefetched key gets on_insert
 // (no on_access) and on_prefetch for a policy that listens (k3/cache_prefetch.hpp); the
 // first request that finds it counts as a prefetch hit, not an expert hit. A prefetch never
 // evicts a leased key, a key of the layer being computed, a predicted key, or another
