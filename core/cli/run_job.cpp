@@ -70,6 +70,18 @@ void print_io_report(const JobReport& r) {
               format_bytes(r.io.table_bytes).c_str(),
               r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0,
               100.0 * r.io_share, r.seconds_per_token, format_bytes(r.peak_rss).c_str(), format_bytes(r.plan.total).c_str());
+  if (r.prefetch_depth > 0) {
+    const auto pct = [](std::uint64_t a, std::uint64_t b) {
+      return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
+    std::printf("prefetch (depth %zu): %llu experts read ahead (%s), %llu used, %s wasted | prefetch hits %llu "
+                "(%.1f%% of requests) | predictor recall %.1f%%, precision %.1f%%\n",
+                r.prefetch_depth, static_cast<unsigned long long>(r.io.prefetch_experts),
+                format_bytes(r.io.prefetch_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_used),
+                format_bytes(r.io.prefetch_wasted_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_hits),
+                pct(r.io.prefetch_hits, r.io.expert_requests), pct(r.io.lookahead_correct, r.io.lookahead_routed),
+                pct(r.io.lookahead_correct, r.io.lookahead_predicted));
+  }
 }
 
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.

@@ -13,11 +13,16 @@
 //       choose_victim(incoming, query) -> victim      must be resident and query.evictable()
 //       on_remove(victim); on_insert(key)
 //   when the host drops a key for its own reasons:    on_remove(key)
-// The simulator (k3host sim) follows the same order, so its hit rate is the live one.
+//   when the host reads a key ahead (cache.prefetch.depth > 0), between serving groups:
+//       [choose_victim, on_remove(victim)]; on_insert(key); no on_access
+//       (then on_prefetch(key) for a policy that is a CachePrefetchListener, k3/cache_prefetch.hpp)
+// The simulator (k3host sim) follows the same order, so its hit rate is the live one
+// (without prefetch: the simulator does not prefetch, so with it the two differ).
 //
 // Rules the host enforces (so a policy cannot break them): a leased or pinned key is never
 // a victim — query.evictable(k) is false for it, and a victim it refuses is an error;
-// prefetched keys are inserted with on_insert but are not hits until accessed.
+// prefetched keys are inserted with on_insert and are never counted as hits (a request they
+// serve is a prefetch hit).
 // Capacity is in slots, fixed for the policy's lifetime (given by reset()).
 // Thread-safety: the host calls a policy from one thread at a time.
 #pragma once

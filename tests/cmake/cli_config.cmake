@@ -74,3 +74,9 @@ k3_cli_config_test("an unknown cache policy is exit 2 naming the --set" 2
 k3_cli_config_test("a missing pipeline file is exit 2" 2
   ARGS --config configs/test/no-such-file.yaml --print-config
   STDERR "pipeline file 'configs/test/no-such-file.yaml' does not exist")
+k3_cli_config_test("a router-lookahead depth beyond 4 is exit 2 naming the --set" 2
+  ARGS --config presets/laptop.yaml --set cache.prefetch.depth=5 --print-config
+  STDERR "--set cache.prefetch.depth=5: cache.prefetch.depth:")
+k3_cli_config_test("a negative prefetch byte budget is exit 2 naming the --set" 2
+  ARGS --config presets/laptop.yaml --set cache.prefetch.mb_per_token=-1 --print-config
+  STDERR "--set cache.prefetch.mb_per_token=-1: cache.prefetch.mb_per_token:")

@@ -66,6 +66,7 @@ struct JobReport {
   std::string plan_text;              ///< the printed plan
   bool streaming = false;
   std::string cache_policy;
+  std::size_t prefetch_depth = 0;  ///< cache.prefetch.depth of the run
   std::vector<StepIo> step_io;        ///< per generated token, same order as result.steps
   StreamStats io;                     ///< whole run, load included
   double wall_seconds = 0;            ///< load + prefill + decode

@@ -41,6 +41,10 @@ struct ModelSettings {
   /// for a policy that wants the future (belady), which requires it.
   std::filesystem::path cache_future;
   int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
+  /// cache.prefetch.*: router-lookahead prefetch of routed experts (docs/cache.md). Depth in
+  /// MoE layers (0 = off); bytes read ahead per token of a forward pass (0 = no limit).
+  std::size_t prefetch_depth = 0;
+  std::uint64_t prefetch_bytes_per_token = 0;
   /// model.packed_trunk: a folder written by `k3host pack-trunk` from this checkpoint; the
   /// trunk and tables are read from its trunk.bin (a layer is one aligned read) instead of
   /// the shards. Refused (UsageError) when packed from another model or damaged.
@@ -67,7 +71,16 @@ struct StreamStats {
   std::uint64_t expert_bytes = 0;     ///< routed experts
   std::uint64_t table_bytes = 0;      ///< embedding, lm_head, global norms
   std::uint64_t expert_requests = 0;  ///< (token, layer, expert) requests
-  std::uint64_t expert_hits = 0;      ///< requests found resident (true hits; nothing is prefetched speculatively)
+  std::uint64_t expert_hits = 0;      ///< requests found resident (true hits: a prefetched expert's first use is not one)
+  /// Router-lookahead prefetch (cache.prefetch, docs/cache.md "Router-lookahead prefetch").
+  std::uint64_t prefetch_experts = 0;  ///< experts read ahead
+  std::uint64_t prefetch_bytes = 0;    ///< their bytes
+  std::uint64_t prefetch_used = 0;     ///< of those, requested later (each once)
+  std::uint64_t prefetch_wasted_bytes = 0;  ///< bytes read ahead and not requested (yet)
+  std::uint64_t prefetch_hits = 0;     ///< requests served by a prefetched expert
+  /// The predictor over distinct experts per (chunk, predicted layer): predicted, truly
+  /// routed, and both (recall = correct/routed, precision = correct/predicted).
+  std::uint64_t lookahead_predicted = 0, lookahead_routed = 0, lookahead_correct = 0;
   double io_wait_seconds = 0;         ///< the compute thread waited for storage
   double read_seconds = 0;            ///< time inside storage reads, all threads
   std::vector<std::string> expert_failures;  ///< "layer L expert E: ..." (ids unsound)

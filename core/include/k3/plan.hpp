@@ -76,6 +76,8 @@ struct RunBufferSizes {
     std::uint64_t gather = 0, h1 = 0, h3 = 0, expert_out = 0;  ///< one expert's tokens (≤ chunk)
     std::uint64_t weights = 0, choice = 0;     ///< doubles: [chunk·top_k], [experts]
     std::uint64_t ids = 0, users = 0, user_start = 0, unique = 0;  ///< u32 routing tables
+    std::uint64_t ahead_count = 0, ahead_ids = 0, ahead_topk = 0;  ///< u32, the router lookahead's
+    std::uint64_t ahead_score = 0;                                 ///< doubles, the router lookahead's
   } moe;
   struct Dense {
     std::uint64_t g = 0, u = 0;  ///< [chunk, intermediate]

@@ -1,5 +1,7 @@
 #include <omp.h>
 
+#include <algorithm>
+
 #include <k3/error.hpp>
 
 #include "engine/model_impl.hpp"
@@ -77,6 +79,7 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
                                                         std::move(future), m.plan.expert_slots,
                                                         m.plan.expert_slot_bytes, settings.expert_read_attempts,
                                                         *m.counters);
+  m.expert_cache->set_prefetch(settings.prefetch_depth, settings.prefetch_bytes_per_token);
   m.streamed_experts = std::make_unique<cache::StreamedExperts>(*m.expert_cache);
 }
 
@@ -118,6 +121,14 @@ StreamStats Model::stream_stats() const {
   s.table_bytes = c.table_bytes;
   s.expert_requests = c.expert_requests;
   s.expert_hits = c.expert_hits;
+  s.prefetch_experts = c.prefetch_experts;
+  s.prefetch_bytes = c.prefetch_bytes;
+  s.prefetch_used = c.prefetch_used;
+  s.prefetch_wasted_bytes = s.prefetch_bytes - std::min<std::uint64_t>(s.prefetch_bytes, c.prefetch_used_bytes);
+  s.prefetch_hits = c.prefetch_hits;
+  s.lookahead_predicted = c.lookahead_predicted;
+  s.lookahead_routed = c.lookahead_routed;
+  s.lookahead_correct = c.lookahead_correct;
   s.io_wait_seconds = static_cast<double>(c.io_wait_ns.load()) * 1e-9;
   s.read_seconds = static_cast<double>(c.read_ns.load()) * 1e-9;
   std::lock_guard<std::mutex> lk(c.failures_mutex);

@@ -102,6 +102,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   rep.plan_text = rep.plan.table();
   rep.streaming = model.streaming();
   rep.cache_policy = ms.cache_policy;
+  rep.prefetch_depth = ms.prefetch_depth;
   rep.kernels = model.kernel_set();
   rep.storage = ms.storage;
   rep.threads = model.threads();
@@ -258,6 +259,24 @@ std::string report_json(const JobReport& r) {
   j["expert_hits"] = r.io.expert_hits;
   j["true_hit_rate"] =
       r.io.expert_requests ? static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0;
+  {
+    // Router-lookahead prefetch: its reads are in bytes_read.experts; its hits are not in
+    // expert_hits (docs/cache.md, "Router-lookahead prefetch").
+    const auto ratio = [](std::uint64_t a, std::uint64_t b) {
+      return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
+    j["prefetch"] = {{"depth", r.prefetch_depth},
+                     {"experts", r.io.prefetch_experts},
+                     {"bytes", r.io.prefetch_bytes},
+                     {"used", r.io.prefetch_used},
+                     {"wasted_bytes", r.io.prefetch_wasted_bytes},
+                     {"hits", r.io.prefetch_hits},
+                     {"predicted", r.io.lookahead_predicted},
+                     {"routed", r.io.lookahead_routed},
+                     {"correct", r.io.lookahead_correct},
+                     {"recall", ratio(r.io.lookahead_correct, r.io.lookahead_routed)},
+                     {"precision", ratio(r.io.lookahead_correct, r.io.lookahead_predicted)}};
+  }
   j["io_wait_seconds"] = r.io.io_wait_seconds;
   j["read_seconds"] = r.io.read_seconds;
   j["wall_seconds"] = r.wall_seconds;

@@ -1,6 +1,7 @@
 #include <k3/runtime.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -193,6 +194,9 @@ ModelSettings model_settings_of(const Pipeline& p) {
   ms.cache_policy = p.get_string("cache.policy");
   ms.cache_params = p.get_params("cache.params");
   ms.cache_future = p.get_path("cache.future");
+  ms.prefetch_depth = static_cast<std::size_t>(p.get_int("cache.prefetch.depth"));
+  ms.prefetch_bytes_per_token =
+      static_cast<std::uint64_t>(std::llround(p.get_double("cache.prefetch.mb_per_token") * 1e6));
   ms.packed_trunk = p.get_path("model.packed_trunk");
   return ms;
 }

@@ -1,6 +1,7 @@
 #include "maths/forward.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -109,6 +110,7 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
   };
 
   const std::int64_t pos0 = st.position;
+  std::array<LookaheadRouter, kMaxLookahead> ahead{};
   TentativeChunk* tentative = ctx.tentative;
   if (tentative != nullptr && tentative->kda.size() < static_cast<std::size_t>(c.num_hidden_layers))
     tentative->kda.resize(static_cast<std::size_t>(c.num_hidden_layers));
@@ -140,10 +142,21 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
     // 5. m = FFN_i(RMSNorm(h2; post_attention_layernorm)); P = P + m
     for (std::size_t t = 0; t < T; ++t)
       ops.rmsnorm(&h[t * E], lw.post_attention_layernorm.data(), eps, E, &hn[t * E]);
-    if (lw.dense)
+    // Router lookahead: the next layers' routers that are at hand (never waited for),
+    // within this forward pass (the next token's hidden state is not known yet).
+    const std::size_t depth = std::min(ctx.experts.lookahead_depth(), kMaxLookahead);
+    std::size_t n_ahead = 0;
+    for (std::size_t j = i + 1; j <= i + depth && j < static_cast<std::size_t>(c.num_hidden_layers); ++j)
+      if (!c.is_dense(static_cast<std::int64_t>(j)))
+        if (const MoeWeights* r = ctx.weights.router_at_hand(j)) ahead[n_ahead++] = {j, r};
+    if (lw.dense) {
+      // No reads of its own: the first MoE layers' guesses go out before the dense FFN.
+      for (std::size_t k = 0; k < n_ahead; ++k) predict_ahead(ops, c, i, ahead[k], ctx.experts, hn, T, buf.moe);
       dense_mlp(ops, c, lw.dense_w, hn, T, a, buf.dense);
-    else
-      latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn, T, a, buf.moe);
+    } else {
+      latent_moe(ops, c, i, lw.moe, ctx.experts, ctx.observer, pos0, hn, T, a, buf.moe,
+                 std::span<const LookaheadRouter>(ahead.data(), n_ahead));
+    }
     for (std::size_t k = 0; k < n; ++k) P[k] += a[k];
     ctx.weights.release_layer(i);
     // Raised once the layer is released, so a streamed trunk is left as it would be.

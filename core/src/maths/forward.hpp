@@ -20,6 +20,10 @@ class WeightSource {
   [[nodiscard]] virtual const GlobalWeights& global() = 0;
   virtual const LayerWeights& acquire_layer(std::size_t layer) = 0;
   virtual void release_layer(std::size_t layer) = 0;
+  /// MoE layer `layer`'s router (gate and bias) if it is at hand without waiting (resident,
+  /// pinned, or already read ahead), else null; valid until the layer being computed is
+  /// released. For the router lookahead (ExpertSource::lookahead_depth()).
+  [[nodiscard]] virtual const MoeWeights* router_at_hand(std::size_t /*layer*/) { return nullptr; }
   /// P[t, :] = the embedding row of tokens[t], bf16 widened to fp32 (ids already checked).
   /// Default: from global().embed_tokens.
   virtual void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P);

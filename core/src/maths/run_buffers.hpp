@@ -38,6 +38,10 @@ struct MoeBuffers {
   /// (ascending id, then slot order); user_start [experts + 2] bounds them per expert;
   /// unique = the distinct experts of the chunk, ascending.
   std::vector<std::uint32_t> ids, users, user_start, unique;
+  /// Router lookahead: tokens per expert [experts], the predicted experts [experts],
+  /// one token's top-k [top_k]; summed selection scores per expert [experts].
+  std::vector<std::uint32_t> ahead_count, ahead_ids, ahead_topk;
+  std::vector<double> ahead_score;
 };
 
 struct DenseBuffers {
@@ -68,6 +72,8 @@ class RunBuffers {
     f(moe.gather, e.gather); f(moe.h1, e.h1); f(moe.h3, e.h3); f(moe.expert_out, e.expert_out);
     d(moe.weights, e.weights); d(moe.choice, e.choice);
     u(moe.ids, e.ids); u(moe.users, e.users); u(moe.user_start, e.user_start); u(moe.unique, e.unique);
+    u(moe.ahead_count, e.ahead_count); u(moe.ahead_ids, e.ahead_ids); u(moe.ahead_topk, e.ahead_topk);
+    d(moe.ahead_score, e.ahead_score);
     f(dense.g, sizes.dense.g); f(dense.u, sizes.dense.u);
   }
 

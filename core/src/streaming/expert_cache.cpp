@@ -64,6 +64,26 @@ class ExpertCache::Arena final : public sdk::VictimQuery {
   std::vector<Job>& jobs_;
 };
 
+/// What a prefetch may evict: a ready, unleased key that no computation is about to use —
+/// not one the layer being computed requested (its later batches are not leased yet), not
+/// a key predicted for a later layer, not another prefetch still waiting for its request.
+class ExpertCache::PrefetchQuery final : public sdk::VictimQuery {
+ public:
+  explicit PrefetchQuery(const ExpertCache& c) : c_(c) {}
+  [[nodiscard]] bool evictable(sdk::ExpertKey key) const noexcept override {
+    std::size_t at = 0;
+    if (!c_.routed_key(key, at)) return false;
+    const std::uint32_t s = c_.where_[at];
+    if (s == kNoSlot) return false;
+    const Slot& slot = c_.slot_[s];
+    if (slot.state != State::ready || slot.leases != 0 || slot.prefetched || c_.predicted_[at] != 0) return false;
+    return !(key.layer == c_.routed_layer_ && c_.routed_[key.expert] != 0);
+  }
+
+ private:
+  const ExpertCache& c_;
+};
+
 ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
                          std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
                          std::uint64_t slots, std::uint64_t slot_bytes, int attempts,
@@ -75,7 +95,8 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
       slot_count_(slots),
       slot_bytes_(slot_bytes),
       attempts_(std::max(1, attempts)),
-      files_(index, storage) {
+      demand_(index, storage),
+      ahead_(index, storage) {
   if (policy_->wants_future() && !future_)
     throw UsageError("the cache policy needs the future request stream (cache.future): record it with "
                      "--set trace.out=FILE in an earlier run of this pipeline");
@@ -100,7 +121,8 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   for (std::uint32_t f = 0; f < holds_experts.size(); ++f) {
     if (!holds_experts[f]) continue;
     try {
-      (void)files_.file(f);
+      (void)demand_.files.file(f);
+      (void)ahead_.files.file(f);
     } catch (const std::exception&) {
     }
   }
@@ -133,24 +155,34 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   std::uint64_t expert_bytes = 0;  // as read_batch() counts them: the tensors' bytes
   for (std::size_t k = 0; k < 6 && !tensors_.empty(); ++k) expert_bytes += tensors_[k]->nbytes;
   expert_bytes = std::max<std::uint64_t>(1, expert_bytes);
+  expert_bytes_ = expert_bytes;
+  listener_ = dynamic_cast<sdk::CachePrefetchListener*>(policy_.get());
+  predicted_.assign(moe_layers * NE, 0);
+  layer_predicted_.assign(moe_layers, 0);
   const std::size_t group_experts = std::min<std::size_t>(most_jobs, kGroupBytes / expert_bytes + 1);
-  order_.reserve(most_jobs);
-  errors_.reserve(most_jobs);
-  items_.reserve(6 * group_experts);
-  reads_.reserve(6 * group_experts);
-  // Two lists cover a batch queued while another is being read; more are made if ever needed.
+  ahead_.prefetch = true;
+  for (Reading* r : {&demand_, &ahead_}) {
+    r->order.reserve(most_jobs);
+    r->errors.reserve(most_jobs);
+    r->items.reserve(6 * group_experts);
+    r->reads.reserve(6 * group_experts);
+  }
+  // Two lists cover a batch queued while another is being read, two more the prefetches
+  // beside them; more are made (reserved alike) if ever needed.
   spare_jobs_.reserve(kSpareJobLists);
-  for (int k = 0; k < 2; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
+  most_jobs_ = most_jobs;
+  for (int k = 0; k < 4; ++k) spare_jobs_.emplace_back().reserve(most_jobs);
   // read_batch() publishes each group of a batch itself as it lands; the list then goes
   // back to the pool.
   reader_.start(
-      kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs); },
+      kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs, demand_); },
       [this](std::vector<Job>& jobs, std::exception_ptr error) {
         if (error) fail_batch(jobs, std::move(error));
         if (spare_jobs_.size() == spare_jobs_.capacity()) return;  // pushing would allocate: let it go
         jobs.clear();
         spare_jobs_.push_back(std::move(jobs));
-      });
+      },
+      [this](std::vector<Job>& jobs) { read_batch(jobs, ahead_); });
 }
 
 ExpertCache::~ExpertCache() = default;
@@ -165,17 +197,40 @@ void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr er
     } catch (...) {
     }
     for (const Job& j : jobs) {
-      Slot& s = slot_[j.slot];
-      if (s.state != State::loading) continue;
-      s.state = State::failed;
-      forget(s.key);
-      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
-      counters_.add_failure("layer " + std::to_string(j.layer) + " expert " + std::to_string(j.expert) + ": " + why);
+      if (slot_[j.slot].state != State::loading) continue;
+      if (j.prefetch) --prefetch_loading_;
+      fail_job(j, why);
     }
   } catch (...) {
     // Out of memory while reporting: the slots stay loading and their waiters hang rather
     // than read garbage; nothing better is possible here.
   }
+}
+
+std::vector<ExpertCache::Job> ExpertCache::take_jobs() {
+  std::vector<Job> jobs;
+  if (spare_jobs_.empty()) {
+    jobs.reserve(most_jobs_);
+    return jobs;
+  }
+  jobs = std::move(spare_jobs_.back());
+  spare_jobs_.pop_back();
+  return jobs;
+}
+
+void ExpertCache::fail_job(const Job& job, const std::string& why) {
+  Slot& s = slot_[job.slot];
+  forget(s.key);
+  policy_->on_remove(sdk::ExpertKey::unpack(s.key));
+  if (job.prefetch && s.prefetched && s.leases == 0) {
+    // Nobody asked for it: a wrong or unlucky guess costs nothing but the attempt.
+    s = Slot{};
+    free_.push_back(job.slot);
+    return;
+  }
+  s.state = State::failed;
+  s.prefetched = false;
+  counters_.add_failure("layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why);
 }
 
 const TensorInfo& ExpertCache::tensor(std::uint32_t layer, std::uint32_t expert, int k) const {
@@ -237,6 +292,24 @@ void ExpertCache::route(std::size_t layer, std::span<const std::uint32_t> reques
     if (e < routed_.size()) ++routed_[e];
   }
   counters_.expert_requests += requests.size();
+  score_prediction(layer);
+}
+
+void ExpertCache::score_prediction(std::size_t layer) noexcept {
+  const auto first = static_cast<std::size_t>(c_.first_k_dense_replace);
+  if (layer < first || layer - first >= layer_predicted_.size() || layer_predicted_[layer - first] == 0) return;
+  layer_predicted_[layer - first] = 0;
+  std::uint8_t* row = predicted_.data() + (layer - first) * routed_.size();
+  std::uint64_t predicted = 0, routed = 0, correct = 0;
+  for (std::size_t e = 0; e < routed_.size(); ++e) {
+    predicted += row[e];
+    routed += routed_[e] != 0 ? 1 : 0;
+    correct += row[e] != 0 && routed_[e] != 0 ? 1 : 0;
+    row[e] = 0;
+  }
+  counters_.lookahead_predicted += predicted;
+  counters_.lookahead_routed += routed;
+  counters_.lookahead_correct += correct;
 }
 
 void ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
@@ -261,22 +334,48 @@ void ExpertCache::request(std::size_t layer, std::span<const std::uint32_t> ids,
   }
 }
 
-void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
-  const auto lk = reader_.lock();
-  std::vector<Job> jobs;
-  if (!spare_jobs_.empty()) {
-    jobs = std::move(spare_jobs_.back());
-    spare_jobs_.pop_back();
+void ExpertCache::make_room(std::unique_lock<std::mutex>& lk, std::size_t layer, std::span<const std::uint32_t> ids) {
+  if (prefetch_loading_ == 0) return;
+  std::size_t room = free_.size(), missing = 0;
+  for (const Slot& s : slot_) room += s.state == State::ready && s.leases == 0 ? 1 : 0;
+  for (const std::uint32_t e : ids) {
+    const std::uint32_t s = slot_of({static_cast<std::uint32_t>(layer), e});
+    if (s == kNoSlot)
+      ++missing;
+    else if (slot_[s].state == State::ready && slot_[s].leases == 0)
+      --room;  // a hit, leased before any miss evicts
   }
+  if (room >= missing) return;
+  runtime::ScopedTimer t(counters_.io_wait_ns);
+  reader_.wait(lk, [&] { return prefetch_loading_ == 0; });
+}
+
+void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease) {
+  auto lk = reader_.lock();
+  make_room(lk, layer, ids);
+  std::vector<Job> jobs = take_jobs();
   Arena arena(*this, lease, jobs);
   ServeCounts counts;
   const auto uses = [&](std::size_t i) -> std::uint64_t {
     const bool counted = layer == routed_layer_ && ids[i] < routed_.size() && routed_[ids[i]] != 0;
     return counted ? routed_[ids[i]] : 1;
   };
+  // A prefetched expert serves its requests as a prefetch hit: serve_batch counts every
+  // resident expert as a hit, so those are taken back out (and the mark cleared, so a later
+  // request of it is an ordinary hit).
+  std::uint64_t prefetch_hits = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::uint32_t s = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
+    if (s == kNoSlot || !slot_[s].prefetched) continue;
+    slot_[s].prefetched = false;
+    prefetch_hits += uses(i);
+    ++counters_.prefetch_used;
+    counters_.prefetch_used_bytes += expert_bytes_;
+  }
   serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
               [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
-  counters_.expert_hits += counts.hits;
+  counters_.expert_hits += counts.hits - prefetch_hits;
+  counters_.prefetch_hits += prefetch_hits;
   // serve_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
   // out[i], so the lease lists the slots in the order of `ids`.
   for (std::size_t i = 0; i < ids.size(); ++i) lease.slots_[i] = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
@@ -286,14 +385,79 @@ void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, L
     spare_jobs_.push_back(std::move(jobs));
 }
 
-void ExpertCache::append_items(const Job& job, std::size_t j) {
+void ExpertCache::set_prefetch(std::size_t depth, std::uint64_t bytes_per_token) {
+  const auto lk = reader_.lock();
+  prefetch_depth_ = depth;
+  prefetch_bytes_per_token_ = bytes_per_token;
+}
+
+void ExpertCache::prefetch(std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens) {
+  const auto lk = reader_.lock();
+  if (prefetch_depth_ == 0) return;
+  const auto first = static_cast<std::size_t>(c_.first_k_dense_replace);
+  const std::size_t NE = routed_.size();
+  if (layer < first || layer - first >= layer_predicted_.size()) return;
+  // The prediction is marked whole (for its accuracy, and so that no prefetch evicts a
+  // predicted key), before the byte limit cuts the reads.
+  std::uint8_t* row = predicted_.data() + (layer - first) * NE;
+  for (const std::uint32_t e : ids)
+    if (e < NE) row[e] = 1;
+  layer_predicted_[layer - first] = 1;
+
+  std::uint64_t most = ~std::uint64_t{0};  // experts this prediction may read
+  if (prefetch_bytes_per_token_ != 0)
+    most = prefetch_bytes_per_token_ * tokens / (layer_predicted_.size() * expert_bytes_);
+  std::vector<Job> jobs = take_jobs();
+  const PrefetchQuery query(*this);
+  // The keys a prefetch may evict, counted first: a policy that finds none answers with a
+  // message (a string: an allocation), and with a full cache that is the common case.
+  std::size_t evictable = 0;
+  if (free_.size() < ids.size())
+    for (const Slot& s : slot_)
+      if (s.state == State::ready && query.evictable(sdk::ExpertKey::unpack(s.key))) ++evictable;
+  for (const std::uint32_t e : ids) {
+    if (jobs.size() >= most) break;
+    const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), e};
+    std::size_t at = 0;
+    if (!routed_key(key, at) || where_[at] != kNoSlot) continue;  // resident or on its way
+    std::uint32_t s = kNoSlot;
+    if (!free_.empty()) {
+      s = free_.back();
+      free_.pop_back();
+    } else {
+      // A victim the policy picks among what the query allows; none (or one it should not
+      // have offered) ends this prefetch: a guess never forces anything out.
+      if (evictable == 0) break;
+      sdk::ExpertKey victim{};
+      if (!policy_->choose_victim(key, query, victim).ok() || !query.evictable(victim)) break;
+      --evictable;
+      s = slot_of(victim);
+      forget(victim.packed());
+      policy_->on_remove(victim);
+    }
+    slot_[s] = {key.packed(), State::loading, 0, true};
+    where_[at] = s;
+    jobs.push_back({s, key.layer, key.expert, true});
+    policy_->on_insert(key);
+    if (listener_ != nullptr) listener_->on_prefetch(key);
+  }
+  prefetch_loading_ += jobs.size();
+  counters_.prefetch_experts += jobs.size();
+  counters_.prefetch_bytes += jobs.size() * expert_bytes_;
+  if (!jobs.empty())
+    reader_.push_low(std::move(jobs));
+  else if (spare_jobs_.size() < spare_jobs_.capacity())
+    spare_jobs_.push_back(std::move(jobs));
+}
+
+void ExpertCache::append_items(const Job& job, std::size_t j, Reading& r) {
   for (int k = 0; k < 6; ++k) {
     const TensorInfo& t = tensor(job.layer, job.expert, k);
-    items_.push_back({j, t.file, {t.offset, t.nbytes, slot_data(job.slot) + offsets_[k], sdk::StatusCode::ok}});
+    r.items.push_back({j, t.file, {t.offset, t.nbytes, slot_data(job.slot) + offsets_[k], sdk::StatusCode::ok}});
   }
 }
 
-void ExpertCache::read_items(std::span<Item> items) {
+void ExpertCache::read_items(std::span<Item> items, Reading& r) {
   // Per shard one batch, in offset order.
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
     return std::pair(a.file, a.req.offset) < std::pair(b.file, b.req.offset);
@@ -301,29 +465,31 @@ void ExpertCache::read_items(std::span<Item> items) {
   for (std::size_t begin = 0; begin < items.size();) {
     const std::uint32_t file = items[begin].file;
     std::size_t end = begin;
-    reads_.clear();
-    for (; end < items.size() && items[end].file == file; ++end) reads_.push_back(items[end].req);
+    r.reads.clear();
+    for (; end < items.size() && items[end].file == file; ++end) r.reads.push_back(items[end].req);
     sdk::Status st;
     try {
       runtime::ScopedTimer t(counters_.read_ns);
-      st = files_.file(file).read(reads_);
+      if (r.prefetch && !r.files.is_open(file)) throw RuntimeError("shard not open (a prefetch opens none)");
+      st = r.files.file(file).read(r.reads);
     } catch (const std::exception& ex) {
       st = sdk::Status{sdk::StatusCode::io_error, ex.what()};
-      for (auto& r : reads_) r.result = sdk::StatusCode::io_error;
+      for (auto& q : r.reads) q.result = sdk::StatusCode::io_error;
     }
     for (std::size_t i = begin; i < end; ++i) {
       Item& it = items[i];
-      it.req.result = reads_[i - begin].result;
+      it.req.result = r.reads[i - begin].result;
       if (it.req.result != sdk::StatusCode::ok)
-        errors_[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
+        r.errors[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
     }
     begin = end;
   }
 }
 
-void ExpertCache::read_batch(std::vector<Job>& jobs) {
+void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
   // One request per tensor; per shard one batch in offset order.
-  errors_.assign(jobs.size(), std::string());
+  std::vector<std::string>& errors = r.errors;
+  errors.assign(jobs.size(), std::string());
 
   // Experts in disk order, read in groups of at least kGroupBytes. Each group is published
   // as soon as it lands, so the compute thread multiplies the first experts of a layer while
@@ -334,7 +500,7 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     for (int k = 0; k < 6; ++k) n += tensor(jobs[j].layer, jobs[j].expert, k).nbytes;
     return n;
   };
-  std::vector<std::size_t>& order = order_;
+  std::vector<std::size_t>& order = r.order;
   order.resize(jobs.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -344,22 +510,22 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
   for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
     std::uint64_t group_bytes = 0;
-    items_.clear();
+    r.items.clear();
     while (end < order.size() && (end == begin || group_bytes < kGroupBytes)) {
-      append_items(jobs[order[end]], order[end]);
+      append_items(jobs[order[end]], order[end], r);
       group_bytes += expert_bytes(order[end]);
       ++end;
     }
-    read_items(items_);
+    read_items(r.items, r);
     // Retry the failed experts one by one.
     for (int attempt = 1; attempt < attempts_; ++attempt)
       for (std::size_t g = begin; g < end; ++g) {
         const std::size_t j = order[g];
-        if (errors_[j].empty()) continue;
-        errors_[j].clear();
-        items_.clear();
-        append_items(jobs[j], j);
-        read_items(items_);
+        if (errors[j].empty()) continue;
+        errors[j].clear();
+        r.items.clear();
+        append_items(jobs[j], j, r);
+        read_items(r.items, r);
       }
 
     std::uint64_t bytes = 0;
@@ -367,16 +533,13 @@ void ExpertCache::read_batch(std::vector<Job>& jobs) {
     for (std::size_t g = begin; g < end; ++g) {
       const std::size_t j = order[g];
       Slot& s = slot_[jobs[j].slot];
-      if (errors_[j].empty()) {
+      if (jobs[j].prefetch) --prefetch_loading_;
+      if (errors[j].empty()) {
         bytes += expert_bytes(j);
         s.state = State::ready;
         continue;
       }
-      s.state = State::failed;
-      forget(s.key);
-      policy_->on_remove(sdk::ExpertKey::unpack(s.key));
-      counters_.add_failure("layer " + std::to_string(jobs[j].layer) + " expert " + std::to_string(jobs[j].expert) +
-                            ": read failed after " + std::to_string(attempts_) + " attempts: " + errors_[j]);
+      fail_job(jobs[j], "read failed after " + std::to_string(attempts_) + " attempts: " + errors[j]);
     }
     counters_.expert_bytes += bytes;
     reader_.notify_all();

@@ -20,6 +20,17 @@
 // in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
 // matrices (zero contribution). The run goes on; the job exits 4.
 //
+// Router-lookahead prefetch (docs/cache.md, "Router-lookahead prefetch"): prefetch() reads
+// predicted experts of a later layer into free slots or victims the policy chooses, as a
+// low-priority batch that a second reader thread reads (so a demand read never queues
+// behind a guess; the storage serves both at once). A prefetched key gets on_insert
+// (no on_access) and on_prefetch for a policy that listens (k3/cache_prefetch.hpp); the
+// first request that finds it counts as a prefetch hit, not an expert hit. A prefetch never
+// evicts a leased key, a key of the layer being computed, a predicted key, or another
+// prefetched key not yet used; a prefetch that fails to read is dropped silently (the
+// request reads it again). With prefetch off nothing here differs, so `k3host sim` still
+// reproduces a live run's hits exactly.
+//
 // Nothing here allocates per token once the first tokens ran: the residency map and the
 // chunk's request counts are flat arrays over (layer, expert), a lease keeps its slot list
 // from one request to the next, reader batches come from a pool of reserved job lists,
@@ -33,6 +44,7 @@
 #include <vector>
 
 #include <k3/cache_policy.hpp>
+#include <k3/cache_prefetch.hpp>
 #include <k3/checkpoint.hpp>
 #include <k3/model_config.hpp>
 #include <k3/storage.hpp>
@@ -80,6 +92,14 @@ class ExpertCache {
   };
 
   [[nodiscard]] std::size_t slots() const noexcept { return slot_count_; }
+  /// Router lookahead: predict `depth` MoE layers ahead (0 = off), reading ahead at most
+  /// `bytes_per_token` × tokens ÷ MoE layers per prediction (0 = no byte limit).
+  void set_prefetch(std::size_t depth, std::uint64_t bytes_per_token);
+  [[nodiscard]] std::size_t prefetch_depth() const noexcept { return prefetch_depth_; }
+  /// Reads the experts `ids` (likeliest first) of the later MoE layer `layer` ahead, those
+  /// not resident, within the byte limit, into free slots or evictable victims; returns at
+  /// once. Counts the prediction's accuracy when `layer` is routed.
+  void prefetch(std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens);
   /// on_access for every request of the chunk (token-major, top-k order); counts requests.
   /// With a future: UsageError when the requests or their grouping differ from the trace.
   void route(std::size_t layer, std::span<const std::uint32_t> requests);
@@ -94,12 +114,15 @@ class ExpertCache {
     std::uint64_t key = 0;
     State state = State::empty;
     std::uint32_t leases = 0;
+    bool prefetched = false;  ///< read ahead and not requested since
   };
   struct Job {
     std::uint32_t slot;
     std::uint32_t layer, expert;
+    bool prefetch = false;
   };
   class Arena;
+  class PrefetchQuery;
   /// A tensor read of read_batch(): job `job`'s tensor, from shard `file`.
   struct Item {
     std::size_t job;
@@ -109,11 +132,22 @@ class ExpertCache {
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
 
   void serve(std::size_t layer, std::span<const std::uint32_t> ids, Lease& lease);
-  void read_batch(std::vector<Job>& jobs);
+  /// One reader thread's shard handles and read_batch() scratch (reserved for the largest
+  /// batch): the demand reader's, and the prefetch reader's, which reads at the same time.
+  struct Reading {
+    Reading(const CheckpointIndex& index, sdk::StorageBackend& storage) : files(index, storage) {}
+    model::TensorReader files;
+    bool prefetch = false;  ///< opens no shard itself (open() is one thread at a time)
+    std::vector<std::size_t> order;
+    std::vector<Item> items;
+    std::vector<sdk::ReadRequest> reads;
+    std::vector<std::string> errors;
+  };
+  void read_batch(std::vector<Job>& jobs, Reading& r);
   /// Reads `items` (sorted here by shard and offset), one batch per shard; a failed read
-  /// records its message in errors_[job].
-  void read_items(std::span<Item> items);
-  void append_items(const Job& job, std::size_t j);
+  /// records its message in r.errors[job].
+  void read_items(std::span<Item> items, Reading& r);
+  void append_items(const Job& job, std::size_t j, Reading& r);
   /// A batch whose reading threw: its experts still loading fail (under the lock).
   void fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept;
   void release(std::span<const std::uint32_t> slots) noexcept;
@@ -127,6 +161,16 @@ class ExpertCache {
   [[nodiscard]] std::uint32_t slot_of(sdk::ExpertKey key) const noexcept;
   /// The key (packed) no longer occupies a slot.
   void forget(std::uint64_t packed) noexcept;
+  /// A job list from the pool, or a new one reserved for the largest batch (under the lock).
+  std::vector<Job> take_jobs();
+  /// A job's read failed (under the lock): an unrequested prefetch frees its slot quietly,
+  /// anything else is recorded as a failed expert.
+  void fail_job(const Job& job, const std::string& why);
+  /// route(): the prediction made for `layer` against its distinct requests (routed_).
+  void score_prediction(std::size_t layer) noexcept;
+  /// serve(): a slot being read ahead cannot be evicted; when the batch would lack slots
+  /// because of them, waits until they land (under `lk`).
+  void make_room(std::unique_lock<std::mutex>& lk, std::size_t layer, std::span<const std::uint32_t> ids);
 
   const ModelConfig& c_;
   std::shared_ptr<sdk::CachePolicy> policy_;
@@ -144,14 +188,20 @@ class ExpertCache {
   std::size_t routed_layer_ = 0;      // the layer route() saw last
   std::vector<std::uint64_t> routed_;  // [expert] → requests of routed_layer_ in this chunk
   std::vector<std::vector<Job>> spare_jobs_;  // job lists the reader is done with, capacity kept
+  std::size_t most_jobs_ = 0;                 // the most jobs of one batch
   std::uint64_t seq_ = 0;
 
-  model::TensorReader files_;  // shard handles, used by the reader thread only
-  // read_batch()'s scratch (the reader thread only), reserved for the largest batch.
-  std::vector<std::size_t> order_;
-  std::vector<Item> items_;
-  std::vector<sdk::ReadRequest> reads_;
-  std::vector<std::string> errors_;
+  // Router lookahead.
+  std::size_t prefetch_depth_ = 0;
+  std::uint64_t prefetch_bytes_per_token_ = 0;
+  std::uint64_t expert_bytes_ = 0;                 // an expert's tensors' bytes (all are alike)
+  sdk::CachePrefetchListener* listener_ = nullptr;  // the policy, when it listens
+  std::vector<std::uint8_t> predicted_;             // [moe layer][expert]: predicted, not yet routed
+  std::vector<std::uint8_t> layer_predicted_;       // [moe layer]: a prediction is pending
+  std::size_t prefetch_loading_ = 0;                // prefetched slots still being read
+
+  Reading demand_;  // the reader thread's
+  Reading ahead_;   // the prefetch thread's
   // Its lock guards everything above that changes (slots, maps, policy calls).
   runtime::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
 };
@@ -165,6 +215,10 @@ class StreamedExperts final : public model::ExpertSource {
   void request(std::size_t layer, std::span<const std::uint32_t> ids) override { cache_.request(layer, ids, lease_); }
   model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
   void release(std::size_t) override { lease_.reset(); }
+  [[nodiscard]] std::size_t lookahead_depth() const override { return cache_.prefetch_depth(); }
+  void prefetch(std::size_t, std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens) override {
+    cache_.prefetch(layer, ids, tokens);
+  }
 
  private:
   ExpertCache& cache_;

@@ -58,6 +58,8 @@ RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::i
   b.moe.ids = b.moe.users = T * K;
   b.moe.user_start = NE + 2;  // a counting sort's boundaries
   b.moe.unique = std::min(T * K, NE);
+  b.moe.ahead_count = b.moe.ahead_ids = b.moe.ahead_score = NE;
+  b.moe.ahead_topk = K;
 
   const U DI = static_cast<U>(c.intermediate_size);
   b.dense.g = b.dense.u = T * DI;
@@ -73,8 +75,9 @@ std::uint64_t RunBufferSizes::bytes() const {
                                moe.contrib + moe.gather + moe.h1 + moe.h3 + moe.expert_out +  //
                                dense.g + dense.u;
   const std::uint64_t doubles =
-      attn_res.fold + attn_res.scores + kda.alpha + kda.bk + mla.scores + mla.acc + moe.weights + moe.choice;
-  const std::uint64_t u32 = moe.ids + moe.users + moe.user_start + moe.unique;
+      attn_res.fold + attn_res.scores + kda.alpha + kda.bk + mla.scores + mla.acc + moe.weights + moe.choice +
+      moe.ahead_score;
+  const std::uint64_t u32 = moe.ids + moe.users + moe.user_start + moe.unique + moe.ahead_count + moe.ahead_ids + moe.ahead_topk;
   return floats * 4 + doubles * 8 + u32 * 4 + s.bank_rows * sizeof(const float*);
 }
 

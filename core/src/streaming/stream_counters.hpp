@@ -16,6 +16,18 @@ struct StreamCounters {
   std::atomic<std::uint64_t> table_bytes{0};  ///< embedding rows and lm_head
   std::atomic<std::uint64_t> expert_requests{0};
   std::atomic<std::uint64_t> expert_hits{0};
+  // Router lookahead (cache.prefetch, docs/cache.md "Router-lookahead prefetch"). A request
+  // served by a prefetched expert is a prefetch hit, never an expert hit.
+  std::atomic<std::uint64_t> prefetch_experts{0};     ///< experts read ahead (issued)
+  std::atomic<std::uint64_t> prefetch_bytes{0};       ///< their bytes
+  std::atomic<std::uint64_t> prefetch_used{0};        ///< prefetched experts later requested
+  std::atomic<std::uint64_t> prefetch_used_bytes{0};  ///< their bytes
+  std::atomic<std::uint64_t> prefetch_hits{0};        ///< requests served by a prefetched expert
+  // The predictor's accuracy, per (chunk, predicted layer), over distinct experts:
+  // recall = correct / routed, precision = correct / predicted.
+  std::atomic<std::uint64_t> lookahead_predicted{0};
+  std::atomic<std::uint64_t> lookahead_routed{0};
+  std::atomic<std::uint64_t> lookahead_correct{0};
   std::atomic<std::uint64_t> io_wait_ns{0};   ///< compute thread blocked on storage
   std::atomic<std::uint64_t> read_ns{0};      ///< inside storage reads, any thread
 

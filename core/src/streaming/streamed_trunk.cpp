@@ -209,6 +209,17 @@ const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   return slot.w;
 }
 
+const model::MoeWeights* StreamedTrunk::router_at_hand(std::size_t layer) {
+  if (layer >= pinned_.size()) return nullptr;
+  if (pinned_[layer]) return pinned_layers_[layer].dense ? nullptr : &pinned_layers_[layer].moe;
+  const auto lk = reader_.lock();
+  const int s = slot_of(layer);
+  if (s < 0) return nullptr;
+  const Slot& slot = slots_[static_cast<std::size_t>(s)];
+  if (slot.state != SlotState::ready || slot.error || slot.w.dense) return nullptr;
+  return &slot.w.moe;
+}
+
 void StreamedTrunk::release_layer(std::size_t layer) {
   if (pinned_[layer]) return;
   auto lk = reader_.lock();

@@ -51,6 +51,9 @@ class StreamedTrunk final : public model::WeightSource {
   const model::LayerWeights& acquire_layer(std::size_t layer) override;
   /// The slot may be refilled from now on.
   void release_layer(std::size_t layer) override;
+  /// Pinned, or its ring slot already read: only the compute thread starts reads, so the
+  /// slot stays as it is until the layer being computed is released.
+  const model::MoeWeights* router_at_hand(std::size_t layer) override;
   void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) override;
   void head(const model::Ops& ops, const float* x, std::size_t n, float* logits) override;
 

@@ -126,6 +126,8 @@ class TensorReader {
   /// Shard `index` of the checkpoint (or, at index files().size(), the packed trunk.bin),
   /// opened through the storage plugin on first use (size checked against the index). Not
   /// thread-safe: one reader per thread.
+  /// Whether shard `i` is open already (file() would not open it).
+  [[nodiscard]] bool is_open(std::uint32_t i) const noexcept { return i < files_.size() && files_[i] != nullptr; }
   sdk::StorageFile& file(std::uint32_t index);
   /// Where `t`'s raw bytes are read from (the packed trunk when it holds them uncoded, else
   /// its shard), opening the file now: for reads of parts of a tensor (rows, chunks).

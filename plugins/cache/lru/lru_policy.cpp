@@ -3,6 +3,9 @@
 // Recency: on_access of a resident key makes it the most recent; on_insert puts the key
 // at the most-recent end too (a miss is inserted right after its access; a prefetched key
 // counts as just used, so it is not the first thing evicted before its use).
+// A prefetch (k3/cache_prefetch.hpp: on_insert, then on_prefetch) ranks the key just below
+// the most recent key: recent enough to outlive the layer or two until its request, but
+// behind the newest key a layer actually requested, which wins a tie.
 // choose_victim walks from the least-recent end and returns the first key the host says
 // is evictable: leased and pinned keys are skipped, and not_found means every resident key
 // is leased. on_access of a key that is not resident changes nothing (its on_insert
@@ -18,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <k3/cache_prefetch.hpp>
 #include <k3/plugin.hpp>
 
 #include "key_index.hpp"
@@ -30,7 +34,7 @@ using k3::sdk::Status;
 using k3::sdk::StatusCode;
 using k3cache::kNil;
 
-class LruPolicy final : public k3::sdk::CachePolicy {
+class LruPolicy final : public k3::sdk::CachePolicy, public k3::sdk::CachePrefetchListener {
  public:
   Status reset(std::uint64_t capacity_slots) noexcept override {
     if (capacity_slots == 0) return Status::error(StatusCode::invalid_argument, "lru: capacity must be > 0 slots");
@@ -69,6 +73,16 @@ class LruPolicy final : public k3::sdk::CachePolicy {
       // Out of memory while growing: the key stays untracked, so it is never offered as a
       // victim (safe), and the host's slot accounting is unaffected.
     }
+  }
+
+  void on_prefetch(ExpertKey key) noexcept override {
+    // on_insert made it the newest: the key that was newest before goes back in front.
+    const std::uint32_t n = index_.find(key.packed());
+    if (n == kNil || n != order_.head()) return;
+    const std::uint32_t before = slab_[n].next;
+    if (before == kNil) return;
+    order_.unlink(slab_, before);
+    order_.push_head(slab_, before);
   }
 
   void on_remove(ExpertKey key) noexcept override {

@@ -130,6 +130,29 @@ TEST_CASE("decoding a token allocates nothing (streamed model)", "[alloc][stream
   }
 }
 
+// With the router lookahead on, the predictions use run buffers sized by the plan and the
+// prefetch batches job lists from the cache's pool: still nothing per token.
+TEST_CASE("decoding a token allocates nothing (streamed model, router-lookahead prefetch)", "[alloc][streamed]") {
+  k3::PluginHost host;
+  for (const std::size_t depth : {1u, 2u}) {
+    for (const int threads : {1, 2}) {
+      DYNAMIC_SECTION("depth " << depth << ", threads " << threads) {
+        k3::ModelSettings s = settings(threads);
+        s.cache_policy = "lru";
+        s.memory.trunk_gb = 1000;  // pinned: every router is at hand (a 1-slot ring has none ahead)
+        s.memory.expert_cache_gb = 0.00001;
+        s.prefetch_depth = depth;
+        k3::Model model(k3::test::test_model("tiny"), host, s);
+        REQUIRE(model.streaming());
+        const DecodeCount d = count_decode(model, 6, {});
+        CHECK(d.ids.size() == 6);
+        CHECK(d.allocations == 0);
+        CHECK(model.stream_stats().lookahead_predicted > 0);  // the lookahead did run
+      }
+    }
+  }
+}
+
 // From a coded packed trunk (pack-trunk --codec bf16-zstd or bf16-huff) a ring refill reads
 // pieces into buffers and decodes with a context and tables made at the first read: still
 // nothing per token.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include <k3/cache_prefetch.hpp>
 #include <k3/error.hpp>
 
 #include "cache_support.hpp"
@@ -170,6 +171,29 @@ TEST_CASE("lru: an access without insert changes nothing, an insert counts as mo
   CHECK(d.victim() == B);
   d.insert(B);                // inserting a resident key again refreshes it: C A B
   CHECK(d.victim() == C);
+}
+
+TEST_CASE("lru listens to prefetches: a prefetched key ranks just below the newest key", "[cache][lru]") {
+  const auto policy = k3test::cache_policy("lru");
+  // The host finds the optional capability by dynamic_cast, across the plugin library.
+  auto* listener = dynamic_cast<k3::sdk::CachePrefetchListener*>(policy.get());
+  REQUIRE(listener != nullptr);
+  Driver d(*policy, 4);
+  d.request(A);
+  d.request(B);      // B A
+  d.insert(C);       // C B A
+  listener->on_prefetch(C);  // B C A: the newest requested key stays in front
+  d.insert(D);
+  listener->on_prefetch(D);  // B D C A
+  CHECK(d.victim() == A);
+  d.evict(A);
+  CHECK(d.victim() == C);
+  d.evict(C);
+  CHECK(d.victim() == D);
+  d.request(D);      // a prefetched key's request makes it the newest: D B
+  CHECK(d.victim() == B);
+  listener->on_prefetch(E);  // not resident: ignored
+  CHECK(d.victim() == B);
 }
 
 TEST_CASE("lru matches a naive timestamp LRU on a random workload with leases", "[cache][lru]") {

@@ -54,3 +54,43 @@ TEST_CASE("the reader thread runs jobs in order and hands their exceptions over"
     CHECK(o.error == (j % 3 == 2 ? "job " + std::to_string(j) + " failed" : ""));
   }
 }
+
+TEST_CASE("low-priority jobs run after ordinary ones, or beside them on a low worker", "[streaming][reader]") {
+  SECTION("one thread: an ordinary job queued later still runs before the queued low ones") {
+    std::vector<int> order;  // under the reader's lock
+    k3::runtime::ReaderThread<int> reader;
+    reader.start(4, [](int&) {}, [&](int& job, std::exception_ptr) { order.push_back(job); });
+    auto lk = reader.lock();
+    // Queued together under the lock: the thread sees them all at once.
+    reader.push_low(10);
+    reader.push_low(11);
+    reader.push(1);
+    reader.push(2);
+    reader.wait(lk, [&] { return order.size() == 4 && reader.idle(); });
+    CHECK(order == std::vector<int>{1, 2, 10, 11});
+  }
+  SECTION("a low worker: an ordinary job finishes while a low job is still being run") {
+    std::vector<int> order;  // under the reader's lock
+    bool release_low = false;
+    std::thread::id low_thread, high_thread;
+    k3::runtime::ReaderThread<int> reader;
+    reader.start(
+        4, [&](int&) { high_thread = std::this_thread::get_id(); },
+        [&](int& job, std::exception_ptr) { order.push_back(job); },
+        [&](int&) {
+          low_thread = std::this_thread::get_id();
+          auto lk = reader.lock();
+          reader.wait(lk, [&] { return release_low; });  // held until the ordinary job is done
+        });
+    auto lk = reader.lock();
+    reader.push_low(10);
+    reader.push(1);
+    reader.wait(lk, [&] { return !order.empty(); });
+    CHECK(order == std::vector<int>{1});  // the low job is still running
+    release_low = true;
+    reader.notify_all();
+    reader.wait(lk, [&] { return order.size() == 2 && reader.idle(); });
+    CHECK(order == std::vector<int>{1, 10});
+    CHECK(low_thread != high_thread);
+  }
+}

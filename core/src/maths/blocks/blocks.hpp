@@ -64,6 +64,26 @@ class ExpertSource {
   virtual ExpertWeights wait_one(std::size_t layer, std::size_t i) = 0;
   /// Ends the use of everything requested for `layer`.
   virtual void release(std::size_t layer) = 0;
+
+  /// Router lookahead (docs/cache.md "Router-lookahead prefetch"): how many MoE layers
+  /// ahead the source wants predicted (0 = none).
+  [[nodiscard]] virtual std::size_t lookahead_depth() const { return 0; }
+  /// A hint, called while `from_layer` computes, after its reads started: the `tokens`
+  /// tokens of the chunk will likely choose `ids` (distinct, likeliest first) at the later
+  /// `layer`. Non-blocking; the source may read some of them ahead or ignore it. Never
+  /// changes what request() hands out, so never a bit of the output.
+  virtual void prefetch(std::size_t /*from_layer*/, std::size_t /*layer*/, std::span<const std::uint32_t> /*ids*/,
+                        std::size_t /*tokens*/) {}
+};
+
+/// The most layers the router lookahead predicts (cache.prefetch.depth's range).
+inline constexpr std::size_t kMaxLookahead = 4;
+
+/// A later MoE layer's router at hand while the current layer computes (the weights stay
+/// valid until the current layer is released).
+struct LookaheadRouter {
+  std::size_t layer = 0;
+  const MoeWeights* moe = nullptr;
 };
 
 /// Observes every expert request (token position, layer, expert) in request order.
@@ -76,10 +96,18 @@ class RoutingObserver {
   virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
 };
 
-/// Router + Stable LatentMoE + shared experts over T tokens → out [T, E].
+/// Router + Stable LatentMoE + shared experts over T tokens → out [T, E]. `ahead`: later
+/// layers' routers, applied to x once this layer's reads started, their likely experts
+/// handed to experts.prefetch() (reads ahead only: the output is the same without them).
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, MoeBuffers& b);
+                std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead = {});
+
+/// Router lookahead: applies the later layer's router `ahead` to x [T, E] (the input of
+/// `layer`'s FFN; the same selection as the router's) and hands the experts any token would
+/// choose, likeliest first, to experts.prefetch(). Uses b's logits, choice and ahead_*.
+void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
+                   ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b);
 
 /// Dense SiTU MLP over T tokens → out [T, E].
 void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,

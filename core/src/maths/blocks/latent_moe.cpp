@@ -32,9 +32,48 @@ void top_k(const double* choice, std::size_t n, std::size_t k, std::uint32_t* id
 
 }  // namespace
 
+// Likeliest first: chosen by more tokens, then by a higher summed selection score (so a
+// byte limit keeps the router's most confident guesses). Uses only the lookahead's own
+// buffers and logits/choice, which latent_moe's routing is done with (and a dense layer
+// does not use): nothing the output depends on.
+void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, const LookaheadRouter& ahead,
+                   ExpertSource& experts, const float* x, std::size_t T, MoeBuffers& b) {
+  const auto NE = static_cast<std::size_t>(c.num_experts);
+  const auto K = static_cast<std::size_t>(c.num_experts_per_token);
+  float* logits = b.logits.data();
+  double* choice = b.choice.data();
+  std::uint32_t* count = b.ahead_count.data();
+  std::uint32_t* topk = b.ahead_topk.data();
+  std::uint32_t* ids = b.ahead_ids.data();
+  double* score = b.ahead_score.data();
+  ops.matmul(ahead.moe->gate, x, T, logits);
+  std::fill_n(count, NE, 0u);
+  std::fill_n(score, NE, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    const float* lt = logits + t * NE;
+    for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{ahead.moe->bias[e]};
+    top_k(choice, NE, K, topk);
+    for (std::size_t j = 0; j < K; ++j) {
+      ++count[topk[j]];
+      score[topk[j]] += choice[topk[j]];
+    }
+  }
+  std::size_t n = 0;
+  for (std::size_t e = 0; e < NE; ++e)
+    if (count[e] != 0) ids[n++] = static_cast<std::uint32_t>(e);
+  // Insertion sort (a decode step has top-k ids; std::stable_sort may allocate); equal
+  // keys keep the lower id first.
+  const auto before = [&](std::uint32_t a, std::uint32_t b2) {
+    return count[a] != count[b2] ? count[a] > count[b2] : score[a] > score[b2];
+  };
+  for (std::size_t i = 1; i < n; ++i)
+    for (std::size_t j = i; j > 0 && before(ids[j], ids[j - 1]); --j) std::swap(ids[j], ids[j - 1]);
+  experts.prefetch(layer, ahead.layer, {ids, n}, T);
+}
+
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
                 ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, MoeBuffers& b) {
+                std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead) {
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   const auto K = static_cast<std::size_t>(c.num_experts_per_token);
@@ -92,6 +131,9 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   const std::size_t per_batch = std::max<std::size_t>(1, std::min(experts.max_batch(), n_unique));
   const std::span<const std::uint32_t> all_ids(unique, n_unique);
   if (n_unique != 0) experts.request(layer, all_ids.first(std::min(per_batch, n_unique)));
+  // The next layers' likely experts, queued behind this layer's reads (docs/cache.md
+  // "Router-lookahead prefetch").
+  for (const LookaheadRouter& a : ahead) predict_ahead(ops, c, layer, a, experts, x, T, b);
 
   // Shared experts on the original x, unweighted (added at the end).
   float* sg = b.shared_gate.data();
