@@ -16,7 +16,8 @@ k3(0 make-model -g tiny -o ${OUT}/tiny --force)
 # tiny: 5 MoE layers x 8 experts, top-2; 0.00005 GB = 12 slots of 4 kB: the cache evicts.
 set(run --config ${SRC}/configs/default.yaml --set model.path=${OUT}/tiny --set model.generate_if_missing=false
         --set job.max_new_tokens=8 --set job.prefill_chunk=4
-        --set job.stop_at_eos=false --set memory.trunk_gb=1000 --set memory.expert_cache_gb=0.00005 -q)
+        --set job.stop_at_eos=false --set memory.trunk_gb=1000 --set memory.expert_cache_gb=0.00005 -q
+        --set cache.prefetch.depth=0)  # the simulator does not prefetch
 
 set(prompt --ids 3,14,15,92,65,35,89,79,32,38)
 k3(0 ${run} ${prompt} --set cache.policy=lru --set trace.out=${OUT}/run.k3trace --out ${OUT}/lru.json)

@@ -69,6 +69,7 @@ k3::JobReport run(const Run& r) {
                                    "memory.trunk_gb=1000",
                                    "memory.expert_cache_gb=" + cache_gb_for(r.geometry, r.slots),
                                    "cache.policy=" + r.policy,
+                                   "cache.prefetch.depth=0",  // the simulator does not prefetch
                                    "cache.future=" + (r.future.empty() ? std::string("''") : r.future),
                                    "trace.out=" + (r.trace_out.empty() ? std::string("''") : r.trace_out)};
   const k3::Pipeline p = k3::load_pipeline(std::string(K3_SOURCE_DIR) + "/configs/default.yaml", sets);
