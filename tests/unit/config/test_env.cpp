@@ -58,7 +58,7 @@ TEST_CASE("a malformed ${...} is an error at file:line:col", "[env][errors]") {
         pos(bad, bad_text, "${") + ": job.prompt: '${1BAD}' is not ${NAME} or ${NAME:-default}");
 }
 
-TEST_CASE("extends may use ${VAR}; the result is relative to the file", "[env][extends]") {
+TEST_CASE("extends may use ${VAR}, the result is relative to the file", "[env][extends]") {
   TempDir dir;
   const ScopedEnv which("K3_TEST_BASE", "base");
   dir.write("bases/base.yaml", "threads: 9\n");

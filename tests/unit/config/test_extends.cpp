@@ -5,7 +5,7 @@ using k3test::pos;
 using k3test::TempDir;
 using k3test::usage_error;
 
-TEST_CASE("extends follows a chain of relative paths; later keys win, maps merge, lists replace", "[extends]") {
+TEST_CASE("extends follows a chain of relative paths, later keys win, maps merge, lists replace", "[extends]") {
   TempDir dir;
   const std::string base_text =
       "description: base\n"
@@ -54,7 +54,7 @@ TEST_CASE("extends follows a chain of relative paths; later keys win, maps merge
   CHECK(p.files() == chain);
 }
 
-TEST_CASE("a scalar can replace a map and a map a scalar; the schema then judges the result", "[extends]") {
+TEST_CASE("a scalar can replace a map and a map a scalar, the schema then judges the result", "[extends]") {
   TempDir dir;
   dir.write("base.yaml", "storage:\n  params: {a: 1}\n");
   const std::string top_text = "extends: base.yaml\nstorage:\n  params: 5\n";
@@ -63,7 +63,7 @@ TEST_CASE("a scalar can replace a map and a map a scalar; the schema then judges
         pos(top, top_text, "5") + ": storage.params: expected a map of plugin parameters, got '5'");
 }
 
-TEST_CASE("a null parameter removes an inherited one; null params clear them all", "[extends]") {
+TEST_CASE("a null parameter removes an inherited one, null params clear them all", "[extends]") {
   TempDir dir;
   dir.write("base.yaml", "storage:\n  params: {a: 1, b: 2}\ncache:\n  params: {x: 1}\n");
   const auto top = dir.write("top.yaml", "extends: base.yaml\nstorage:\n  params: {a: ~}\ncache:\n  params:\n");

@@ -156,7 +156,7 @@ TEST_CASE("conversation: a reply cut short is closed into what rendering its tex
   }
 }
 
-TEST_CASE("conversation: a turn that does not fit can be taken back; misuse is refused") {
+TEST_CASE("conversation: a turn that does not fit can be taken back, misuse is refused") {
   RenderOptions opt;
   Conversation c(chat_tokens());
   CHECK_THROWS_AS(c.add(1), k3::UsageError);

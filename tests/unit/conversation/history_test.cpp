@@ -75,7 +75,7 @@ std::vector<float> next_logits(k3::Session& s, const Conversation& c) {
 
 }  // namespace
 
-TEST_CASE("history: records read back as written; a torn last line is ignored with a warning") {
+TEST_CASE("history: records read back as written, a torn last line is ignored with a warning") {
   const auto file = scratch_dir() / "history.jsonl";
   std::filesystem::remove(file);
   Conversation c(chat_tokens());

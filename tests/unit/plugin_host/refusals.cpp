@@ -257,7 +257,7 @@ TEST_CASE("a library whose parameter table contradicts itself is refused when it
   check_one_line_naming(find_error(host, PluginKind::cache, "fxbadtable"), file);
 }
 
-TEST_CASE("a plugin without a parameter table is listed as not describing them; its factory decides", "[plugin_host]") {
+TEST_CASE("a plugin without a parameter table is listed as not describing them, its factory decides", "[plugin_host]") {
   const k3::test::ScopedPluginPath env(std::nullopt);
   PluginHost host({fixture_dir("unknown"), fixture_dir("good")});
   const k3::PluginInfo& silent = host.find(PluginKind::cache, "fxunknown");

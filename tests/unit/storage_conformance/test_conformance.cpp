@@ -70,7 +70,7 @@ TEST_CASE("every backend: random batches of aligned and unaligned reads round-tr
   }
 }
 
-TEST_CASE("every backend: past the end is short_read naming the offset; the rest of the batch is read",
+TEST_CASE("every backend: past the end is short_read naming the offset, the rest of the batch is read",
           "[conformance]") {
   TempDir dir;
   const auto data = random_bytes(kFileSize, 42);

@@ -46,7 +46,7 @@ TEST_CASE("direct: a filesystem refusing O_DIRECT is refused clearly, unless fal
   }
 }
 
-TEST_CASE("direct and uring direct=true prefer 4096 alignment; the others 1", "[direct]") {
+TEST_CASE("direct and uring direct=true prefer 4096 alignment, the others 1", "[direct]") {
   TempDir dir;
   const auto path = (dir.path() / "a.bin").string();
   write_file(path, random_bytes(10000, 1));

@@ -35,7 +35,7 @@ k3::sdk::Status read_one(k3::sdk::StorageFile& file, std::uint64_t offset, std::
 
 }  // namespace
 
-TEST_CASE("faulty: eio_rate=1 fails every request with io_error naming its offset; a retry succeeds",
+TEST_CASE("faulty: eio_rate=1 fails every request with io_error naming its offset, a retry succeeds",
           "[faulty]") {
   Fixture f;
   auto file = open_file(*faulty({{"eio_rate", "1"}, {"seed", "5"}}), f.path);

@@ -212,7 +212,7 @@ TEST_CASE("prefetch: output bits are the same on and off across budgets, depths 
   check_same_bits("auto", 1);
 }
 
-TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit; the policy hears insert then prefetch",
+TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit, the policy hears insert then prefetch",
           "[prefetch]") {
   CacheRig rig(3);
   rig.cache->set_prefetch(1, 0);
