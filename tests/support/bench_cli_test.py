@@ -44,8 +44,9 @@ import threading
 import time
 
 PROMPT_IDS = "5,17,99,123,7,300,42,250,11,64,480,3,77,150,222,333,444,12,91,500,8,260,199,31,400,55,170,290,13,360,88,245"
-METRICS = ["prefill_tokens_per_second", "decode_tokens_per_second", "seconds_per_token", "hit_rate",
-           "expert_bytes_per_token", "trunk_bytes_per_token", "table_bytes_per_token", "peak_rss_bytes"]
+METRICS = ["prefill_tokens_per_second", "decode_tokens_per_second", "seconds_per_token", "io_wait_per_token",
+           "hit_rate", "prefetch_hit_rate", "expert_bytes_per_token", "trunk_bytes_per_token",
+           "table_bytes_per_token", "peak_rss_bytes"]
 
 
 class Failure(Exception):
@@ -142,11 +143,18 @@ def check_json_result(j, run, labels, reps, new_tokens):
             for key, raw in (("expert_bytes_per_token", "expert_bytes"), ("trunk_bytes_per_token", "trunk_bytes"),
                              ("table_bytes_per_token", "table_bytes")):
                 check(close(m[key], d[raw] / s["decode_forwards"]), where + ": " + key, run)
+            check(close(m["io_wait_per_token"], d["io_wait_seconds"] / s["decode_forwards"]),
+                  where + ": I/O wait per token", run)
             if d["expert_requests"] == 0:
                 check(m["hit_rate"] is None, where + ": a hit rate without expert requests", run)
+                check(m["prefetch_hit_rate"] is None, where + ": a prefetch hit rate without expert requests", run)
             else:
                 check(0 <= m["hit_rate"] <= 1 and close(m["hit_rate"], d["expert_hits"] / d["expert_requests"]),
                       where + ": hit rate %r" % m["hit_rate"], run)
+                check(close(m["prefetch_hit_rate"], d["prefetch_hits"] / d["expert_requests"]),
+                      where + ": prefetch hit rate %r" % m["prefetch_hit_rate"], run)
+                check(m["hit_rate"] + m["prefetch_hit_rate"] <= 1 + 1e-12,
+                      where + ": hits and prefetch hits exceed the requests", run)
             check(m["peak_rss_bytes"] > 0, where + ": peak RSS", run)
             if ids is None:
                 ids = s["generated_ids"]

@@ -59,6 +59,7 @@ struct BenchInfo {
 struct BenchIo {
   std::uint64_t expert_bytes = 0, trunk_bytes = 0, table_bytes = 0;
   std::uint64_t expert_requests = 0, expert_hits = 0;
+  std::uint64_t prefetch_hits = 0;  ///< requests served by an expert the router lookahead read ahead
   double io_wait_seconds = 0;
 };
 
@@ -82,13 +83,15 @@ enum class BenchMetric : int {
   prefill_tokens_per_second,
   decode_tokens_per_second,
   seconds_per_token,
+  io_wait_per_token,      ///< seconds the compute waited on storage ÷ decode forwards
   hit_rate,               ///< expert-cache true hits ÷ requests over the decode forwards
+  prefetch_hit_rate,      ///< requests served by a router-lookahead prefetch ÷ requests
   expert_bytes_per_token,  ///< decode forwards only, like the two below
   trunk_bytes_per_token,
   table_bytes_per_token,  ///< embedding rows, lm_head, global norms
   peak_rss_bytes,
 };
-inline constexpr int bench_metric_count = 8;
+inline constexpr int bench_metric_count = 10;
 
 struct BenchMetricInfo {
   const char* key;     ///< JSON and CSV name: "decode_tokens_per_second"
@@ -97,6 +100,10 @@ struct BenchMetricInfo {
 };
 [[nodiscard]] const BenchMetricInfo& bench_metric_info(BenchMetric m);
 [[nodiscard]] double bench_metric(const BenchSample& s, BenchMetric m);
+/// True for the metrics that are a fraction of the expert requests (printed as percentages).
+[[nodiscard]] constexpr bool bench_metric_is_rate(BenchMetric m) {
+  return m == BenchMetric::hit_rate || m == BenchMetric::prefetch_hit_rate;
+}
 
 /// Mean and sample standard deviation (n-1; 0 for one value) of the values that are not NaN;
 /// NaN mean when every value is NaN (or there are none).

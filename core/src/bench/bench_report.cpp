@@ -86,13 +86,13 @@ std::string bytes_text(double bytes) {
 }
 
 std::string cell(BenchMetric m, double v) {
-  if (m == BenchMetric::hit_rate) return std::isnan(v) ? "n/a" : printf_string("%.1f%%", 100.0 * v);
+  if (bench_metric_is_rate(m)) return std::isnan(v) ? "n/a" : printf_string("%.1f%%", 100.0 * v);
   return bench_metric_info(m).bytes ? bytes_text(v) : number(v);
 }
 
 std::string mean_sd_cell(BenchMetric m, const MeanSd& ms) {
   if (std::isnan(ms.mean)) return "n/a";
-  if (m == BenchMetric::hit_rate)
+  if (bench_metric_is_rate(m))
     return printf_string("%.1f", 100.0 * ms.mean) + " ± " + printf_string("%.1f%%", 100.0 * ms.sd);
   if (bench_metric_info(m).bytes) {
     const auto [unit, size] = byte_unit(ms.mean);

@@ -12,9 +12,15 @@ namespace k3 {
 namespace {
 
 BenchIo io_between(const StreamStats& a, const StreamStats& b) {
-  return {b.expert_bytes - a.expert_bytes,       b.trunk_bytes - a.trunk_bytes,
-          b.table_bytes - a.table_bytes,         b.expert_requests - a.expert_requests,
-          b.expert_hits - a.expert_hits,         b.io_wait_seconds - a.io_wait_seconds};
+  BenchIo io;
+  io.expert_bytes = b.expert_bytes - a.expert_bytes;
+  io.trunk_bytes = b.trunk_bytes - a.trunk_bytes;
+  io.table_bytes = b.table_bytes - a.table_bytes;
+  io.expert_requests = b.expert_requests - a.expert_requests;
+  io.expert_hits = b.expert_hits - a.expert_hits;
+  io.prefetch_hits = b.prefetch_hits - a.prefetch_hits;
+  io.io_wait_seconds = b.io_wait_seconds - a.io_wait_seconds;
+  return io;
 }
 
 /// A key the bench does not honour, refused at its place in the pipeline.

@@ -5,7 +5,8 @@ namespace {
 
 nlohmann::json io_json(const BenchIo& io) {
   return {{"expert_bytes", io.expert_bytes}, {"trunk_bytes", io.trunk_bytes},       {"table_bytes", io.table_bytes},
-          {"expert_requests", io.expert_requests}, {"expert_hits", io.expert_hits}, {"io_wait_seconds", io.io_wait_seconds}};
+          {"expert_requests", io.expert_requests}, {"expert_hits", io.expert_hits},
+          {"prefetch_hits", io.prefetch_hits}, {"io_wait_seconds", io.io_wait_seconds}};
 }
 
 BenchIo io_of(const nlohmann::json& j) {
@@ -15,6 +16,7 @@ BenchIo io_of(const nlohmann::json& j) {
   j.at("table_bytes").get_to(io.table_bytes);
   j.at("expert_requests").get_to(io.expert_requests);
   j.at("expert_hits").get_to(io.expert_hits);
+  j.at("prefetch_hits").get_to(io.prefetch_hits);
   j.at("io_wait_seconds").get_to(io.io_wait_seconds);
   return io;
 }
