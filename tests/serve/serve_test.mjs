@@ -246,6 +246,9 @@ async function caseReuse(model) {
   check(await metric(warm, 'k3_cached_prompt_tokens_total') > 0, 'metrics count reused tokens');
   check(await metric(warm, 'k3_prefix_snapshots') > 0, 'snapshots kept');
   check(await metric(cold, 'k3_cached_prompt_tokens_total') === 0, 'cold server reused nothing');
+  // Prefetch hits are requests too, and never counted as hits.
+  check(await metric(cold, 'k3_prefetch_hits_total') + await metric(cold, 'k3_expert_hits_total') <=
+        await metric(cold, 'k3_expert_requests_total'), 'prefetch hits and hits within the requests');
   await stopServer(warm);
   await stopServer(cold);
 }

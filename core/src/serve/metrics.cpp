@@ -77,6 +77,11 @@ std::string Metrics::render(bool loaded) const {
   metric("k3_expert_hits_total", "counter", "routed-expert requests found resident", d(io_.expert_hits));
   metric("k3_expert_hit_rate", "gauge", "true resident hit rate of the expert cache since load",
          io_.expert_requests ? d(io_.expert_hits) / d(io_.expert_requests) : 0.0);
+  metric("k3_prefetch_experts_total", "counter", "routed experts read ahead by the router lookahead since load",
+         d(io_.prefetch_experts));
+  metric("k3_prefetch_hits_total", "counter", "routed-expert requests served by an expert read ahead (not hits)",
+         d(io_.prefetch_hits));
+  metric("k3_prefetch_wasted_bytes", "gauge", "bytes read ahead and not requested (yet)", d(io_.prefetch_wasted_bytes));
   out += "# HELP k3_bytes_read_total bytes read from storage since load, by source\n# TYPE k3_bytes_read_total counter\n";
   char line[256];
   std::snprintf(line, sizeof line,
