@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "key_list.hpp"
+#include "splitmix64.hpp"
 
 namespace k3cache {
 
@@ -76,12 +77,7 @@ class KeyIndex {
 
   /// splitmix64's finaliser: packed keys differ mostly in their low bits of each half.
   [[nodiscard]] std::size_t home(std::uint64_t key) const noexcept {
-    key ^= key >> 30;
-    key *= 0xbf58476d1ce4e5b9ull;
-    key ^= key >> 27;
-    key *= 0x94d049bb133111ebull;
-    key ^= key >> 31;
-    return static_cast<std::size_t>(key) & (cells_.size() - 1);
+    return static_cast<std::size_t>(mix64(key)) & (cells_.size() - 1);
   }
   [[nodiscard]] std::size_t next(std::size_t i) const noexcept { return (i + 1) & (cells_.size() - 1); }
 

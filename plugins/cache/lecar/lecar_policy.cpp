@@ -38,7 +38,7 @@ Status LecarPolicy::reset(std::uint64_t capacity_slots) noexcept {
   }
   capacity_ = capacity_slots;
   clock_ = 0;
-  rng_ = params_.seed;
+  rng_.seed(params_.seed);
   halflife_requests_ = std::max(1.0, params_.halflife * static_cast<double>(cap));
   discount_ = std::pow(0.005, 1.0 / static_cast<double>(cap));
   w_lru_ = 0.5;
@@ -228,13 +228,7 @@ std::uint32_t LecarPolicy::lfu_candidate(const k3::sdk::VictimQuery& query) noex
   return kNil;
 }
 
-double LecarPolicy::next_unit() noexcept {  // splitmix64, top 53 bits as [0, 1)
-  std::uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+double LecarPolicy::next_unit() noexcept { return rng_.unit(); }
 
 Status LecarPolicy::choose_victim(ExpertKey, const k3::sdk::VictimQuery& query, ExpertKey& victim) noexcept {
   const std::uint32_t by_lru = lru_candidate(query);

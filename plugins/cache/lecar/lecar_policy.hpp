@@ -28,6 +28,7 @@
 
 #include "key_index.hpp"
 #include "key_list.hpp"
+#include "splitmix64.hpp"
 
 namespace k3cache {
 
@@ -83,7 +84,7 @@ class LecarPolicy final : public k3::sdk::CachePolicy {
   LecarParams params_;
   std::uint64_t capacity_ = 0;
   std::uint64_t clock_ = 0;
-  std::uint64_t rng_ = 0;
+  k3cache::SplitMix64 rng_;
   double halflife_requests_ = 1;
   double discount_ = 1;
   double w_lru_ = 0.5;

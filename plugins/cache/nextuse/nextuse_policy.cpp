@@ -27,7 +27,7 @@ Status NextUsePolicy::reset(std::uint64_t capacity_slots) noexcept {
   }
   capacity_ = capacity_slots;
   clock_ = 0;
-  rng_ = params_.seed;
+  rng_.seed(params_.seed);
   started_ = false;
   current_layer_ = 0;
   min_layer_ = 0xFFFFFFFFu;
@@ -136,12 +136,7 @@ std::uint8_t NextUsePolicy::bucket_of(const Meta& m) const noexcept {
   return ReuseModel::bucket(m.last_gap, m.previous_gap, m.count);
 }
 
-std::uint64_t NextUsePolicy::next_random() noexcept {  // splitmix64
-  std::uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+std::uint64_t NextUsePolicy::next_random() noexcept { return rng_.next(); }
 
 Status NextUsePolicy::choose_victim(ExpertKey, const k3::sdk::VictimQuery& query, ExpertKey& victim) noexcept {
   const std::size_t n = resident_.size();

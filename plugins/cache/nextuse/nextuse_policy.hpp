@@ -28,6 +28,7 @@
 
 #include "key_index.hpp"
 #include "key_list.hpp"
+#include "splitmix64.hpp"
 #include "reuse_model.hpp"
 
 namespace k3cache {
@@ -80,7 +81,7 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
   NextUseParams params_;
   std::uint64_t capacity_ = 0;
   std::uint64_t clock_ = 0;
-  std::uint64_t rng_ = 0;
+  k3cache::SplitMix64 rng_;
   bool started_ = false;
   std::uint32_t current_layer_ = 0;
   std::uint32_t min_layer_ = 0xFFFFFFFFu;
