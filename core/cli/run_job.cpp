@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <k3/build_info.hpp>
+#include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/job.hpp>
 #include <k3/log.hpp>
@@ -120,11 +121,12 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     print_io_report(r);
     if (const SpeculativeStats& sp = r.result.speculative; sp.verify_passes > 0)
       std::printf("speculative: %zu tokens fed back in %llu forward passes (%.2f per pass) | drafts accepted "
-                  "%llu of %llu (%.1f%%)\n",
+                  "%llu of %llu (%.1f%%)%s\n",
                   r.decode_forwards, static_cast<unsigned long long>(sp.passes()),
                   static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()),
                   static_cast<unsigned long long>(sp.drafts_accepted), static_cast<unsigned long long>(sp.drafts_proposed),
-                  sp.drafts_proposed ? 100.0 * static_cast<double>(sp.drafts_accepted) / static_cast<double>(sp.drafts_proposed) : 0.0);
+                  sp.drafts_proposed ? 100.0 * static_cast<double>(sp.drafts_accepted) / static_cast<double>(sp.drafts_proposed) : 0.0,
+                  r.speculative.model ? (" | drafted by " + r.speculative.model->model().uri()).c_str() : "");
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
   }
   std::fflush(stdout);

@@ -1,6 +1,6 @@
 # CLI tests of exact speculative decoding (docs/speculative.md) on the shipped fortune
 # model: the main job says what drafting did, the text is the same with it on and off, and
-# a datastore that cannot be read is refused naming its key.
+# a datastore or draft model that cannot be read is refused naming its key.
 include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
 
 k3_cli_test("cli-speculative: the main job reports tokens per forward pass and drafts accepted" 0
@@ -21,3 +21,11 @@ k3_cli_test("cli-speculative: a missing datastore is refused naming the key" 2
 k3_cli_test("cli-speculative: a run drafting with a datastore (the held-out text) finishes and reports its passes" 0
   ARGS --config presets/laptop.yaml -n 24 --set job.speculative.datastore=data/text/heldout.txt
   STDOUT "speculative: 23 tokens fed back in")
+k3_cli_test("cli-speculative: a missing draft model is refused naming the key" 2
+  ARGS --config presets/laptop.yaml -n 4 --set job.speculative.draft_model=${CMAKE_BINARY_DIR}/test-tmp/no-such-model
+  STDERR "--set job.speculative.draft_model=[^\n]*: job.speculative.draft_model: [^\n]*no-such-model: no draft model there")
+# The model as its own draft model proposes exactly what it picks: every draft is kept.
+k3_cli_test("cli-speculative: the model drafting for itself keeps every draft and says what drafted" 0
+  ARGS --config presets/laptop.yaml -n 24 --set job.speculative.draft_model=data/models/fortune
+       --set job.speculative.adaptive=false
+  STDOUT "drafts accepted [0-9]+ of [0-9]+ \\(100.0%\\) \\| drafted by [^\n]*data/models/fortune")

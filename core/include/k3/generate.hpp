@@ -15,6 +15,8 @@
 
 namespace k3 {
 
+class DraftModel;
+
 struct SamplingSettings {
   double temperature = 0.0;  ///< 0 = greedy (first index of the maximum logit)
   std::int64_t top_k = 0;    ///< 0 = no limit
@@ -41,10 +43,10 @@ class Sampler {
 enum class DecodeMode { incremental, recompute };
 
 /// Exact speculative decoding (docs/speculative.md): after each generated token, up to
-/// max_draft tokens are drafted by prompt lookup (what followed the latest earlier
-/// occurrence of the context's last `ngram` tokens, or of shorter suffixes down to
-/// min_ngram), else from the corpus of `store`, and checked in one forward pass over them
-/// all; the longest prefix equal to what the model itself picks is kept. The ids are those
+/// max_draft tokens are drafted by a draft `model` when there is one, else by prompt lookup
+/// (what followed the latest earlier occurrence of the context's last `ngram` tokens, or of
+/// shorter suffixes down to min_ngram), else from the corpus of `store`, and checked in one
+/// forward pass over them all; the longest prefix equal to what the model itself picks is kept. The ids are those
 /// of plain decoding, bit for bit.
 struct SpeculativeSettings {
   std::int64_t max_draft = 0;  ///< 0 = off
@@ -55,6 +57,9 @@ struct SpeculativeSettings {
   bool adaptive = true;
   /// Drafts from a corpus (k3/draft.hpp) when the context has none; may be null.
   std::shared_ptr<const DraftStore> store;
+  /// A small model with the same tokenizer that drafts (k3/draft_model.hpp); may be null.
+  /// When set, it is the only draft source.
+  std::shared_ptr<DraftModel> model;
 };
 
 /// What speculative decoding did in a run.

@@ -20,6 +20,8 @@
 
 namespace k3 {
 
+class DraftModel;
+
 struct LoadHooks {
   /// A line of progress (model generation, loading); may be empty.
   std::function<void(const std::string&)> on_status;
@@ -49,6 +51,8 @@ class Runtime {
   [[nodiscard]] const std::string& model_uri() const noexcept { return uri_; }
   /// Seconds from the start of loading (after any generation) to a usable model.
   [[nodiscard]] double load_seconds() const noexcept { return load_seconds_; }
+  /// job.speculative.draft_model, loaded (null when not set or drafting is off).
+  [[nodiscard]] std::shared_ptr<DraftModel> draft_model() const noexcept { return draft_model_; }
 
   /// Plain text to ids (no special tokens). UsageError when the tokenizer refuses it.
   [[nodiscard]] std::vector<std::uint32_t> encode(const std::string& text) const;
@@ -60,6 +64,7 @@ class Runtime {
   ModelSettings settings_;
   std::unique_ptr<Model> model_;
   std::shared_ptr<sdk::Tokenizer> tokenizer_;
+  std::shared_ptr<DraftModel> draft_model_;
   double load_seconds_ = 0;
 };
 

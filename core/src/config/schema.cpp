@@ -155,6 +155,11 @@ std::vector<KeySpec> build_schema() {
        "Text like what the model will write (its training text, a code base); when the context offers no draft, "
        "drafts come from this corpus's most frequent continuations (8 bytes per token of it in memory)",
        "a corpus is the user's to choose"},
+      {"job.speculative.draft_model", T::path, "''", {}, {},
+       "A small checkpoint with the model's tokenizer (a folder or URL, read through the storage plugin) that "
+       "drafts instead of lookup and datastore: its own pick of each next token, drawn like the model's (same "
+       "seed and position); held in memory beside the plan, refused if it would stream",
+       "a draft model is trained for one model: data/models/fortune-draft is fortune's (docs/speculative.md)"},
       {"job.sampling.temperature", T::number, "0", between(0, 100), {},
        "Sampling temperature; 0 = greedy (argmax)", "greedy output is reproducible and what the oracle tests check"},
       {"job.sampling.top_k", T::integer, "0", between(0, 1048576), {},

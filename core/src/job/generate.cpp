@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 
+#include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 
 #include "util/atomic_file.hpp"
@@ -120,10 +121,12 @@ class DecodeLoop {
     if (most <= 0) return {};
     context_.assign(session_.tokens().begin(), session_.tokens().end());
     context_.push_back(next);
-    // A context match of 2 tokens or more, else the corpus, else a shorter context match:
-    // a single repeated token predicts worse than a corpus that knows the phrase.
     const SpeculativeSettings& s = g_.speculative;
     const auto n = static_cast<std::size_t>(most);
+    // A draft model writes like the model; a context match only where text repeats.
+    if (s.model) return s.model->draft(context_, n, g_.sampling);
+    // A context match of 2 tokens or more, else the corpus, else a shorter context match:
+    // a single repeated token predicts worse than a corpus that knows the phrase.
     const auto longest = static_cast<std::size_t>(s.ngram), shortest = static_cast<std::size_t>(s.min_ngram);
     if (!s.store) return lookup_drafts(context_, longest, shortest, n);
     std::vector<std::uint32_t> drafts = lookup_drafts(context_, longest, std::max<std::size_t>(shortest, 2), n);

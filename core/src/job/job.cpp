@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/machine.hpp>
 #include <k3/model.hpp>
@@ -305,6 +306,10 @@ std::string report_json(const JobReport& r) {
                         {"drafts_proposed", sp.drafts_proposed},
                         {"drafts_accepted", sp.drafts_accepted},
                         {"tokens_per_pass", sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
+    if (const auto& dm = r.speculative.model)
+      j["speculative"]["draft_model"] = {{"path", dm->model().uri()},
+                                         {"resident_bytes", dm->resident_bytes()},
+                                         {"forward_tokens", dm->forward_tokens()}};
   }
   j["expert_failures"] = r.expert_failures;
   j["tokens_per_second"] = r.tokens_per_second;

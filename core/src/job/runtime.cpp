@@ -6,9 +6,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/make_model.hpp>
+#include <k3/units.hpp>
 
 #include "io/small_file.hpp"
 #include "io/uri.hpp"
@@ -212,6 +214,36 @@ std::size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
+/// job.speculative.draft_model, when drafting is on: loaded resident through the pipeline's
+/// storage plugin with the model's kernel set and threads. Null when not set.
+std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, PluginHost& host, const Model& target,
+                                             const ModelSettings& target_settings, const LoadHooks& hooks) {
+  const char* key = "job.speculative.draft_model";
+  const std::string uri = p.get_path(key).string();
+  if (uri.empty() || p.get_int("job.speculative.max_draft") <= 0) return nullptr;
+  ModelSettings ms;
+  ms.storage = target_settings.storage;
+  ms.storage_params = target_settings.storage_params;
+  ms.kernels = target.kernel_set();
+  ms.kernel_params = target_settings.kernel_params;
+  ms.threads = target_settings.threads;
+  // Sized to fit (a draft model is small); DraftModel refuses one whose plan streams.
+  ms.memory.context = target_settings.memory.context;
+  ms.memory.prefill_chunk = target_settings.memory.prefill_chunk;
+  std::shared_ptr<DraftModel> out;
+  at_key(p, key, [&] {
+    if (!exists_in_storage(*target.storage(), io::join_uri(uri, "config.json")))
+      throw UsageError(uri + ": no draft model there (no config.json)");
+    if (hooks.on_status) hooks.on_status("loading the draft model " + uri);
+    out = std::make_shared<DraftModel>(std::make_unique<Model>(uri, host, ms), target.config(),
+                                       std::string(key));
+  });
+  if (hooks.on_status)
+    hooks.on_status("draft model " + uri + ": " + std::to_string(out->model().config().num_hidden_layers) + " layers, " +
+                    format_bytes(out->resident_bytes()) + " resident beside the plan above");
+  return out;
+}
+
 }  // namespace
 
 Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
@@ -226,6 +258,7 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
   tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (hooks.on_plan) hooks.on_plan(model_->plan().table());
+  draft_model_ = load_draft_model(p, host, *model_, settings_, hooks);
   if (hooks.on_status) {
     // Said at every load, so nobody mistakes the demo's noise for a broken engine.
     if (model_->config().synthetic)
@@ -299,6 +332,7 @@ GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& conf
 
 GenerateSettings generate_settings_of(const Pipeline& p, const Runtime& runtime) {
   GenerateSettings g = generate_settings_of(p, runtime.model().config());
+  if (g.speculative.max_draft > 0) g.speculative.model = runtime.draft_model();
   const std::filesystem::path store = p.get_path("job.speculative.datastore");
   if (!store.empty() && g.speculative.max_draft > 0) {
     const std::string what = p.where("job.speculative.datastore") + ": job.speculative.datastore";

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include <k3/draft.hpp>
+#include <k3/draft_model.hpp>
+#include <k3/error.hpp>
 #include <k3/generate.hpp>
 #include <k3/geometry.hpp>
 #include <k3/model.hpp>
@@ -284,4 +286,97 @@ TEST_CASE("with a datastore, speculative decoding still emits the ids of plain d
   CHECK(spec.generated == plain);
   CHECK(session.tokens() == plain_session.tokens());
   CHECK(spec.speculative.drafts_accepted > 0);
+}
+
+namespace {
+
+/// A draft model over `dir`, resident, as the runtime loads one.
+std::shared_ptr<k3::DraftModel> draft_model(k3::PluginHost& host, const std::string& dir, const k3::Model& target,
+                                            const std::string& kernels = "scalar", int threads = 1) {
+  return std::make_shared<k3::DraftModel>(std::make_unique<k3::Model>(dir, host, settings(kernels, threads)),
+                                          target.config(), "job.speculative.draft_model");
+}
+
+}  // namespace
+
+TEST_CASE("the model as its own draft model: every draft is kept, greedy and sampled, and the ids are plain "
+          "decoding's",
+          "[speculative][identity][draft_model]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, streamed("auto", 2));
+  auto self = draft_model(host, fortune(), m);
+  for (const double temperature : {0.0, 0.9}) {
+    CAPTURE(temperature);
+    k3::GenerateSettings g = plain_settings(32);
+    g.sampling.temperature = temperature;
+    g.sampling.top_k = 40;
+    g.sampling.seed = 11;
+    k3::Session plain_session(m, 256);
+    const auto plain = k3::generate(plain_session, g);
+    g.speculative.max_draft = 4;
+    g.speculative.adaptive = false;
+    g.speculative.model = self;
+    k3::Session session(m, 256);
+    const auto spec = k3::generate(session, g);
+    CHECK(spec.generated == plain.generated);
+    CHECK(session.tokens() == plain_session.tokens());
+    // The same weights draw the same token at the same (seed, position): nothing is refused,
+    // and each pass yields the token and its 4 drafts (the last pass fewer: 31 fed back).
+    CHECK(spec.speculative.drafts_proposed > 0);
+    CHECK(spec.speculative.drafts_accepted == spec.speculative.drafts_proposed);
+    CHECK(spec.speculative.passes() == 7);
+  }
+}
+
+TEST_CASE("a draft model that writes other text still leaves the ids of plain decoding, across kernel sets, "
+          "threads and budgets, and follows a new conversation",
+          "[speculative][identity][draft_model]") {
+  k3::PluginHost host;
+  // fortune's geometry with random weights: same tokenizer, different text, so its drafts
+  // are mostly refused.
+  const std::string other = k3::test::test_model("fortune").string();
+  struct Setup {
+    const char* name;
+    k3::ModelSettings s;
+  };
+  const Setup setups[] = {{"scalar, 1 thread, resident", settings("scalar", 1)},
+                          {"auto, 2 threads, streamed", streamed("auto", 2)}};
+  std::vector<std::uint32_t> reference;
+  for (const Setup& setup : setups) {
+    CAPTURE(setup.name);
+    k3::Model m(fortune(), host, setup.s);
+    auto drafter = draft_model(host, other, m, setup.s.kernels, setup.s.threads);
+    k3::GenerateSettings g = plain_settings(24);
+    k3::Session plain_session(m, 256);
+    const auto plain = k3::generate(plain_session, g);
+    if (reference.empty()) reference = plain.generated;
+    CHECK(plain.generated == reference);
+    g.speculative.max_draft = 3;
+    g.speculative.adaptive = false;
+    g.speculative.model = drafter;
+    for (int conversation = 0; conversation < 2; ++conversation) {
+      // The second conversation starts over in the draft model (not an extension of the first).
+      k3::Session session(m, 256);
+      const auto spec = k3::generate(session, g);
+      CHECK(spec.generated == plain.generated);
+      CHECK(session.tokens() == plain_session.tokens());
+      CHECK(spec.speculative.drafts_proposed > 0);
+      CHECK(spec.speculative.drafts_accepted < spec.speculative.drafts_proposed);
+    }
+    CHECK(drafter->forward_tokens() > 0);
+  }
+}
+
+TEST_CASE("a draft model with another tokenizer is refused, naming the key", "[speculative][errors][draft_model]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, settings("scalar", 1));
+  const std::string tiny = k3::test::test_model("tiny").string();
+  try {
+    (void)draft_model(host, tiny, m);
+    FAIL("a draft model with another vocabulary was accepted");
+  } catch (const k3::UsageError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("job.speculative.draft_model") != std::string::npos);
+    CHECK(what.find("tokenizer") != std::string::npos);
+  }
 }
