@@ -42,15 +42,15 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 // table of each row besides). The columns run in chunks of kChunkCols inside passes of
 // kChunkPassRows rows (for_each_chunked_tile), so a chunk's panel of activations (256 x 8
 // doubles, 16 KiB) stays in L1 for every row tile of the pass; without chunks each tile
-// streamed the whole panel (up to 448 KiB) from L2, one 64-byte load per 2 FMAs.
+// streamed the whole panel (up to 448 KiB) from L2, 512 bytes per 16 FMAs in a 2 x 8 tile.
 // Measured on a 2-vCPU Xeon with AVX-512 (docs/benchmarks.md, "Batch of 8 positions on an
-// AVX-512 Xeon"), batch 8 at 7168x3072 and 3072x7168, alternating with the previous
-// unchunked 2-row tiles in one process: MXFP4 0.81-0.86 of their time; bf16 0.82-0.94
-// (with the shuffle in Bf16Weights) and fp32 0.88-1.00 when the shared VM ran fast, about
-// 1.0 when it ran slow; 3 dense rows against 2: bf16 0.92-0.94, fp32 0.96-0.98; chunks of
-// 128 or 512 columns up to 12% slower than 256 (at 512 the panel chunk alone is 32 KiB of
-// the 48 KiB L1); passes of 24 rows within 2% of 12. A batch-8 call still costs 0.28-0.59
-// of eight batch-1 calls there, not 0.25 (the MXFP4 FMAs alone are 0.26).
+// AVX-512 Xeon"), batch 8 at 7168x3072 and 3072x7168, alternating with the unchunked 2-row
+// tiles before in one process: all of this (with in_register and the shuffle in
+// Bf16Weights) takes 0.68-0.85 of their time; 3 dense rows against 2: bf16 0.92-0.94, fp32
+// 0.96-0.98; chunks of 128 or 512 columns up to 12% slower than 256 (at 512 the panel chunk
+// alone is 32 KiB of the 48 KiB L1); passes of 24 rows within 2% of 12. A batch-8 call
+// still costs 0.24-0.27 (fp32), 0.36-0.41 (bf16) and 0.51-0.57 (MXFP4) of eight batch-1
+// calls there; the MXFP4 FMAs alone are at least 0.25 of them.
 constexpr std::size_t kPosRowTile = 2;       // MXFP4
 constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
