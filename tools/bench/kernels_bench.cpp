@@ -12,7 +12,8 @@
 // 3072x7168 (an MXFP4 expert's up/gate and down), one thread (pin it with taskset). The
 // ratio is (one batch-N call) / (N batch-1 calls): 1/N would mean positions cost nothing.
 // Beside it, the least time any AVX2 kernel can take for the batch-N call under the numerics
-// contract (every multiply-add an fp64 FMA, 4 per ymm) at this core's measured FMA rate.
+// contract (every multiply-add an fp64 FMA, 4 per ymm) at this core's measured FMA rate, and
+// where the core has AVX-512F the same for an AVX-512 kernel (8 per zmm, its own rate).
 //
 //   k3bench-kernels [--sets scalar,avx2,avx512] [--kernels bf16,mxfp4,f32] [--threads 1,2]
 //                   [--batch 1] [--lm-head-rows 16384] [--min-time 0.4] [--working-set 512]
@@ -289,6 +290,37 @@ double ymm_fma_per_second() {
 #endif
 }
 
+/// The same with zmm FMAs (8 per FMA): the ceiling of an AVX-512 kernel's multiply-adds.
+/// On a core with one 512-bit FMA pipe it is half the ymm rate in doubles, on one with two
+/// the same; only measuring tells which. 0 without AVX-512F.
+double zmm_fma_per_second() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f")) return 0;
+  constexpr long kIterations = 50'000'000;
+  const double start = process_cpu_seconds();
+  __asm__ volatile(
+      "vxorpd %%zmm0,%%zmm0,%%zmm0\n vxorpd %%zmm1,%%zmm1,%%zmm1\n vxorpd %%zmm2,%%zmm2,%%zmm2\n"
+      "vxorpd %%zmm3,%%zmm3,%%zmm3\n vxorpd %%zmm4,%%zmm4,%%zmm4\n vxorpd %%zmm5,%%zmm5,%%zmm5\n"
+      "vxorpd %%zmm6,%%zmm6,%%zmm6\n vxorpd %%zmm7,%%zmm7,%%zmm7\n vxorpd %%zmm8,%%zmm8,%%zmm8\n"
+      "vxorpd %%zmm9,%%zmm9,%%zmm9\n vxorpd %%zmm14,%%zmm14,%%zmm14\n vxorpd %%zmm15,%%zmm15,%%zmm15\n"
+      "mov %0, %%rcx\n"
+      "1:\n"
+      "vfmadd231pd %%zmm14,%%zmm15,%%zmm0\n vfmadd231pd %%zmm14,%%zmm15,%%zmm1\n"
+      "vfmadd231pd %%zmm14,%%zmm15,%%zmm2\n vfmadd231pd %%zmm14,%%zmm15,%%zmm3\n"
+      "vfmadd231pd %%zmm14,%%zmm15,%%zmm4\n vfmadd231pd %%zmm14,%%zmm15,%%zmm5\n"
+      "vfmadd231pd %%zmm14,%%zmm15,%%zmm6\n vfmadd231pd %%zmm14,%%zmm15,%%zmm7\n"
+      "vfmadd231pd %%zmm14,%%zmm15,%%zmm8\n vfmadd231pd %%zmm14,%%zmm15,%%zmm9\n"
+      "dec %%rcx\n jnz 1b\n vzeroupper\n"
+      :
+      : "r"(kIterations)
+      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15",
+        "cc");
+  return 10.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
+#else
+  return 0;
+#endif
+}
+
 /// The --positions table: per kernel, shape and set, the time of one call with batch N and
 /// of N calls with batch 1 (each the median over the rounds, which alternate the two), and
 /// their ratio. Times are CPU time of the process (one thread), which a busy machine does
@@ -304,11 +336,16 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
     std::printf("# fp64 FMA ceiling of this core: %.2f G ymm FMAs per CPU-second (registers only); the avx2 floor\n"
                 "# of a batch-%zu call is rows x cols x %zu / 4 of them\n\n",
                 fma_rate / 1e9, n, n);
+  const double zmm_rate = zmm_fma_per_second();
+  if (zmm_rate > 0)
+    std::printf("# fp64 FMA ceiling with zmm: %.2f G zmm FMAs per CPU-second; the avx512 floor of a batch-%zu call\n"
+                "# is rows x cols x %zu / 8 of them\n\n",
+                zmm_rate / 1e9, n, n);
   std::printf(
       "| kernel | shape (rows x cols) | set | 1 call, batch %zu (CPU ms) | %zu calls, batch 1 (CPU ms) | ratio "
-      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) |\n",
-      n, n, n);
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) | avx512 FMA floor, batch %zu (ms) |\n",
+      n, n, n, n);
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& kernel : opt.kernels) {
     for (const Shape& s : shapes) {
       const std::size_t bytes = make_weights(kernel, s, 1).bytes_per_copy;
@@ -338,8 +375,11 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
         const double t1 = median(cpu_singles);
         const double floor_ms =
             fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
-        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f |\n", kernel.c_str(), s.name, name.c_str(),
-                    1e3 * tb, 1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles), floor_ms);
+        const double zmm_floor_ms =
+            zmm_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / zmm_rate : 0.0;
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f | %.2f |\n", kernel.c_str(), s.name,
+                    name.c_str(), 1e3 * tb, 1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles), floor_ms,
+                    zmm_floor_ms);
         std::fflush(stdout);
       }
     }

@@ -36,11 +36,26 @@ using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
 constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x latency 4
-// Batch > 1 (dense and MXFP4): kPosRowTile rows x kPosTile positions, one zmm per (row,
-// position): 16 FMA chains, the weights of one block and the MXFP4 table of a row besides,
-// within the 32 zmm; batch 8 is one tile. Not measured on an AVX-512 machine yet.
-constexpr std::size_t kPosRowTile = 2;
+// Batch > 1: a tile of R rows x kPosTile positions, one zmm per (row, position); batch 8 is
+// one position tile. Dense: 3 rows (24 FMA chains, 3 widened weight blocks and an
+// activation block: 28 of the 32 zmm); MXFP4: 2 rows (16 chains, two decoded halves and the
+// table of each row besides). The columns run in chunks of kChunkCols inside passes of
+// kChunkPassRows rows (for_each_chunked_tile), so a chunk's panel of activations (256 x 8
+// doubles, 16 KiB) stays in L1 for every row tile of the pass; without chunks each tile
+// streamed the whole panel (up to 448 KiB) from L2, 512 bytes per 16 FMAs in a 2 x 8 tile.
+// Measured on a 2-vCPU Xeon with AVX-512 (docs/benchmarks.md, "Batch of 8 positions on an
+// AVX-512 Xeon"), batch 8 at 7168x3072 and 3072x7168, alternating with the unchunked 2-row
+// tiles before in one process: all of this (with in_register and the shuffle in
+// Bf16Weights) takes 0.68-0.85 of their time; 3 dense rows against 2: bf16 0.92-0.94, fp32
+// 0.96-0.98; chunks of 128 or 512 columns up to 12% slower than 256 (at 512 the panel chunk
+// alone is 32 KiB of the 48 KiB L1); passes of 24 rows within 2% of 12. A batch-8 call
+// still costs 0.24-0.27 (fp32), 0.36-0.41 (bf16) and 0.51-0.57 (MXFP4) of eight batch-1
+// calls there; the MXFP4 FMAs alone are at least 0.25 of them.
+constexpr std::size_t kPosRowTile = 2;       // MXFP4
+constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
+constexpr std::size_t kChunkCols = 256;      // a multiple of the MXFP4 group (32)
+constexpr std::size_t kChunkPassRows = 12;   // whole tiles of 2 and of 3 rows
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
 /// as in the scalar set).
@@ -56,6 +71,11 @@ inline double reduce_tree(__m512d acc) {
   return _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
 }
 
+/// Makes the compiler load v into a register here. Without it GCC 12 folds the load into
+/// every FMA that uses v (one 64-byte load per FMA in a 3 x 8 tile, where 8 per 24 do),
+/// and the core's two 512-bit load ports become as busy as its two FMA pipes.
+inline void in_register(__m512d& v) { asm("" : "+v"(v)); }
+
 inline __mmask8 lanes_below(std::size_t k) { return static_cast<__mmask8>((1u << k) - 1u); }
 
 /// The first k (< 8) floats at p widened to doubles; lanes >= k are 0 and never read past p+k.
@@ -66,9 +86,15 @@ inline __m512d load_f32_tail(const float* p, std::size_t k) {
 // Weight loaders: 8 consecutive weights of a row as exact doubles.
 struct Bf16Weights {
   using T = std::uint16_t;
+  // bf16 -> fp32 is bits << 16. The 8 weights are broadcast to both 128-bit lanes (a load,
+  // no ALU uop) and one byte shuffle puts weights 0-3 (low lane) and 4-7 (high lane) into
+  // the high halves of zeroed dwords: one shuffle where zero-extend and shift took two.
   static __m512d load8(const T* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));  // bf16 -> fp32 is bits << 16
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i to_high_halves = _mm256_setr_epi8(-128, -128, 0, 1, -128, -128, 2, 3, -128, -128, 4, 5, -128, -128,
+                                                     6, 7, -128, -128, 8, 9, -128, -128, 10, 11, -128, -128, 12, 13,
+                                                     -128, -128, 14, 15);
+    return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_shuffle_epi8(both, to_high_halves)));
   }
   static __m512d load_tail(const T* p, std::size_t k) {
     const __m128i raw = _mm512_castsi512_si128(_mm512_maskz_loadu_epi16(static_cast<__mmask32>((1u << k) - 1u), p));
@@ -139,20 +165,67 @@ void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t c
   dense_tail<W, kDenseRowTile>(w, rows, cols, r, rr.end - r, xp, n, yp);
 }
 
-/// Rows [0, R) of w x the B positions of panel `xp` (position_tiles.hpp): each block of 8
-/// weights of a row is widened once and multiplied into the B positions' accumulators;
-/// y[b * ys + r] gets (row r, position b).
+/// Accumulators of one pass (kChunkPassRows rows x kPosTile positions) between column
+/// chunks: a tile at row offset i of its pass keeps (row i + r, position b) at
+/// [(i + r) * kPosTile + b].
+using Parked = __m512d[kChunkPassRows * kPosTile];
+
+/// Calls tile.operator()<Rt, Bt>(r, p, c0, c1) for tiles covering rows [begin, end) x
+/// positions [0, positions) x column chunks [c0, c1) of `cols`: in passes of
+/// kChunkPassRows rows; within a pass, positions B at a time (the rest as one narrower
+/// tile); for each position tile the chunks in order; within a chunk, rows R at a time
+/// (the rest one at a time). So every (row, position) accumulator still sees its columns
+/// in increasing order, while one chunk of the panel (kChunkCols x B doubles) serves every
+/// row tile of the pass from L1. Chunk ends are multiples of kChunkCols except the last,
+/// which is cols (so only the last chunk has a partial block or group).
+template <std::size_t R, std::size_t Bt, class Tile>
+inline void chunked_rows(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p, std::size_t cols) {
+  std::size_t c0 = 0;
+  do {
+    const std::size_t c1 = cols - c0 <= kChunkCols ? cols : c0 + kChunkCols;
+    std::size_t r = r0;
+    for (; r + R <= r1; r += R) tile.template operator()<R, Bt>(r, p, c0, c1);
+    for (; r < r1; ++r) tile.template operator()<1, Bt>(r, p, c0, c1);
+    c0 = c1;
+  } while (c0 < cols);
+}
+
+template <std::size_t R, std::size_t B, class Tile>
+inline void chunked_positions_left(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p, std::size_t left,
+                                   std::size_t cols) {
+  if constexpr (B > 1) {
+    if (left == B - 1) chunked_rows<R, B - 1>(tile, r0, r1, p, cols);
+    else chunked_positions_left<R, B - 1>(tile, r0, r1, p, left, cols);
+  }
+}
+
+template <std::size_t R, std::size_t B, class Tile>
+inline void for_each_chunked_tile(std::size_t begin, std::size_t end, std::size_t positions, std::size_t cols,
+                                  Tile&& tile) {
+  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
+    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
+    std::size_t p = 0;
+    for (; p + B <= positions; p += B) chunked_rows<R, B>(tile, r0, r1, p, cols);
+    if (p < positions) chunked_positions_left<R, B>(tile, r0, r1, p, positions - p, cols);
+  }
+}
+
+/// Column blocks [c0, c1) (multiples of 8) of rows [0, R) of w x the B positions of panel
+/// `xp` (position_tiles.hpp): each block of 8 weights of a row is widened once and
+/// multiplied into the B positions' accumulators, which come from `park` (or zero, if
+/// `fresh`) and go back there. A loop of its own, with nothing after it but the stores, so
+/// the compiler keeps all R x B accumulators in registers.
 template <class W, std::size_t R, std::size_t B>
-inline void dense_pos_tile(const typename W::T* w, std::size_t cols, const double* xp, float* y, std::size_t ys) {
+inline void dense_pos_blocks(const typename W::T* w, std::size_t cols, std::size_t c0, std::size_t c1,
+                             const double* xp, bool fresh, __m512d* park) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   const std::size_t stride = cols * sizeof(typename W::T);
   __m512d acc[R][B];
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_pd();
-  std::size_t c = 0;
-  for (; c + 8 <= cols; c += 8) {
+    for (std::size_t b = 0; b < B; ++b) acc[r][b] = fresh ? _mm512_setzero_pd() : park[r * kPosTile + b];
+  for (std::size_t c = c0; c < c1; c += 8) {
     if (c % kLineElems == 0) {
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(w, stride, c * sizeof(typename W::T), r);
@@ -162,25 +235,40 @@ inline void dense_pos_tile(const typename W::T* w, std::size_t cols, const doubl
     for (std::size_t r = 0; r < R; ++r) wv[r] = W::load8(w + r * cols + c);
 #pragma GCC unroll 8
     for (std::size_t b = 0; b < B; ++b) {
-      const __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, c / 8, b));
+      __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, c / 8, b));
+      in_register(xv);
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_pd(wv[r], xv, acc[r][b]);
-    }
-  }
-  if (c < cols) {  // lanes past the last column masked off, as in batch 1
-    const std::size_t k = cols - c;
-    for (std::size_t r = 0; r < R; ++r) {
-      const __m512d wv = W::load_tail(w + r * cols + c, k);
-      for (std::size_t b = 0; b < B; ++b) {
-        const __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, c / 8, b));
-        acc[r][b] = _mm512_mask3_fmadd_pd(wv, xv, acc[r][b], lanes_below(k));
-      }
     }
   }
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+    for (std::size_t b = 0; b < B; ++b) park[r * kPosTile + b] = acc[r][b];
+}
+
+/// Columns [c0, c1) of rows [0, R) of w x the B positions of panel `xp`, the accumulators
+/// parked between chunks; at c1 = cols the masked tail block follows and y[b * ys + r]
+/// gets (row r, position b).
+template <class W, std::size_t R, std::size_t B>
+inline void dense_pos_tile(const typename W::T* w, std::size_t cols, std::size_t c0, std::size_t c1, const double* xp,
+                           __m512d* park, float* y, std::size_t ys) {
+  const std::size_t full = c1 == cols ? cols / 8 * 8 : c1;
+  dense_pos_blocks<W, R, B>(w, cols, c0, full, xp, c0 == 0, park);
+  if (c1 != cols) return;
+  if (full < cols) {  // lanes past the last column masked off, as in batch 1
+    const std::size_t k = cols - full;
+    for (std::size_t r = 0; r < R; ++r) {
+      const __m512d wv = W::load_tail(w + r * cols + full, k);
+      for (std::size_t b = 0; b < B; ++b) {
+        const __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, full / 8, b));
+        __m512d& acc = park[r * kPosTile + b];
+        acc = _mm512_mask3_fmadd_pd(wv, xv, acc, lanes_below(k));
+      }
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(park[r * kPosTile + b]));
 }
 
 template <class W>
@@ -190,12 +278,15 @@ void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, Ro
   if (rr.begin == rr.end) return;
   if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
   const std::size_t xs = round_up(cols, 8);
+  alignas(64) Parked park;
   over_widened_positions(
       x, batch, cols, xs, kPosTile,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kPosRowTile, kPosTile>(
-            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
-              dense_pos_tile<W, R, B>(w + r * cols, cols, xw + p * xs, y + (p0 + p) * rows + r, rows);
+        for_each_chunked_tile<kDensePosRowTile, kPosTile>(
+            rr.begin, rr.end, n, cols,
+            [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
+              dense_pos_tile<W, R, B>(w + r * cols, cols, c0, c1, xw + p * xs,
+                                      park + (r - rr.begin) % kChunkPassRows * kPosTile, y + (p0 + p) * rows + r, rows);
             });
       },
       [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
@@ -406,24 +497,26 @@ void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std:
   mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, xp, xw, n, yp);
 }
 
-/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each 16 weights
-/// are decoded once and multiplied into the B positions' accumulators; y[b * ys + r] gets
-/// (row r0 + r, position b).
+/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp), columns
+/// [c0, c1) (c0 a multiple of 32): each 16 weights are decoded once and multiplied into
+/// the B positions' accumulators, which start at zero (c0 = 0) or in `park`; at c1 = cols
+/// the partial last group follows and y[b * ys + r] gets (row r0 + r, position b), else
+/// they go back to `park`.
+/// Groups [g0, g1) of rows [0, R) of the tile at (packed, scales) x the B positions of
+/// panel xp; the accumulators come from `park` (or zero, if `fresh`) and go back there. A
+/// loop of its own, with nothing after it but the stores, so the compiler keeps all
+/// R x B accumulators in registers (with the tail in the same function, GCC 12 moved and
+/// spilled them inside the loop).
 template <std::size_t R, std::size_t B>
-inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, float* y, std::size_t ys) {
-  const std::size_t cols = m.cols;
-  const std::size_t pstride = (cols + 1) / 2;
-  const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
-  const std::uint8_t* packed = m.packed + r0 * pstride;
-  const std::uint8_t* scales = m.scales + r0 * sstride;
+inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t pstride,
+                             std::size_t sstride, std::size_t g0, std::size_t g1, const double* xp, bool fresh,
+                             __m512d* park) {
   __m512d acc[R][B];
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_pd();
-
-  const std::size_t full_groups = cols / kMxfp4Group;
-  for (std::size_t g = 0; g < full_groups; ++g) {
+    for (std::size_t b = 0; b < B; ++b) acc[r][b] = fresh ? _mm512_setzero_pd() : park[r * kPosTile + b];
+  for (std::size_t g = g0; g < g1; ++g) {
     if (g % (kCacheLine / kGroupBytes) == 0) {
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r) prefetch_row_ahead<R>(packed, pstride, g * kGroupBytes, r);
@@ -442,8 +535,10 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
         wv[r] = decode16(load_u64(packed + r * pstride + g * kGroupBytes + 8 * h), table[r]);
 #pragma GCC unroll 8
       for (std::size_t b = 0; b < B; ++b) {
-        const __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
-        const __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
+        __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
+        __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
+        in_register(x0);
+        in_register(x1);
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < R; ++r) {
           acc[r][b] = _mm512_fmadd_pd(wv[r].first, x0, acc[r][b]);
@@ -452,6 +547,24 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
       }
     }
   }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < B; ++b) park[r * kPosTile + b] = acc[r][b];
+}
+
+template <std::size_t R, std::size_t B>
+inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, std::size_t c0, std::size_t c1, const double* xp,
+                           __m512d* park, float* y, std::size_t ys) {
+  const std::size_t cols = m.cols;
+  const std::size_t pstride = (cols + 1) / 2;
+  const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
+  const std::uint8_t* packed = m.packed + r0 * pstride;
+  const std::uint8_t* scales = m.scales + r0 * sstride;
+  const std::size_t full_groups = cols / kMxfp4Group;
+  mxfp4_pos_groups<R, B>(packed, scales, pstride, sstride, c0 / kMxfp4Group,
+                         c1 == cols ? full_groups : c1 / kMxfp4Group, xp, c0 == 0, park);
+  if (c1 != cols) return;
 
   // A last, partial group: its bytes copied out so nothing past the row is read; lanes past
   // the last column masked off, as in batch 1 (the panel is zero-padded there, so every
@@ -473,16 +586,15 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
         for (std::size_t b = 0; b < B; ++b) {
           const __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
           const __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
-          acc[r][b] = _mm512_mask3_fmadd_pd(wv.first, x0, acc[r][b], lanes[2 * h]);
-          acc[r][b] = _mm512_mask3_fmadd_pd(wv.second, x1, acc[r][b], lanes[2 * h + 1]);
+          __m512d& acc = park[r * kPosTile + b];
+          acc = _mm512_mask3_fmadd_pd(wv.first, x0, acc, lanes[2 * h]);
+          acc = _mm512_mask3_fmadd_pd(wv.second, x1, acc, lanes[2 * h + 1]);
         }
       }
     }
   }
-#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
+    for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(park[r * kPosTile + b]));
 }
 
 void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
@@ -490,12 +602,15 @@ void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::siz
   if (rr.begin == rr.end) return;
   if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
   const std::size_t xs = round_up(m.cols, kMxfp4Group);
+  alignas(64) Parked park;
   over_widened_positions(
       x, batch, m.cols, xs, kPosTile,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kPosRowTile, kPosTile>(
-            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
-              mxfp4_pos_tile<R, B>(m, r, xw + p * xs, y + (p0 + p) * m.rows + r, m.rows);
+        for_each_chunked_tile<kPosRowTile, kPosTile>(
+            rr.begin, rr.end, n, m.cols,
+            [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
+              mxfp4_pos_tile<R, B>(m, r, c0, c1, xw + p * xs, park + (r - rr.begin) % kChunkPassRows * kPosTile,
+                                   y + (p0 + p) * m.rows + r, m.rows);
             });
       },
       [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
