@@ -14,7 +14,7 @@ per token. Not a ctest test.
 
   tools/bench/speculative_bench.py [--k3host build/bin/k3host] [--prompts 12] [--tokens 64]
       [--drafts 0,2,4,8] [--ngram 3] [--min-ngram 1] [--temp 0] [--work /tmp/k3-spec-bench]
-      [--extra "--set kernels.set=scalar"] [--datastore TRAIN.txt] [--coded DIR]
+      [--extra "--set kernels.set=scalar"] [--datastore TRAIN.txt] [--draft-model DIR] [--coded DIR]
 
 With --coded DIR (a trunk packed by `k3host pack-trunk --codec bf16-huff`), every setting
 runs a second time reading its trunk from DIR, so the table has the codec alone, the drafts
@@ -56,6 +56,8 @@ def run(args, prompt, draft, coded, report):
         cmd += ["--set", f"model.packed_trunk={args.coded}"]
     if args.datastore and draft > 0:
         cmd += ["--set", f"job.speculative.datastore={args.datastore}"]
+    if args.draft_model and draft > 0:
+        cmd += ["--set", f"job.speculative.draft_model={args.draft_model}"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(report, encoding="utf-8") as f:
         return json.load(f)
@@ -76,6 +78,8 @@ def main():
                     "runs with model.packed_trunk=DIR")
     ap.add_argument("--datastore", default="", help="job.speculative.datastore for every setting but 0 "
                     "(e.g. the training text: /usr/bin/python3 tools/train/data.py DIR writes DIR/train.txt)")
+    ap.add_argument("--draft-model", default="", help="job.speculative.draft_model for every setting but 0 "
+                    "(e.g. data/models/fortune-draft)")
     args = ap.parse_args()
     drafts = [int(d) for d in args.drafts.split(",")]
     if drafts[0] != 0:
@@ -115,7 +119,7 @@ def main():
         return t[key] / max(1, t["fed"])
 
     print(f"{len(ps)} held-out prompts x {args.tokens} tokens, temperature {args.temp}, ngram "
-          f"{args.ngram}..{args.min_ngram}, datastore {args.datastore or 'none'}, coded trunk {args.coded or 'none'}; ids identical to max_draft 0: {'yes' if mismatches == 0 else 'NO'}")
+          f"{args.ngram}..{args.min_ngram}, datastore {args.datastore or 'none'}, draft model {args.draft_model or 'none'}, coded trunk {args.coded or 'none'}; ids identical to max_draft 0: {'yes' if mismatches == 0 else 'NO'}")
     print("| max_draft | tokens/pass | drafts accepted | trunk B/token | experts B/token | total B/token "
           "| total vs 0 | trunk vs 0 | experts vs 0 | K3-weighted vs 0 | s/token vs 0 |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
