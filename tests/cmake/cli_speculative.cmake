@@ -6,13 +6,14 @@ include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
 k3_cli_test("cli-speculative: the main job reports tokens per forward pass and drafts accepted" 0
   ARGS --config presets/laptop.yaml -n 48 --set job.speculative.max_draft=4
   STDOUT "speculative: 47 tokens fed back in [0-9]+ forward passes \\([0-9.]+ per pass\\) \\| drafts accepted [0-9]+ of [0-9]+")
-# Through sh: the two runs' text must be equal byte for byte, greedy and sampled, resident
-# and at a streamed budget.
-add_test(NAME "cli-speculative: the text is the same with drafting off and on, greedy and sampled, resident and streamed"
+# Through sh: the runs' text must be equal byte for byte, greedy and sampled, resident and at
+# a streamed budget, drafting by lookup and by the shipped draft model (data/models/fortune-draft).
+add_test(NAME "cli-speculative: the text is the same with drafting off and on, greedy and sampled, resident and streamed, by lookup and by a draft model"
          COMMAND sh -c "set -e; for extra in '' '--temp 0.9 --seed 5' '--set memory.trunk_gb=0.0001 --set memory.expert_cache_gb=0.0001'; do \
                           a=$(\"$0\" --config presets/laptop.yaml -q -n 40 $extra --set job.speculative.max_draft=0); \
-                          b=$(\"$0\" --config presets/laptop.yaml -q -n 40 $extra --set job.speculative.max_draft=6); \
-                          [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] || { echo \"differs ($extra): [$a] vs [$b]\"; exit 1; }; done"
+                          for source in '' '--set job.speculative.draft_model=data/models/fortune-draft'; do \
+                            b=$(\"$0\" --config presets/laptop.yaml -q -n 40 $extra --set job.speculative.max_draft=6 $source); \
+                            [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] || { echo \"differs ($extra $source): [$a] vs [$b]\"; exit 1; }; done; done"
                  $<TARGET_FILE:k3host>
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 k3_cli_test("cli-speculative: a missing datastore is refused naming the key" 2
@@ -29,3 +30,8 @@ k3_cli_test("cli-speculative: the model drafting for itself keeps every draft an
   ARGS --config presets/laptop.yaml -n 24 --set job.speculative.draft_model=data/models/fortune
        --set job.speculative.adaptive=false
   STDOUT "drafts accepted [0-9]+ of [0-9]+ \\(100.0%\\) \\| drafted by [^\n]*data/models/fortune")
+# The trained draft model guesses some of the model's greedy tokens (it was trained on the same
+# text): drafts are kept, so a forward pass confirms more than one token.
+k3_cli_test("cli-speculative: the shipped draft model's drafts are kept on greedy text" 0
+  ARGS --config presets/laptop.yaml -n 40 --set job.speculative.draft_model=data/models/fortune-draft
+  STDOUT "speculative: 39 tokens fed back in [0-9]+ forward passes \\([0-9.]+ per pass\\) \\| drafts accepted [1-9][0-9]* of [0-9]+ [^\n]*\\| drafted by [^\n]*data/models/fortune-draft")
