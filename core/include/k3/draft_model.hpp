@@ -31,9 +31,11 @@ class DraftModel {
   /// model close to the target often draws the very token the target draws, greedy or
   /// seeded. Empty when the context does not fit the draft model's context. Keeps one
   /// conversation: a context that extends the last one costs only its new tokens; any other
-  /// starts over. Calls are serialised.
+  /// starts over. Stops early at a token the draft model gives less than `min_p` probability
+  /// (softmax at the sampling temperature, 1 when greedy), without that token. Calls are
+  /// serialised.
   [[nodiscard]] std::vector<std::uint32_t> draft(std::span<const std::uint32_t> context, std::size_t n,
-                                                 const SamplingSettings& sampling);
+                                                 const SamplingSettings& sampling, double min_p = 0.0);
 
   [[nodiscard]] const Model& model() const noexcept { return *model_; }
   /// Bytes of weights the draft model holds in memory (beside the target's plan).

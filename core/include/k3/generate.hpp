@@ -60,6 +60,10 @@ struct SpeculativeSettings {
   /// A small model with the same tokenizer that drafts (k3/draft_model.hpp); may be null.
   /// When set, it is the only draft source.
   std::shared_ptr<DraftModel> model;
+  /// The draft model stops at a token it gives less than this probability (at the run's
+  /// temperature, 1 when greedy): such a draft is seldom kept and its position's experts
+  /// are read all the same. 0 = always up to the number of drafts allowed.
+  double draft_min_p = 0.0;
 };
 
 /// What speculative decoding did in a run.

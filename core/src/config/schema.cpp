@@ -160,6 +160,11 @@ std::vector<KeySpec> build_schema() {
        "drafts instead of lookup and datastore: its own pick of each next token, drawn like the model's (same "
        "seed and position); held in memory beside the plan, refused if it would stream",
        "a draft model is trained for one model: data/models/fortune-draft is fortune's (docs/speculative.md)"},
+      {"job.speculative.draft_min_p", T::number, "0.06", between(0, 1), {},
+       "The draft model stops drafting at a token it gives less than this probability (softmax at the sampling "
+       "temperature, 1 when greedy); 0 = up to the number of drafts allowed",
+       "a doubtful draft is seldom kept and still reads its experts; with fortune's draft model 0.06 read the fewest "
+       "bytes per token of 0-0.6, greedy and sampled (docs/speculative.md)"},
       {"job.sampling.temperature", T::number, "0", between(0, 100), {},
        "Sampling temperature; 0 = greedy (argmax)", "greedy output is reproducible and what the oracle tests check"},
       {"job.sampling.top_k", T::integer, "0", between(0, 1048576), {},

@@ -1,10 +1,23 @@
 #include <k3/draft_model.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include <k3/error.hpp>
 
 namespace k3 {
+namespace {
+
+/// Probability of `token` under softmax(logits / temperature); greedy picks count at 1.
+double probability_of(std::span<const float> logits, std::uint32_t token, double temperature) {
+  const double t = temperature > 0 ? temperature : 1.0;
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const float l : logits) sum += std::exp((static_cast<double>(l) - top) / t);
+  return std::exp((static_cast<double>(logits[token]) - top) / t) / sum;
+}
+
+}  // namespace
 
 DraftModel::DraftModel(std::unique_ptr<Model> model, const ModelConfig& target, const std::string& what)
     : model_(std::move(model)), sampler_(static_cast<std::size_t>(model_->config().vocab_size)) {
@@ -39,7 +52,7 @@ void DraftModel::feed(std::span<const std::uint32_t> tokens) {
 }
 
 std::vector<std::uint32_t> DraftModel::draft(std::span<const std::uint32_t> context, std::size_t n,
-                                             const SamplingSettings& sampling) {
+                                             const SamplingSettings& sampling, double min_p) {
   std::lock_guard lock(mutex_);
   drafts_.clear();
   if (n == 0 || context.empty()) return drafts_;
@@ -59,8 +72,11 @@ std::vector<std::uint32_t> DraftModel::draft(std::span<const std::uint32_t> cont
   feed(context.subspan(from));
   synced_ = session_->snapshot();
   auto position = static_cast<std::int64_t>(context.size());
+  const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
   for (;;) {
     const std::uint32_t t = sampler_.sample(logits_.data(), sampling, position);
+    // A token the draft model itself doubts is seldom the model's: stop before it.
+    if (min_p > 0 && probability_of(std::span(logits_).first(vocab), t, sampling.temperature) < min_p) break;
     drafts_.push_back(t);
     if (drafts_.size() == n) break;
     feed({&t, 1});

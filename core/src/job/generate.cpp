@@ -124,7 +124,7 @@ class DecodeLoop {
     const SpeculativeSettings& s = g_.speculative;
     const auto n = static_cast<std::size_t>(most);
     // A draft model writes like the model; a context match only where text repeats.
-    if (s.model) return s.model->draft(context_, n, g_.sampling);
+    if (s.model) return s.model->draft(context_, n, g_.sampling, s.draft_min_p);
     // A context match of 2 tokens or more, else the corpus, else a shorter context match:
     // a single repeated token predicts worse than a corpus that knows the phrase.
     const auto longest = static_cast<std::size_t>(s.ngram), shortest = static_cast<std::size_t>(s.min_ngram);

@@ -320,6 +320,7 @@ GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& conf
   g.speculative.ngram = p.get_int("job.speculative.ngram");
   g.speculative.min_ngram = p.get_int("job.speculative.min_ngram");
   g.speculative.adaptive = p.get_bool("job.speculative.adaptive");
+  g.speculative.draft_min_p = p.get_double("job.speculative.draft_min_p");
   g.sampling.temperature = p.get_double("job.sampling.temperature");
   g.sampling.top_k = p.get_int("job.sampling.top_k");
   g.sampling.top_p = p.get_double("job.sampling.top_p");

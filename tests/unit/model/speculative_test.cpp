@@ -4,6 +4,8 @@
 // and ends (EOS, stop request, a throwing callback) where a sequential run ends.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -365,6 +367,61 @@ TEST_CASE("a draft model that writes other text still leaves the ids of plain de
     }
     CHECK(drafter->forward_tokens() > 0);
   }
+}
+
+TEST_CASE("a draft model stops at the first token it gives less than draft_min_p, and keeps plain decoding's ids",
+          "[speculative][identity][draft_model]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, settings("scalar", 1));
+  const std::string shipped = (std::filesystem::path(K3_SOURCE_DIR) / "data/models/fortune-draft").string();
+  auto drafter = draft_model(host, shipped, m);
+  const k3::SamplingSettings greedy;
+  const std::vector<std::uint32_t> context(kPrompt.begin(), kPrompt.begin() + 6);
+  const std::vector<std::uint32_t> full = drafter->draft(context, 6, greedy);
+  REQUIRE(full.size() == 6);
+  // Each draft's probability, from the draft model's logits in a copy of it of our own.
+  std::vector<double> p;
+  {
+    k3::Model copy(shipped, host, settings("scalar", 1));
+    k3::Session s(copy, 64);
+    std::vector<float> logits;
+    s.feed(context, false, logits);
+    for (const std::uint32_t t : full) {
+      const float top = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (const float l : logits) sum += std::exp(static_cast<double>(l) - top);
+      p.push_back(std::exp(static_cast<double>(logits[t]) - top) / sum);
+      logits = next_logits(s, t);
+    }
+  }
+  CAPTURE(p);
+  // A threshold just above each draft's probability cuts the drafts right before it.
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    const double min_p = std::nextafter(p[k], 1.0);
+    const std::size_t expected = static_cast<std::size_t>(
+        std::find_if(p.begin(), p.end(), [&](double q) { return q < min_p; }) - p.begin());
+    CHECK(expected <= k);
+    const std::vector<std::uint32_t> cut = drafter->draft(context, 6, greedy, min_p);
+    CHECK(cut == std::vector<std::uint32_t>(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(expected)));
+  }
+  CHECK(drafter->draft(context, 6, greedy, 0.0) == full);
+
+  // Through generate: fewer drafts proposed, the same ids.
+  k3::GenerateSettings g = plain_settings(24);
+  k3::Session plain_session(m, 256);
+  const auto plain = k3::generate(plain_session, g);
+  g.speculative.max_draft = 4;
+  g.speculative.adaptive = false;
+  g.speculative.model = drafter;
+  k3::Session all_session(m, 256);
+  const auto all = k3::generate(all_session, g);
+  g.speculative.draft_min_p = 0.3;
+  k3::Session cut_session(m, 256);
+  const auto cut = k3::generate(cut_session, g);
+  CHECK(all.generated == plain.generated);
+  CHECK(cut.generated == plain.generated);
+  CHECK(all.speculative.drafts_accepted > 0);
+  CHECK(cut.speculative.drafts_proposed < all.speculative.drafts_proposed);
 }
 
 TEST_CASE("a draft model with another tokenizer is refused, naming the key", "[speculative][errors][draft_model]") {
