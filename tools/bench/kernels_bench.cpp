@@ -321,6 +321,60 @@ double zmm_fma_per_second() {
 #endif
 }
 
+/// The instruction mix of the avx512 bf16 position tile (plugins/kernels/avx512), in
+/// registers and L1 only: per row of 3, 8 bf16 weights broadcast from memory, one byte
+/// shuffle into fp32, one widening to fp64, then an FMA per position with that position's
+/// activations (a load from L1, shared by the 3 rows). On Intel cores the shuffle and the
+/// widening run on the same two ports as the 512-bit FMAs, so this rate, not the FMA
+/// ceiling, bounds a bf16 batch call that keeps the fp64 contract. Returns FMAs per
+/// CPU-second (24 per iteration); 0 without AVX-512F.
+#if defined(__x86_64__)
+// zmm16-31 exist (and may be clobbered) only for an AVX-512 target; called only where the
+// CPU has it.
+__attribute__((target("avx512f,avx2"), noinline))
+#endif
+double zmm_bf16_tile_fma_per_second() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2")) return 0;
+  constexpr long kIterations = 20'000'000;
+  alignas(64) static const std::uint16_t weights[3 * 8] = {};
+  alignas(64) static const double activations[8 * 8] = {};
+  alignas(32) static const std::uint8_t to_high_halves[32] = {0x80, 0x80, 0,  1,  0x80, 0x80, 2,  3,  0x80, 0x80, 4,
+                                                              5,    0x80, 0x80, 6, 7,  0x80, 0x80, 8,  9,  0x80, 0x80,
+                                                              10,   11,   0x80, 0x80, 12, 13, 0x80, 0x80, 14, 15};
+  const double start = process_cpu_seconds();
+// Accumulators zmm8-31, weights zmm3-5, activations zmm6, the shuffle in ymm0-2 (VEX
+  // encodings, as the compiled kernel uses).
+#define K3_ZERO(r) "vpxorq %%zmm" #r ",%%zmm" #r ",%%zmm" #r "\n"
+#define K3_WIDEN(row, w) \
+  "vbroadcasti128 " #row "*16(%1),%%ymm1\n vpshufb %%ymm0,%%ymm1,%%ymm1\n vcvtps2pd %%ymm1,%%zmm" #w "\n"
+#define K3_POSITION(p, a0, a1, a2)                                                                            \
+  "vmovapd " #p "*64(%2),%%zmm6\n vfmadd231pd %%zmm3,%%zmm6,%%zmm" #a0 "\n vfmadd231pd %%zmm4,%%zmm6,%%zmm" #a1 \
+  "\n vfmadd231pd %%zmm5,%%zmm6,%%zmm" #a2 "\n"
+  __asm__ volatile(
+      K3_ZERO(8) K3_ZERO(9) K3_ZERO(10) K3_ZERO(11) K3_ZERO(12) K3_ZERO(13) K3_ZERO(14) K3_ZERO(15) K3_ZERO(16)
+      K3_ZERO(17) K3_ZERO(18) K3_ZERO(19) K3_ZERO(20) K3_ZERO(21) K3_ZERO(22) K3_ZERO(23) K3_ZERO(24) K3_ZERO(25)
+      K3_ZERO(26) K3_ZERO(27) K3_ZERO(28) K3_ZERO(29) K3_ZERO(30) K3_ZERO(31)
+      "vmovdqa (%3),%%ymm0\n"
+      "mov %0, %%rcx\n"
+      "1:\n" K3_WIDEN(0, 3) K3_WIDEN(1, 4) K3_WIDEN(2, 5) K3_POSITION(0, 8, 9, 10) K3_POSITION(1, 11, 12, 13)
+      K3_POSITION(2, 14, 15, 16) K3_POSITION(3, 17, 18, 19) K3_POSITION(4, 20, 21, 22) K3_POSITION(5, 23, 24, 25)
+      K3_POSITION(6, 26, 27, 28) K3_POSITION(7, 29, 30, 31)
+      "dec %%rcx\n jnz 1b\n vzeroupper\n"
+      :
+      : "r"(kIterations), "r"(weights), "r"(activations), "r"(to_high_halves)
+      : "rcx", "xmm0", "xmm1", "xmm3", "xmm4", "xmm5", "xmm6", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+        "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25",
+        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "cc", "memory");
+#undef K3_ZERO
+#undef K3_WIDEN
+#undef K3_POSITION
+  return 24.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
+#else
+  return 0;
+#endif
+}
+
 /// The --positions table: per kernel, shape and set, the time of one call with batch N and
 /// of N calls with batch 1 (each the median over the rounds, which alternate the two), and
 /// their ratio. Times are CPU time of the process (one thread), which a busy machine does
@@ -341,11 +395,18 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
     std::printf("# fp64 FMA ceiling with zmm: %.2f G zmm FMAs per CPU-second; the avx512 floor of a batch-%zu call\n"
                 "# is rows x cols x %zu / 8 of them\n\n",
                 zmm_rate / 1e9, n, n);
+  const double bf16_mix_rate = zmm_bf16_tile_fma_per_second();
+  if (bf16_mix_rate > 0)
+    std::printf("# the avx512 bf16 tile's instruction mix (3 rows x 8 positions: broadcast, shuffle, widen, FMAs),\n"
+                "# registers and L1 only: %.2f G zmm FMAs per CPU-second, %.3f of the FMA ceiling; the bf16 rows'\n"
+                "# last column is the avx512 floor of a batch-%zu bf16 call at that rate\n\n",
+                bf16_mix_rate / 1e9, zmm_rate > 0 ? bf16_mix_rate / zmm_rate : 0.0, n);
   std::printf(
       "| kernel | shape (rows x cols) | set | 1 call, batch %zu (CPU ms) | %zu calls, batch 1 (CPU ms) | ratio "
-      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) | avx512 FMA floor, batch %zu (ms) |\n",
+      "| ratio of wall times | avx2 FMA floor, batch %zu (ms) | avx512 FMA floor, batch %zu (ms) "
+      "| avx512 bf16 tile-mix floor (ms) |\n",
       n, n, n, n);
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& kernel : opt.kernels) {
     for (const Shape& s : shapes) {
       const std::size_t bytes = make_weights(kernel, s, 1).bytes_per_copy;
@@ -377,9 +438,14 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
             fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
         const double zmm_floor_ms =
             zmm_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / zmm_rate : 0.0;
-        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f | %.2f |\n", kernel.c_str(), s.name,
+        const double mix_floor_ms = kernel == "bf16" && bf16_mix_rate > 0
+                                        ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / bf16_mix_rate
+                                        : 0.0;
+        char mix[32] = "-";
+        if (mix_floor_ms > 0) std::snprintf(mix, sizeof mix, "%.2f", mix_floor_ms);
+        std::printf("| %s | %s | %s | %.2f | %.2f | %.3f | %.3f | %.2f | %.2f | %s |\n", kernel.c_str(), s.name,
                     name.c_str(), 1e3 * tb, 1e3 * t1, tb / t1, median(wall_batched) / median(wall_singles), floor_ms,
-                    zmm_floor_ms);
+                    zmm_floor_ms, mix);
         std::fflush(stdout);
       }
     }
