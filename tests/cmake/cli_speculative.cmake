@@ -1,6 +1,42 @@
 # CLI tests of exact speculative decoding (docs/speculative.md) on the shipped fortune
 # model: the main job says what drafting did, the text is the same with it on and off, and
 # a datastore or draft model that cannot be read is refused naming its key.
+#
+# Included by tests/CMakeLists.txt it registers the tests; run as `cmake -P` it checks the
+# JSON report of a run drafting with the shipped draft model:
+#   cmake -DEXE=k3host -DWORK=<scratch dir> -P cli_speculative.cmake   (in the source dir)
+if(CMAKE_SCRIPT_MODE_FILE)
+  file(REMOVE_RECURSE "${WORK}")
+  file(MAKE_DIRECTORY "${WORK}")
+  execute_process(COMMAND ${EXE} --config presets/laptop.yaml -q -n 40 --out "${WORK}/report.json"
+                          --set job.speculative.draft_model=data/models/fortune-draft
+                          --set job.speculative.draft_min_p=0.25
+                  RESULT_VARIABLE code ERROR_VARIABLE err)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "k3host exited ${code}: ${err}")
+  endif()
+  file(READ "${WORK}/report.json" j)
+  string(JSON path GET "${j}" speculative draft_model path)
+  string(JSON min_p GET "${j}" speculative draft_model min_p)
+  string(JSON ran GET "${j}" speculative draft_model forward_tokens)
+  string(JSON resident GET "${j}" speculative draft_model resident_bytes)
+  string(JSON proposed GET "${j}" speculative drafts_proposed)
+  string(JSON accepted GET "${j}" speculative drafts_accepted)
+  if(NOT path MATCHES "data/models/fortune-draft$")
+    message(FATAL_ERROR "speculative.draft_model.path is '${path}'")
+  endif()
+  if(NOT min_p EQUAL 0.25)
+    message(FATAL_ERROR "speculative.draft_model.min_p is '${min_p}', not the 0.25 set")
+  endif()
+  if(NOT ran GREATER 0 OR NOT resident GREATER 0)
+    message(FATAL_ERROR "the draft model ran ${ran} tokens with ${resident} resident bytes")
+  endif()
+  if(NOT accepted GREATER 0 OR accepted GREATER proposed)
+    message(FATAL_ERROR "drafts accepted ${accepted} of ${proposed}")
+  endif()
+  return()
+endif()
+
 include(${CMAKE_CURRENT_LIST_DIR}/lib/cli_check.cmake)
 
 k3_cli_test("cli-speculative: the main job reports tokens per forward pass and drafts accepted" 0
@@ -35,3 +71,7 @@ k3_cli_test("cli-speculative: the model drafting for itself keeps every draft an
 k3_cli_test("cli-speculative: the shipped draft model's drafts are kept on greedy text" 0
   ARGS --config presets/laptop.yaml -n 40 --set job.speculative.draft_model=data/models/fortune-draft
   STDOUT "speculative: 39 tokens fed back in [0-9]+ forward passes \\([0-9.]+ per pass\\) \\| drafts accepted [1-9][0-9]* of [0-9]+ [^\n]*\\| drafted by [^\n]*data/models/fortune-draft")
+add_test(NAME "cli-speculative: the JSON report names the draft model, its min_p, its resident bytes and tokens run"
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:k3host> -DWORK=${PROJECT_BINARY_DIR}/test-tmp/cli-speculative-report
+                 -P ${CMAKE_CURRENT_LIST_FILE}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

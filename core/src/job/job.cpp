@@ -309,6 +309,7 @@ std::string report_json(const JobReport& r) {
     if (const auto& dm = r.speculative.model)
       j["speculative"]["draft_model"] = {{"path", dm->model().uri()},
                                          {"resident_bytes", dm->resident_bytes()},
+                                         {"min_p", r.speculative.draft_min_p},
                                          {"forward_tokens", dm->forward_tokens()}};
   }
   j["expert_failures"] = r.expert_failures;
