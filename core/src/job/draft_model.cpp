@@ -8,7 +8,8 @@
 namespace k3 {
 namespace {
 
-/// Probability of `token` under softmax(logits / temperature); greedy picks count at 1.
+/// Probability of `token` under softmax(logits / temperature); a greedy run (temperature
+/// 0) is scored at temperature 1.
 double probability_of(std::span<const float> logits, std::uint32_t token, double temperature) {
   const double t = temperature > 0 ? temperature : 1.0;
   const float top = *std::max_element(logits.begin(), logits.end());
