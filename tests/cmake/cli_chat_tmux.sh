@@ -49,12 +49,31 @@ wait_prompt() {
   fail "timed out after $1 s waiting for $2 (an empty prompt on the last line)"
 }
 type_line() { T send-keys -t chat -l -- "$1" && T send-keys -t chat Enter; }
-start() {  # start NAME ARGS...: k3host chat in a new tmux session of 200x50
+# The server is started once and kept when its sessions end (exit-empty off): a session killed
+# just before the next one starts would otherwise race the server's own exit. tmux's startup
+# can still lose its new server ("server exited unexpectedly", seen on a loaded CI machine),
+# so a session that cannot start is tried three times before the test fails.
+server() {
+  local try err
+  for try in 1 2 3; do
+    err=$(T start-server \; set-option -g exit-empty off 2>&1) && return 0
+    echo "tmux start-server, try $try: $err"
+    sleep 1
+  done
+  fail "tmux cannot start a server: $err"
+}
+start() {  # start ARGS...: k3host chat in a new tmux session of 200x50
   T kill-session -t chat >/dev/null 2>&1
-  local cmd
+  local cmd try err
   printf -v cmd '%q ' "$EXE" chat "$@"
-  T new-session -d -s chat -x 200 -y 50 "cd $(printf %q "$WORK") && $cmd; echo EXIT=\$?; sleep 600" ||
-    fail "tmux cannot start a session"
+  for try in 1 2 3; do
+    server
+    err=$(T new-session -d -s chat -x 200 -y 50 \
+            "cd $(printf %q "$WORK") && $cmd; echo EXIT=\$?; sleep 600" 2>&1) && return 0
+    echo "tmux new-session, try $try: $err"
+    sleep 1
+  done
+  fail "tmux cannot start a session: $err"
 }
 
 "$EXE" make-model -g tiny -o "$WORK/model" >/dev/null 2>&1 || fail "make-model failed"
