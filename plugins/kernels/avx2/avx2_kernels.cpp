@@ -12,14 +12,13 @@
 //   0·0 = +0, which leaves its accumulator unchanged (an accumulator that starts at +0 can
 //   never become -0, and +0 added to any other value, inf or NaN returns it unchanged).
 // Batch 1: several rows run at once (independent accumulators) to hide the FMA latency; the
-// additions within one row are never reordered. Batch > 1: a tile of rows x positions
-// (common/position_tiles.hpp): each block of 8 weights is widened or decoded once and
-// multiplied into every position of the tile, with the activations widened to fp64 once per
-// call; each (row, position) accumulator pair still takes its additions in the batch-1
-// order. Tiles prefetch ahead in their rows and into the next tile's
-// (common/row_prefetch.hpp says why); MXFP4 tiles also prefetch the next tile's scales.
-// Positions loop inside a row tile, so a tile of weights is fetched from memory once for
-// the whole batch.
+// additions within one row are never reordered. Batch > 1: tiles of rows x positions
+// (common/position_tiles.hpp; below, before kPosTile, says which): each weight is widened or
+// decoded once per tile and multiplied into every position of it, with the activations
+// widened to fp64 once per call; each (row, position) accumulator pair still takes its
+// additions in the batch-1 order. Tiles prefetch ahead in their rows and into the next
+// tile's or pass's (common/row_prefetch.hpp says why); MXFP4 tiles also prefetch the next
+// scale bytes.
 #include <immintrin.h>
 
 #include <cstring>
@@ -153,8 +152,9 @@ inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_lo
 // widen or decode each weight once per 2 (dense) or 4 (MXFP4) positions but keep everything
 // in registers, and are faster when there are fewer than 8 positions to share the cost.
 //
-// Both use the activations widened to fp64 once per call, in panels of 8 positions
-// (position_tiles.hpp; the rest of the batch is one narrower panel, of width pw).
+// Both read the activations widened to fp64 (position_tiles.hpp): once per call, in panels
+// of 8 positions (or, for a batch under 8, of the register tile's width); the rest of a
+// batch of 8 or more is widened again into the register tiles' panels.
 //
 // The 8-position tiles work in passes of kChunkPassRows rows; in a pass, the columns run in
 // chunks of kChunkCols, so the chunk's panel of activations (256 columns x 8 positions, 16
@@ -282,13 +282,11 @@ inline void store_tile(const Acc (&acc)[R][B], float* y, std::size_t ys) {
     for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(acc[r][b]));
 }
 
-/// Rows [0, R) of w x B positions of a panel of pw positions (xp at the first of them,
-/// position_tiles.hpp): each block of 8 weights of a row is widened once and multiplied
-/// into the B positions' accumulators, which stay in registers; (row r, position b) goes to
-/// y[b * ys + r].
+/// Rows [0, R) of w x the B positions of panel `xp` (position_tiles.hpp): each block of 8
+/// weights of a row is widened once and multiplied into the B positions' accumulators,
+/// which stay in registers; (row r, position b) goes to y[b * ys + r].
 template <class W, std::size_t R, std::size_t B>
-inline void dense_tile(const typename W::T* w, std::size_t cols, const double* xp, std::size_t pw, float* y,
-                       std::size_t ys) {
+inline void dense_tile(const typename W::T* w, std::size_t cols, const double* xp, float* y, std::size_t ys) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   const std::size_t stride = cols * sizeof(typename W::T);
   Acc acc[R][B];
@@ -303,7 +301,7 @@ inline void dense_tile(const typename W::T* w, std::size_t cols, const double* x
       for (std::size_t r = 0; r < R; ++r) fma_block(acc[r][b], wv[r], xv);
     }
     wc += 8;
-    xk += 8 * pw;
+    xk += 8 * B;
   };
   const auto full_block = [&] {
     Block wv[R];
@@ -338,18 +336,25 @@ void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, Ro
   if (rr.begin == rr.end) return;
   if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
   const std::size_t xs = round_up(cols, 8);
+  // The register tiles over positions [p, p + n), whose activations xw are in panels of
+  // kDensePositions.
+  const auto register_tiles = [&](const double* xw, std::size_t p, std::size_t n) {
+    for_each_tile<kDenseRows, kDensePositions>(
+        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+          dense_tile<W, R, B>(w + r * cols, cols, xw + j * xs, y + (p + j) * rows + r, rows);
+        });
+  };
   over_widened_positions(
-      x, batch, cols, xs, kPosTile,
+      x, batch, cols, xs, batch >= kPosTile ? kPosTile : kDensePositions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
+        if (batch < kPosTile) return register_tiles(xw, p0, n);
         const std::size_t whole = n / kPosTile * kPosTile;
         if (whole != 0) dense_position_passes<W>(w, cols, rr.begin, rr.end, whole, xw, xs, y + p0 * rows, rows);
         if (whole == n) return;
-        const std::size_t pw = n - whole;  // the last panel's width
-        const double* panel = xw + whole * xs;
-        for_each_tile<kDenseRows, kDensePositions>(
-            rr.begin, rr.end, pw, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
-              dense_tile<W, R, B>(w + r * cols, cols, panel + 8 * j, pw, y + (p0 + whole + j) * rows + r, rows);
-            });
+        // The rest, widened again in panels of the register tiles (xw is no longer needed).
+        const double* xr = widened_panels(x + (p0 + whole) * cols, n - whole, cols, xs, kDensePositions);
+        if (xr != nullptr) register_tiles(xr, p0 + whole, n - whole);
+        else dense_each_position<W>(w, rows, cols, rr, x, p0 + whole, n - whole, y);
       },
       [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
 }
@@ -612,12 +617,11 @@ inline void mxfp4_position_passes(const Mxfp4Matrix& m, std::size_t begin, std::
   }
 }
 
-/// Rows [r0, r0 + R) x B positions of a panel of pw positions (xp at the first of them,
-/// position_tiles.hpp): each block of 8 weights is decoded once and multiplied into the B
-/// positions' accumulators; (row r0 + r, position b) goes to y[b * ys + r].
+/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each block of 8
+/// weights is decoded once and multiplied into the B positions' accumulators; (row r0 + r,
+/// position b) goes to y[b * ys + r].
 template <std::size_t R, std::size_t B>
-inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, std::size_t pw, float* y,
-                           std::size_t ys) {
+inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* xp, float* y, std::size_t ys) {
   const std::size_t cols = m.cols;
   const std::size_t pstride = (cols + 1) / 2;
   const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
@@ -640,12 +644,12 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, const double* x
       for (std::size_t r = 0; r < R; ++r) wv[r] = decode8(p[r] + 4 * j, table[r]);
 #pragma GCC unroll 8
       for (std::size_t b = 0; b < B; ++b) {
-        const Block xv = load_f64x8(xk + 8 * (j * pw + b));
+        const Block xv = load_f64x8(xk + 8 * (j * B + b));
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < R; ++r) fma_block(acc[r][b], wv[r], xv);
       }
     }
-    xk += 32 * pw;
+    xk += 32 * B;
   };
   const auto full_group = [&](std::size_t g) {
     const std::uint8_t* p[R];
@@ -694,18 +698,25 @@ void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::siz
   if (rr.begin == rr.end) return;
   if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
   const std::size_t xs = round_up(m.cols, kMxfp4Group);
+  // The register tiles over positions [p, p + n), whose activations xw are in panels of
+  // kMxfp4Positions.
+  const auto register_tiles = [&](const double* xw, std::size_t p, std::size_t n) {
+    for_each_tile<kMxfp4Rows, kMxfp4Positions>(
+        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+          mxfp4_pos_tile<R, B>(m, r, xw + j * xs, y + (p + j) * m.rows + r, m.rows);
+        });
+  };
   over_widened_positions(
-      x, batch, m.cols, xs, kPosTile,
+      x, batch, m.cols, xs, batch >= kPosTile ? kPosTile : kMxfp4Positions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
+        if (batch < kPosTile) return register_tiles(xw, p0, n);
         const std::size_t whole = n / kPosTile * kPosTile;
         if (whole != 0) mxfp4_position_passes(m, rr.begin, rr.end, whole, xw, xs, y + p0 * m.rows, m.rows);
         if (whole == n) return;
-        const std::size_t pw = n - whole;  // the last panel's width
-        const double* panel = xw + whole * xs;
-        for_each_tile<kMxfp4Rows, kMxfp4Positions>(
-            rr.begin, rr.end, pw, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
-              mxfp4_pos_tile<R, B>(m, r, panel + 8 * j, pw, y + (p0 + whole + j) * m.rows + r, m.rows);
-            });
+        // The rest, widened again in panels of the register tiles (xw is no longer needed).
+        const double* xr = widened_panels(x + (p0 + whole) * m.cols, n - whole, m.cols, xs, kMxfp4Positions);
+        if (xr != nullptr) register_tiles(xr, p0 + whole, n - whole);
+        else mxfp4_each_position(m, rr, x, p0 + whole, n - whole, y);
       },
       [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
 }
