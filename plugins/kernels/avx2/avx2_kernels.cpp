@@ -162,30 +162,34 @@ inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_lo
 // accumulator pair is parked in memory between chunks (`Parked`), so it still takes its
 // columns in increasing order. The lanes lo (columns 0-3 of each block) and hi (4-7) of one
 // output never meet before reduce_tree, so a chunk runs them as two separate halves: one ymm
-// accumulator per (row, position) for the half, which is what lets 8 or 12 outputs share
-// one widened weight vector within 16 ymm.
+// accumulator per (row, position) for the half, which is what lets 8 positions share one
+// widened weight vector (dense), or 12 accumulators fit beside 3 weight vectors and an
+// activation vector (MXFP4), in 16 ymm.
 //   Dense (direct_half): one row at a time, per half 4 weights widened in a register and
 //   multiplied into the 8 positions (8 accumulators, the activations as FMA memory
 //   operands): one widening per 8 FMAs, where the 2 x 2 tile needed one per 2.
-//   MXFP4 (position_passes): its decode is dearer, so kScratchRows rows of a chunk are
-//   decoded once into `scratch` (fp64, 6 KiB, in L1), and the 8 positions then run over it
-//   4 at a time (chunk_half: 3 rows x 4 positions = 12 accumulators, 3 weight vectors and
-//   one activation vector per half).
-// Measured on the 2-vCPU AVX-512 Xeon of docs/benchmarks.md ("avx2 batch-N tiles that reuse
-// each weight across 8 positions"), batch 8, alternating with the register tiles alone:
-// see there. Also tried there: 1 x 8 direct tiles against the scratch for dense (the scratch
-// was 0.9-1.0 of the old time for bf16, the direct tile 0.8-0.85: storing and reloading the
-// widened weights costs about what the widening saves); chunks of 128 and 512 columns
-// (within the noise of 256); 2 x 4, 3 x 3 and 2 x 6 scratch tiles (none faster than 3 x 4;
-// 2 x 6 twice as slow).
+//   MXFP4 (mxfp4_position_passes): its decode is dearer, so kScratchRows rows of a chunk
+//   are decoded once into `scratch` (fp64, 6 KiB, in L1), and the 8 positions then run over
+//   it 4 at a time (chunk_half: 3 rows x 4 positions = 12 accumulators, 3 weight vectors
+//   and one activation vector per half).
+// Measured on a 2-vCPU AVX-512 Xeon (docs/benchmarks.md, "avx2 batch-N tiles that reuse each
+// weight across 8 positions"), batch 8 at 7168x3072 and 3072x7168, alternating with the
+// register tiles alone: 0.73-0.77 of their time for bf16 and fp32, 0.81-0.85 for MXFP4; one
+// batch-8 call costs 0.44-0.47 (bf16), 0.37-0.41 (fp32) and 0.46-0.52 (MXFP4) of eight
+// batch-1 calls there, where the register tiles cost 0.53-0.65, 0.48-0.51 and 0.58-0.69.
+// Tried there too: bf16 and fp32 through the scratch (storing and reloading the widened
+// weights costs about what widening them in registers for 8 positions does: as fast as the
+// direct tile for fp32, slower for bf16); scratch tiles of 2 x 4, 3 x 3, 4 x 3 and 2 x 6 (none
+// clearly faster than 3 x 4); chunks of 128 and 512 columns (within the noise of 256); the
+// 8-position tiles at n = 2 and 4 (slower or no gain, hence the split at 8).
 constexpr std::size_t kPosTile = 8;         // positions per panel
 constexpr std::size_t kGroupPositions = 4;  // MXFP4: positions whose accumulators are in registers at once
 constexpr std::size_t kScratchRows = 3;     // MXFP4: rows decoded at once
 constexpr std::size_t kChunkCols = 256;     // a multiple of the MXFP4 group (32)
 constexpr std::size_t kChunkPassRows = 12;  // whole tiles of kScratchRows
 // The register tiles: rows x positions, 2 ymm per (row, position), the rest of the 16 ymm for
-// one block of weights per row and one position's activations. Measured on Zen 3 at
-// 7168x3072 and 3072x7168, batch 8 (then the only batch-N path), against 1x4, 2x1, 2x3
+// one block of weights per row and one position's activations. Chosen on Zen 3 at 7168x3072
+// and 3072x7168, batch 8 (when they were the only batch-N path), against 1x4, 2x1, 2x3
 // (spills) and 4x1: bf16 and fp32 fastest as 2 rows x 2 positions, MXFP4 as 1 row x 4.
 constexpr std::size_t kDenseRows = 2;
 constexpr std::size_t kDensePositions = 2;
