@@ -180,8 +180,9 @@ inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_lo
 // Tried there too: bf16 and fp32 through the scratch (storing and reloading the widened
 // weights costs about what widening them in registers for 8 positions does: as fast as the
 // direct tile for fp32, slower for bf16); scratch tiles of 2 x 4, 3 x 3, 4 x 3 and 2 x 6 (none
-// clearly faster than 3 x 4); chunks of 128 and 512 columns (within the noise of 256); the
-// 8-position tiles at n = 2 and 4 (slower or no gain, hence the split at 8).
+// clearly faster than 3 x 4); chunks of 128 and 512 columns and passes of 24 rows (within
+// the noise of 256 and 12); the 8-position tiles at n = 2 and 4 (slower or no gain, hence
+// the split at 8).
 constexpr std::size_t kPosTile = 8;         // positions per panel
 constexpr std::size_t kGroupPositions = 4;  // MXFP4: positions whose accumulators are in registers at once
 constexpr std::size_t kScratchRows = 3;     // MXFP4: rows decoded at once
