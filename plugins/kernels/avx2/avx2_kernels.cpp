@@ -12,14 +12,13 @@
 //   0·0 = +0, which leaves its accumulator unchanged (an accumulator that starts at +0 can
 //   never become -0, and +0 added to any other value, inf or NaN returns it unchanged).
 // Batch 1: several rows run at once (independent accumulators) to hide the FMA latency; the
-// additions within one row are never reordered. Batch > 1: a tile of rows x positions
-// (common/position_tiles.hpp): each block of 8 weights is widened or decoded once and
-// multiplied into every position of the tile, with the activations widened to fp64 once per
-// call; each (row, position) accumulator pair still takes its additions in the batch-1
-// order. Tiles prefetch ahead in their rows and into the next tile's
-// (common/row_prefetch.hpp says why); MXFP4 tiles also prefetch the next tile's scales.
-// Positions loop inside a row tile, so a tile of weights is fetched from memory once for
-// the whole batch.
+// additions within one row are never reordered. Batch > 1: tiles of rows x positions
+// (common/position_tiles.hpp; below, before kPosTile, says which): each weight is widened or
+// decoded once per tile and multiplied into every position of it, with the activations
+// widened to fp64 once per call; each (row, position) accumulator pair still takes its
+// additions in the batch-1 order. Tiles prefetch ahead in their rows and into the next
+// tile's or pass's (common/row_prefetch.hpp says why); MXFP4 tiles also prefetch the next
+// scale bytes.
 #include <immintrin.h>
 
 #include <cstring>
@@ -37,17 +36,6 @@ using sdk::Mxfp4Matrix;
 using sdk::RowRange;
 
 constexpr std::size_t kRowTile = 4;  // batch 1: rows at once
-// Batch > 1: tiles of rows x positions, 2 ymm per (row, position), the rest of the 16 ymm
-// for one block of weights per row and one position's activations (common/position_tiles.hpp).
-// Measured on Zen 3 at 7168x3072 and 3072x7168, batch 8, against 1x4, 2x1, 2x3 (spills) and
-// 4x1: bf16 and fp32 are fastest as 2 rows x 2 positions (each activation block loaded once
-// for both rows: fp32 15.8 ms against 18.7 for 1x4), MXFP4 as 1 row x 4 positions (its
-// decode is dearer than bf16's widening, so it pays to spread it over more positions:
-// 15.7 ms against 17.4-21 for 2x2).
-constexpr std::size_t kDenseRows = 2;
-constexpr std::size_t kDensePositions = 2;
-constexpr std::size_t kMxfp4Rows = 1;
-constexpr std::size_t kMxfp4Positions = 4;
 constexpr std::size_t kMxfp4Group = 32;
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
@@ -102,11 +90,16 @@ struct Bf16Weights {
     return {_mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(zero, raw))),
             _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpackhi_epi16(zero, raw)))};
   }
+  static __m256d load4(const T* p) {
+    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), raw)));
+  }
 };
 
 struct F32Weights {
   using T = float;
   static Block load8(const T* p) { return load_f32x8(p); }
+  static __m256d load4(const T* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 };
 
 template <class W, std::size_t R>
@@ -152,6 +145,138 @@ void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t c
 }
 
 inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4)}; }
+
+// Batch > 1 comes in two shapes. Whole tiles of kPosTile = 8 positions (draft verification,
+// prefill) reuse each widened or decoded weight across all 8 positions; the rest of a batch
+// (n % 8 positions, so all of a batch under 8) takes the register tiles after this, which
+// widen or decode each weight once per 2 (dense) or 4 (MXFP4) positions but keep everything
+// in registers, and are faster when there are fewer than 8 positions to share the cost.
+//
+// Both read the activations widened to fp64 (position_tiles.hpp): once per call, in panels
+// of 8 positions (or, for a batch under 8, of the register tile's width); the rest of a
+// batch of 8 or more is widened again into the register tiles' panels.
+//
+// The 8-position tiles work in passes of kChunkPassRows rows; in a pass, the columns run in
+// chunks of kChunkCols, so the chunk's panel of activations (256 columns x 8 positions, 16
+// KiB) serves every row of the pass from L1 (as in the avx512 set), and each (row, position)
+// accumulator pair is parked in memory between chunks (`Parked`), so it still takes its
+// columns in increasing order. The lanes lo (columns 0-3 of each block) and hi (4-7) of one
+// output never meet before reduce_tree, so a chunk runs them as two separate halves: one ymm
+// accumulator per (row, position) for the half, which is what lets 8 positions share one
+// widened weight vector (dense), or 12 accumulators fit beside 3 weight vectors and an
+// activation vector (MXFP4), in 16 ymm.
+//   Dense (direct_half): one row at a time, per half 4 weights widened in a register and
+//   multiplied into the 8 positions (8 accumulators, the activations as FMA memory
+//   operands): one widening per 8 FMAs, where the 2 x 2 tile needed one per 2.
+//   MXFP4 (mxfp4_position_passes): its decode is dearer, so kScratchRows rows of a chunk
+//   are decoded once into `scratch` (fp64, 6 KiB, in L1), and the 8 positions then run over
+//   it 4 at a time (chunk_half: 3 rows x 4 positions = 12 accumulators, 3 weight vectors
+//   and one activation vector per half).
+// Measured on a 2-vCPU AVX-512 Xeon (docs/benchmarks.md, "avx2 batch-N tiles that reuse each
+// weight across 8 positions"), batch 8 at 7168x3072 and 3072x7168, alternating with the
+// register tiles alone: 0.73-0.77 of their time for bf16 and fp32, 0.81-0.85 for MXFP4; one
+// batch-8 call costs 0.44-0.47 (bf16), 0.37-0.41 (fp32) and 0.46-0.52 (MXFP4) of eight
+// batch-1 calls there, where the register tiles cost 0.53-0.65, 0.48-0.51 and 0.58-0.69.
+// Tried there too: bf16 and fp32 through the scratch (storing and reloading the widened
+// weights costs about what widening them in registers for 8 positions does: as fast as the
+// direct tile for fp32, slower for bf16); scratch tiles of 2 x 4, 3 x 3, 4 x 3 and 2 x 6 (none
+// clearly faster than 3 x 4); chunks of 128 and 512 columns and passes of 24 rows (within
+// the noise of 256 and 12); the 8-position tiles at n = 2 and 4 (slower or no gain, hence
+// the split at 8).
+constexpr std::size_t kPosTile = 8;         // positions per panel
+constexpr std::size_t kGroupPositions = 4;  // MXFP4: positions whose accumulators are in registers at once
+constexpr std::size_t kScratchRows = 3;     // MXFP4: rows decoded at once
+constexpr std::size_t kChunkCols = 256;     // a multiple of the MXFP4 group (32)
+constexpr std::size_t kChunkPassRows = 12;  // whole tiles of kScratchRows
+// The register tiles: rows x positions, 2 ymm per (row, position), the rest of the 16 ymm for
+// one block of weights per row and one position's activations. Chosen on Zen 3 at 7168x3072
+// and 3072x7168, batch 8 (when they were the only batch-N path), against 1x4, 2x1, 2x3
+// (spills) and 4x1: bf16 and fp32 fastest as 2 rows x 2 positions, MXFP4 as 1 row x 4.
+constexpr std::size_t kDenseRows = 2;
+constexpr std::size_t kDensePositions = 2;
+constexpr std::size_t kMxfp4Rows = 1;
+constexpr std::size_t kMxfp4Positions = 4;
+
+/// The accumulator halves of one pass between chunks: (row i of the pass, position b, half
+/// h: 0 = lo, 1 = hi) at [(i * kPosTile + b) * 2 + h].
+using Parked = __m256d[kChunkPassRows * kPosTile * 2];
+
+/// Makes the compiler load v into a register here, once, instead of folding the load into
+/// every FMA that uses it.
+inline void in_register(__m256d& v) { asm("" : "+x"(v)); }
+
+/// (row r, position b) of the pass's parked accumulators, rounded once to fp32 into
+/// y[b * ys + r] for rows [r0, r1) and positions [0, kPosTile).
+inline void store_parked(const __m256d* park, std::size_t r0, std::size_t r1, float* y, std::size_t ys) {
+  for (std::size_t r = r0; r < r1; ++r)
+    for (std::size_t b = 0; b < kPosTile; ++b) {
+      const __m256d* a = park + ((r - r0) * kPosTile + b) * 2;
+      y[b * ys + r] = static_cast<float>(reduce_tree(Acc{a[0], a[1]}));
+    }
+}
+
+/// Half h of `blocks` column blocks of one row (wp at the chunk's first weight) x the 8
+/// positions of the panel at xk (the chunk's first block, first position, the half's first
+/// lane): each 4 weights of the half are widened once, in a register, and multiplied into
+/// the 8 positions. The accumulators come from park[b * 2] (or zero, if `fresh`) and go back
+/// there. With h = 0 and a `pass`, it prefetches ahead in row `row` of the pass at `pass`,
+/// past its end into the next pass's (c0: the chunk's first column).
+template <class W>
+inline void direct_half(const typename W::T* wp, std::size_t h, std::size_t blocks, const double* xk, bool fresh,
+                        __m256d* park, const typename W::T* pass, std::size_t stride, std::size_t row,
+                        std::size_t c0) {
+  constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
+  __m256d acc[kPosTile];
+#pragma GCC unroll 8
+  for (std::size_t b = 0; b < kPosTile; ++b) acc[b] = fresh ? _mm256_setzero_pd() : park[b * 2];
+  for (std::size_t k = 0; k < blocks; ++k) {
+    if (pass != nullptr && h == 0 && (c0 + 8 * k) % kLineElems == 0)
+      prefetch_row_ahead<kChunkPassRows>(pass, stride, (c0 + 8 * k) * sizeof(typename W::T), row);
+    __m256d wv = W::load4(wp + 8 * k + 4 * h);
+    in_register(wv);
+#pragma GCC unroll 8
+    for (std::size_t b = 0; b < kPosTile; ++b) acc[b] = _mm256_fmadd_pd(wv, _mm256_loadu_pd(xk + 8 * b), acc[b]);
+    xk += 8 * kPosTile;
+  }
+#pragma GCC unroll 8
+  for (std::size_t b = 0; b < kPosTile; ++b) park[b * 2] = acc[b];
+}
+
+/// Rows [begin, end) of w x positions [0, n) (n a multiple of kPosTile) of the panels xw
+/// (position rows xs doubles apart, xs = cols rounded up to whole blocks), (row r,
+/// position b) into y[b * ys + r].
+template <class W>
+void dense_position_passes(const typename W::T* w, std::size_t cols, std::size_t begin, std::size_t end,
+                           std::size_t n, const double* xw, std::size_t xs, float* y, std::size_t ys) {
+  alignas(64) Parked park;
+  const std::size_t stride = cols * sizeof(typename W::T);
+  const std::size_t full = cols / 8 * 8;  // columns in whole blocks
+  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
+    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
+    for (std::size_t p = 0; p < n; p += kPosTile) {
+      const double* panel = xw + p * xs;
+      for (std::size_t c0 = 0; c0 < xs;) {
+        const std::size_t c1 = xs - c0 <= kChunkCols ? xs : c0 + kChunkCols;
+        const std::size_t blocks = ((c1 < full ? c1 : full) - c0) / 8;
+        for (std::size_t r = r0; r < r1; ++r) {
+          const typename W::T* row = w + r * cols;
+          __m256d* pr = park + (r - r0) * kPosTile * 2;
+          for (std::size_t h = 0; h < 2; ++h)
+            direct_half<W>(row + c0, h, blocks, panel + c0 * kPosTile + 4 * h, c0 == 0, pr + h, w + r0 * cols, stride,
+                           r - r0, c0);
+          if (c1 > full) {  // the row's tail: copied into a zero-padded block (the panel is padded too)
+            typename W::T wt[8];
+            copy_tail(row + full, cols - full, wt);
+            for (std::size_t h = 0; h < 2; ++h)
+              direct_half<W>(wt, h, 1, panel + full * kPosTile + 4 * h, false, pr + h, nullptr, 0, 0, 0);
+          }
+        }
+        c0 = c1;
+      }
+      store_parked(park, r0, r1, y + p * ys, ys);
+    }
+  }
+}
 
 /// Each total of a tile rounded once to fp32: (row r, position b) into y[b * ys + r].
 template <std::size_t R, std::size_t B>
@@ -216,13 +341,25 @@ void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, Ro
   if (rr.begin == rr.end) return;
   if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
   const std::size_t xs = round_up(cols, 8);
+  // The register tiles over positions [p, p + n), whose activations xw are in panels of
+  // kDensePositions.
+  const auto register_tiles = [&](const double* xw, std::size_t p, std::size_t n) {
+    for_each_tile<kDenseRows, kDensePositions>(
+        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+          dense_tile<W, R, B>(w + r * cols, cols, xw + j * xs, y + (p + j) * rows + r, rows);
+        });
+  };
   over_widened_positions(
-      x, batch, cols, xs, kDensePositions,
+      x, batch, cols, xs, batch >= kPosTile ? kPosTile : kDensePositions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kDenseRows, kDensePositions>(
-            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
-              dense_tile<W, R, B>(w + r * cols, cols, xw + p * xs, y + (p0 + p) * rows + r, rows);
-            });
+        if (batch < kPosTile) return register_tiles(xw, p0, n);
+        const std::size_t whole = n / kPosTile * kPosTile;
+        if (whole != 0) dense_position_passes<W>(w, cols, rr.begin, rr.end, whole, xw, xs, y + p0 * rows, rows);
+        if (whole == n) return;
+        // The rest, widened again in panels of the register tiles (xw is no longer needed).
+        const double* xr = widened_panels(x + (p0 + whole) * cols, n - whole, cols, xs, kDensePositions);
+        if (xr != nullptr) register_tiles(xr, p0 + whole, n - whole);
+        else dense_each_position<W>(w, rows, cols, rr, x, p0 + whole, n - whole, y);
       },
       [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
 }
@@ -366,6 +503,125 @@ void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std:
   for (; r < rr.end; ++r) mxfp4_tile<1>(m, r, xp, xw, n, yp);
 }
 
+inline void store_block(double* out, Block v) {
+  _mm256_store_pd(out, v.lo);
+  _mm256_store_pd(out + 4, v.hi);
+}
+
+/// Columns [c0, c1) (multiples of the group) of rows [r, r + R) decoded to doubles at
+/// s + i * kChunkCols (row r + i); the padding of a partial last group is +0. r0 is the
+/// pass's first row (for the prefetches).
+inline void mxfp4_decode(const Mxfp4Matrix& m, std::size_t r, std::size_t R, std::size_t c0, std::size_t c1, double* s,
+                         std::size_t r0) {
+  const std::size_t cols = m.cols;
+  const std::size_t pstride = (cols + 1) / 2;
+  const std::size_t sstride = (cols + kMxfp4Group - 1) / kMxfp4Group;
+  constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
+  constexpr std::size_t kLineGroups = kCacheLine / kGroupBytes;
+  const std::size_t full = cols / kMxfp4Group;  // whole groups
+  const std::size_t g1 = c1 / kMxfp4Group;
+  for (std::size_t i = 0; i < R; ++i) {
+    const std::uint8_t* prow = m.packed + (r + i) * pstride;
+    const std::uint8_t* srow = m.scales + (r + i) * sstride;
+    double* out = s + i * kChunkCols - c0;
+    for (std::size_t g = c0 / kMxfp4Group; g < g1; ++g) {
+      if (g % kLineGroups == 0) {
+        // Ahead in this row, and past its end into the next pass's row; the first row of a
+        // pass also fetches a line of the next pass's scale bytes (its rows are contiguous).
+        prefetch_row_ahead<kChunkPassRows>(m.packed + r0 * pstride, pstride, g * kGroupBytes, r + i - r0);
+        const std::size_t line = g / kLineGroups * kCacheLine;
+        if (r + i == r0 && line < kChunkPassRows * sstride)
+          _mm_prefetch(reinterpret_cast<const char*>(m.scales + (r0 + kChunkPassRows) * sstride + line), _MM_HINT_T0);
+      }
+      const std::uint8_t* p = prow + g * kGroupBytes;
+      std::uint8_t bytes[kGroupBytes] = {};
+      if (g >= full) {
+        // The row's last, partial group: its bytes copied into a zero-padded group (the
+        // unused high nibble of an odd last column cleared), so its padding is code 0 (+0)
+        // times the panel's +0.
+        const std::size_t rem = cols - full * kMxfp4Group;
+        std::memcpy(bytes, p, (rem + 1) / 2);
+        if (rem % 2 != 0) bytes[rem / 2] &= 0x0F;
+        p = bytes;
+      }
+      const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kMxfp4Magnitudes[srow[g]].top.data()));
+#pragma GCC unroll 4
+      for (std::size_t j = 0; j < 4; ++j) store_block(out + g * kMxfp4Group + 8 * j, decode8(p + 4 * j, table));
+    }
+  }
+}
+
+/// Half of `blocks` column blocks: rows [0, R) of the scratch at s (rows kChunkCols doubles
+/// apart; s at the half's first lane) x kGroupPositions positions of the panel at xk (the
+/// chunk's first block, the group's first position, the half's first lane). The
+/// accumulators of (row r, position g) come from park[(r * kPosTile + g) * 2] (or zero, if
+/// `fresh`) and go back there. A loop of its own, with nothing after it but the stores, so
+/// the compiler keeps the R x 4 accumulators in registers (with 3 rows: 12 accumulators,
+/// the 3 rows' weights and one activation vector, the 16 ymm).
+template <std::size_t R>
+inline void chunk_half(const double* s, std::size_t blocks, const double* xk, bool fresh, __m256d* park) {
+  constexpr std::size_t G = kGroupPositions;
+  __m256d acc[R][G];
+#pragma GCC unroll 4
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (std::size_t g = 0; g < G; ++g) acc[r][g] = fresh ? _mm256_setzero_pd() : park[(r * kPosTile + g) * 2];
+  for (std::size_t k = 0; k < blocks; ++k) {
+    __m256d wv[R];
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r) wv[r] = _mm256_load_pd(s + r * kChunkCols + 8 * k);
+#pragma GCC unroll 4
+    for (std::size_t g = 0; g < G; ++g) {
+      __m256d xv = _mm256_load_pd(xk + 8 * g);
+      in_register(xv);
+#pragma GCC unroll 4
+      for (std::size_t r = 0; r < R; ++r) acc[r][g] = _mm256_fmadd_pd(wv[r], xv, acc[r][g]);
+    }
+    xk += 8 * kPosTile;
+  }
+#pragma GCC unroll 4
+  for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (std::size_t g = 0; g < G; ++g) park[(r * kPosTile + g) * 2] = acc[r][g];
+}
+
+/// Rows [0, R) of the scratch x the 8 positions of the panel chunk at xc, both halves.
+template <std::size_t R>
+inline void chunk_positions(const double* s, std::size_t blocks, const double* xc, bool fresh, __m256d* park) {
+  for (std::size_t b0 = 0; b0 < kPosTile; b0 += kGroupPositions)
+    for (std::size_t h = 0; h < 2; ++h) chunk_half<R>(s + 4 * h, blocks, xc + 8 * b0 + 4 * h, fresh, park + b0 * 2 + h);
+}
+
+/// Rows [begin, end) of m x positions [0, n) (n a multiple of kPosTile) of the panels xw
+/// (position rows xs doubles apart, xs = cols rounded up to whole groups), (row r,
+/// position b) into y[b * ys + r].
+inline void mxfp4_position_passes(const Mxfp4Matrix& m, std::size_t begin, std::size_t end, std::size_t n,
+                                  const double* xw, std::size_t xs, float* y, std::size_t ys) {
+  alignas(64) Parked park;
+  alignas(64) double scratch[kScratchRows * kChunkCols];
+  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
+    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
+    for (std::size_t p = 0; p < n; p += kPosTile) {
+      const double* panel = xw + p * xs;
+      for (std::size_t c0 = 0; c0 < xs;) {
+        const std::size_t c1 = xs - c0 <= kChunkCols ? xs : c0 + kChunkCols;
+        const std::size_t blocks = (c1 - c0) / 8;
+        const double* xc = panel + c0 * kPosTile;  // block c0 / 8, first position
+        for (std::size_t r = r0; r < r1; r += kScratchRows) {
+          const std::size_t R = r1 - r < kScratchRows ? r1 - r : kScratchRows;
+          mxfp4_decode(m, r, R, c0, c1, scratch, r0);
+          __m256d* pr = park + (r - r0) * kPosTile * 2;
+          if (R == 3) chunk_positions<3>(scratch, blocks, xc, c0 == 0, pr);
+          else if (R == 2) chunk_positions<2>(scratch, blocks, xc, c0 == 0, pr);
+          else chunk_positions<1>(scratch, blocks, xc, c0 == 0, pr);
+        }
+        c0 = c1;
+      }
+      store_parked(park, r0, r1, y + p * ys, ys);
+    }
+  }
+}
+
 /// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each block of 8
 /// weights is decoded once and multiplied into the B positions' accumulators; (row r0 + r,
 /// position b) goes to y[b * ys + r].
@@ -447,13 +703,25 @@ void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::siz
   if (rr.begin == rr.end) return;
   if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
   const std::size_t xs = round_up(m.cols, kMxfp4Group);
+  // The register tiles over positions [p, p + n), whose activations xw are in panels of
+  // kMxfp4Positions.
+  const auto register_tiles = [&](const double* xw, std::size_t p, std::size_t n) {
+    for_each_tile<kMxfp4Rows, kMxfp4Positions>(
+        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+          mxfp4_pos_tile<R, B>(m, r, xw + j * xs, y + (p + j) * m.rows + r, m.rows);
+        });
+  };
   over_widened_positions(
-      x, batch, m.cols, xs, kMxfp4Positions,
+      x, batch, m.cols, xs, batch >= kPosTile ? kPosTile : kMxfp4Positions,
       [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_tile<kMxfp4Rows, kMxfp4Positions>(
-            rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p) {
-              mxfp4_pos_tile<R, B>(m, r, xw + p * xs, y + (p0 + p) * m.rows + r, m.rows);
-            });
+        if (batch < kPosTile) return register_tiles(xw, p0, n);
+        const std::size_t whole = n / kPosTile * kPosTile;
+        if (whole != 0) mxfp4_position_passes(m, rr.begin, rr.end, whole, xw, xs, y + p0 * m.rows, m.rows);
+        if (whole == n) return;
+        // The rest, widened again in panels of the register tiles (xw is no longer needed).
+        const double* xr = widened_panels(x + (p0 + whole) * m.cols, n - whole, m.cols, xs, kMxfp4Positions);
+        if (xr != nullptr) register_tiles(xr, p0 + whole, n - whole);
+        else mxfp4_each_position(m, rr, x, p0 + whole, n - whole, y);
       },
       [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
 }
