@@ -38,8 +38,9 @@ using sdk::RowRange;
 constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x latency 4
 // Batch > 1: a tile of R rows x kPosTile positions, one zmm per (row, position); batch 8 is
 // one position tile. Dense: 3 rows (24 FMA chains, 3 widened weight blocks and an
-// activation block: 28 of the 32 zmm); MXFP4: 2 rows (16 chains, two decoded halves and the
-// table of each row besides). The columns run in chunks of kChunkCols inside passes of
+// activation block: 28 of the 32 zmm); MXFP4: 3 rows too, each block of 8 weights decoded
+// on its own (decode8), so only 3 decoded blocks live beside the 24 accumulators (see
+// mxfp4_pos_groups). The columns run in chunks of kChunkCols inside passes of
 // kChunkPassRows rows (for_each_chunked_tile), so a chunk's panel of activations (256 x 8
 // doubles, 16 KiB) stays in L1 for every row tile of the pass; without chunks each tile
 // streamed the whole panel (up to 448 KiB) from L2, 512 bytes per 16 FMAs in a 2 x 8 tile.
@@ -49,13 +50,16 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 // Bf16Weights) takes 0.68-0.85 of their time; 3 dense rows against 2: bf16 0.92-0.94, fp32
 // 0.96-0.98; chunks of 128 or 512 columns up to 12% slower than 256 (at 512 the panel chunk
 // alone is 32 KiB of the 48 KiB L1); passes of 24 rows within 2% of 12. A batch-8 call
-// still costs 0.24-0.27 (fp32), 0.36-0.41 (bf16) and 0.51-0.57 (MXFP4) of eight batch-1
-// calls there; the MXFP4 FMAs alone are at least 0.25 of them.
-constexpr std::size_t kPosRowTile = 2;       // MXFP4
+// still costs 0.24-0.27 (fp32) and 0.36-0.41 (bf16) of eight batch-1 calls there. MXFP4
+// took 0.51-0.57 with 2-row tiles; the 3-row tiles take 0.92-0.95 of that time, alternated
+// in one process (docs/benchmarks.md, "MXFP4 batch-N tiles of 3 rows on the AVX-512
+// Xeon"); its FMAs alone are about 0.25-0.3 of eight batch-1 calls, and its decode (2
+// vector instructions per 8 weights, on the FMA pipes) adds a quarter to them.
+constexpr std::size_t kPosRowTile = 3;       // MXFP4
 constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
 constexpr std::size_t kChunkCols = 256;      // a multiple of the MXFP4 group (32)
-constexpr std::size_t kChunkPassRows = 12;   // whole tiles of 2 and of 3 rows
+constexpr std::size_t kChunkPassRows = 12;   // whole tiles of 3 rows
 
 /// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
 /// as in the scalar set).
@@ -497,16 +501,32 @@ void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std:
   mxfp4_tail<kMxfp4RowTile>(m, r, rr.end - r, xp, xw, n, yp);
 }
 
-/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp), columns
-/// [c0, c1) (c0 a multiple of 32): each 16 weights are decoded once and multiplied into
-/// the B positions' accumulators, which start at zero (c0 = 0) or in `park`; at c1 = cols
-/// the partial last group follows and y[b * ys + r] gets (row r0 + r, position b), else
-/// they go back to `park`.
+inline std::uint32_t load_u32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// The 8 weights of a 32-bit word of 8 codes, looked up in the table at `table` (the top
+/// halves for the group's scale): the word broadcast to every dword (a load), dword 2q+1
+/// shifted right by 4q so its low 4 bits are code q, then one zero-masked vpermd puts top
+/// half T[code q] into dword 2q+1 and zero into dword 2q: qword q is weight q. Two vector
+/// instructions per 8 weights, as decode16, but no vector outlives its block.
+inline __m512d decode8(std::uint32_t word, const char* table) {
+  const __m512i counts = _mm512_setr_epi32(0, 0, 0, 4, 0, 8, 0, 12, 0, 16, 0, 20, 0, 24, 0, 28);
+  const __m512i idx = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(word)), counts);
+  return _mm512_castsi512_pd(_mm512_maskz_permutexvar_epi32(0xAAAA, idx, _mm512_load_si512(table)));
+}
+
 /// Groups [g0, g1) of rows [0, R) of the tile at (packed, scales) x the B positions of
 /// panel xp; the accumulators come from `park` (or zero, if `fresh`) and go back there. A
-/// loop of its own, with nothing after it but the stores, so the compiler keeps all
-/// R x B accumulators in registers (with the tail in the same function, GCC 12 moved and
-/// spilled them inside the loop).
+/// loop of its own, with nothing after it but the stores, so the compiler keeps the R x B
+/// accumulators in registers (with the tail in the same function, GCC 12 moved and
+/// spilled them inside the loop). Each block of 8 weights of a row is decoded once
+/// (decode8) and multiplied into the B positions; the tables stay in memory (vpermd reads
+/// them as its memory operand), so a 3 x 8 tile needs 24 accumulators, 3 weight blocks and
+/// one activation block. With decode16 (two blocks per row at once, and the tables in
+/// registers) 3 rows did not fit: 2 x 8 tiles, which took 1.05-1.08 times as long.
 template <std::size_t R, std::size_t B>
 inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t pstride,
                              std::size_t sstride, std::size_t g0, std::size_t g1, const double* xp, bool fresh,
@@ -523,27 +543,21 @@ inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* sca
       const std::size_t line = g / (kCacheLine / kGroupBytes) * kCacheLine;
       if (line < R * sstride) _mm_prefetch(reinterpret_cast<const char*>(scales + R * sstride + line), _MM_HINT_T0);
     }
-    __m512i table[R];
+    const char* table[R];
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < R; ++r) table[r] = _mm512_load_si512(kTop32Tables[scales[r * sstride + g]].top.data());
-    // Half h = elements 16h..16h+15 of the group (column blocks 4g+2h and 4g+2h+1).
-#pragma GCC unroll 2
-    for (std::size_t h = 0; h < 2; ++h) {
-      Weights16 wv[R];
+    for (std::size_t r = 0; r < R; ++r) table[r] = table_bytes() + std::size_t{scales[r * sstride + g]} * 64;
+#pragma GCC unroll 4
+    for (std::size_t j = 0; j < 4; ++j) {
+      __m512d wv[R];
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r)
-        wv[r] = decode16(load_u64(packed + r * pstride + g * kGroupBytes + 8 * h), table[r]);
+        wv[r] = decode8(load_u32(packed + r * pstride + g * kGroupBytes + 4 * j), table[r]);
 #pragma GCC unroll 8
       for (std::size_t b = 0; b < B; ++b) {
-        __m512d x0 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h, b));
-        __m512d x1 = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + 2 * h + 1, b));
-        in_register(x0);
-        in_register(x1);
+        __m512d xv = _mm512_loadu_pd(panel_block<B>(xp, 4 * g + j, b));
+        in_register(xv);
 #pragma GCC unroll 8
-        for (std::size_t r = 0; r < R; ++r) {
-          acc[r][b] = _mm512_fmadd_pd(wv[r].first, x0, acc[r][b]);
-          acc[r][b] = _mm512_fmadd_pd(wv[r].second, x1, acc[r][b]);
-        }
+        for (std::size_t r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_pd(wv[r], xv, acc[r][b]);
       }
     }
   }
@@ -553,6 +567,11 @@ inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* sca
     for (std::size_t b = 0; b < B; ++b) park[r * kPosTile + b] = acc[r][b];
 }
 
+/// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp), columns
+/// [c0, c1) (c0 a multiple of 32): each 8 weights are decoded once and multiplied into
+/// the B positions' accumulators, which start at zero (c0 = 0) or in `park`; at c1 = cols
+/// the partial last group follows and y[b * ys + r] gets (row r0 + r, position b), else
+/// they go back to `park`.
 template <std::size_t R, std::size_t B>
 inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, std::size_t c0, std::size_t c1, const double* xp,
                            __m512d* park, float* y, std::size_t ys) {
