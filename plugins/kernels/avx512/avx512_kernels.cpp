@@ -11,9 +11,9 @@
 // Batch 1: several rows run at once (a row tile), each with its own accumulator: one
 // activation load serves the whole tile and the tile's independent FMA chains hide the FMA
 // latency; the additions within one row are never reordered. Batch > 1: a tile of rows x
-// positions (common/position_tiles.hpp): each block of 8 weights (16 for MXFP4) is widened
-// or decoded once and multiplied into every position of the tile, one zmm accumulator per
-// (row, position), with the activations widened to fp64 once per call; each accumulator
+// positions (common/position_tiles.hpp): each block of 8 weights is widened or decoded
+// once and multiplied into every position of the tile, one zmm accumulator per (row,
+// position), with the activations widened to fp64 once per call; each accumulator
 // still takes its additions in the batch-1 order. Positions loop inside a row tile, so a
 // tile of weights is fetched from memory once for the whole batch.
 //
@@ -51,10 +51,13 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 // 0.96-0.98; chunks of 128 or 512 columns up to 12% slower than 256 (at 512 the panel chunk
 // alone is 32 KiB of the 48 KiB L1); passes of 24 rows within 2% of 12. A batch-8 call
 // still costs 0.24-0.27 (fp32) and 0.36-0.41 (bf16) of eight batch-1 calls there. MXFP4
-// took 0.51-0.57 with 2-row tiles; the 3-row tiles take 0.92-0.95 of that time, alternated
-// in one process (docs/benchmarks.md, "MXFP4 batch-N tiles of 3 rows on the AVX-512
-// Xeon"); its FMAs alone are about 0.25-0.3 of eight batch-1 calls, and its decode (2
-// vector instructions per 8 weights, on the FMA pipes) adds a quarter to them.
+// took 0.50-0.57 with 2-row tiles; the 3-row tiles take 0.92-0.95 of that time, alternated
+// call by call in one process, so 0.47-0.49 of eight batch-1 calls there
+// (docs/benchmarks.md, "MXFP4 batch-N tiles of 3 rows on the AVX-512 Xeon"). Its FMAs alone
+// are 0.24-0.35 of eight batch-1 calls, and its decode (2 vector instructions per 8
+// weights, on the FMA pipes) adds a quarter to them. The avx2 set's fp64 scratch (decode a
+// chunk of 3 rows once, then FMAs over it) was no faster here: the decode already happens
+// once per weight for all 8 positions, and a separate decode pass exposed its loads.
 constexpr std::size_t kPosRowTile = 3;       // MXFP4
 constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
@@ -523,10 +526,10 @@ inline __m512d decode8(std::uint32_t word, const char* table) {
 /// loop of its own, with nothing after it but the stores, so the compiler keeps the R x B
 /// accumulators in registers (with the tail in the same function, GCC 12 moved and
 /// spilled them inside the loop). Each block of 8 weights of a row is decoded once
-/// (decode8) and multiplied into the B positions; the tables stay in memory (vpermd reads
-/// them as its memory operand), so a 3 x 8 tile needs 24 accumulators, 3 weight blocks and
-/// one activation block. With decode16 (two blocks per row at once, and the tables in
-/// registers) 3 rows did not fit: 2 x 8 tiles, which took 1.05-1.08 times as long.
+/// (decode8) and multiplied into the B positions, so a 3 x 8 tile needs 24 accumulators,
+/// 3 weight blocks, one activation block and the rows' tables (GCC 12 still spills a few
+/// accumulators once per group). With decode16 (two blocks per row at once) 3 rows did not
+/// fit: 2 x 8 tiles, which took 1.06-1.09 times as long (docs/benchmarks.md).
 template <std::size_t R, std::size_t B>
 inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t pstride,
                              std::size_t sstride, std::size_t g0, std::size_t g1, const double* xp, bool fresh,
