@@ -63,11 +63,11 @@ server() {
   fail "tmux cannot start a server: $err"
 }
 start() {  # start ARGS...: k3host chat in a new tmux session of 200x50
-  T kill-session -t chat >/dev/null 2>&1
   local cmd try err
   printf -v cmd '%q ' "$EXE" chat "$@"
   for try in 1 2 3; do
     server
+    T kill-session -t chat >/dev/null 2>&1  # the last run's, or a half-made one of a failed try
     err=$(T new-session -d -s chat -x 200 -y 50 \
             "cd $(printf %q "$WORK") && $cmd; echo EXIT=\$?; sleep 600" 2>&1) && return 0
     echo "tmux new-session, try $try: $err"
