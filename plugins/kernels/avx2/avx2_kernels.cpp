@@ -215,6 +215,27 @@ inline void store_parked(const __m256d* park, std::size_t r0, std::size_t r1, fl
     }
 }
 
+/// Calls chunk(r0, r1, p, c0, c1) over rows [begin, end) in passes [r0, r1) of
+/// kChunkPassRows rows; within a pass, for each panel of kPosTile positions starting at p
+/// (n a multiple of kPosTile), the column chunks [c0, c1) of [0, xs) in increasing order,
+/// so every parked accumulator takes its columns in the batch-1 order. After a panel's last
+/// chunk, the pass's totals go to y (store_parked).
+template <class Chunk>
+inline void for_each_pass_chunk(std::size_t begin, std::size_t end, std::size_t n, std::size_t xs,
+                                const Parked& park, float* y, std::size_t ys, Chunk&& chunk) {
+  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
+    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
+    for (std::size_t p = 0; p < n; p += kPosTile) {
+      for (std::size_t c0 = 0; c0 < xs;) {
+        const std::size_t c1 = xs - c0 <= kChunkCols ? xs : c0 + kChunkCols;
+        chunk(r0, r1, p, c0, c1);
+        c0 = c1;
+      }
+      store_parked(park, r0, r1, y + p * ys, ys);
+    }
+  }
+}
+
 /// Half h of `blocks` column blocks of one row (wp at the chunk's first weight) x the 8
 /// positions of the panel at xk (the chunk's first block, first position, the half's first
 /// lane): each 4 weights of the half are widened once, in a register, and multiplied into
@@ -251,31 +272,24 @@ void dense_position_passes(const typename W::T* w, std::size_t cols, std::size_t
   alignas(64) Parked park;
   const std::size_t stride = cols * sizeof(typename W::T);
   const std::size_t full = cols / 8 * 8;  // columns in whole blocks
-  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
-    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
-    for (std::size_t p = 0; p < n; p += kPosTile) {
-      const double* panel = xw + p * xs;
-      for (std::size_t c0 = 0; c0 < xs;) {
-        const std::size_t c1 = xs - c0 <= kChunkCols ? xs : c0 + kChunkCols;
-        const std::size_t blocks = ((c1 < full ? c1 : full) - c0) / 8;
-        for (std::size_t r = r0; r < r1; ++r) {
-          const typename W::T* row = w + r * cols;
-          __m256d* pr = park + (r - r0) * kPosTile * 2;
-          for (std::size_t h = 0; h < 2; ++h)
-            direct_half<W>(row + c0, h, blocks, panel + c0 * kPosTile + 4 * h, c0 == 0, pr + h, w + r0 * cols, stride,
-                           r - r0, c0);
-          if (c1 > full) {  // the row's tail: copied into a zero-padded block (the panel is padded too)
-            typename W::T wt[8];
-            copy_tail(row + full, cols - full, wt);
-            for (std::size_t h = 0; h < 2; ++h)
-              direct_half<W>(wt, h, 1, panel + full * kPosTile + 4 * h, false, pr + h, nullptr, 0, 0, 0);
-          }
-        }
-        c0 = c1;
+  for_each_pass_chunk(begin, end, n, xs, park, y, ys, [&](std::size_t r0, std::size_t r1, std::size_t p,
+                                                          std::size_t c0, std::size_t c1) {
+    const double* panel = xw + p * xs;
+    const std::size_t blocks = ((c1 < full ? c1 : full) - c0) / 8;
+    for (std::size_t r = r0; r < r1; ++r) {
+      const typename W::T* row = w + r * cols;
+      __m256d* pr = park + (r - r0) * kPosTile * 2;
+      for (std::size_t h = 0; h < 2; ++h)
+        direct_half<W>(row + c0, h, blocks, panel + c0 * kPosTile + 4 * h, c0 == 0, pr + h, w + r0 * cols, stride,
+                       r - r0, c0);
+      if (c1 > full) {  // the row's tail: copied into a zero-padded block (the panel is padded too)
+        typename W::T wt[8];
+        copy_tail(row + full, cols - full, wt);
+        for (std::size_t h = 0; h < 2; ++h)
+          direct_half<W>(wt, h, 1, panel + full * kPosTile + 4 * h, false, pr + h, nullptr, 0, 0, 0);
       }
-      store_parked(park, r0, r1, y + p * ys, ys);
     }
-  }
+  });
 }
 
 /// Each total of a tile rounded once to fp32: (row r, position b) into y[b * ys + r].
@@ -599,27 +613,19 @@ inline void mxfp4_position_passes(const Mxfp4Matrix& m, std::size_t begin, std::
                                   const double* xw, std::size_t xs, float* y, std::size_t ys) {
   alignas(64) Parked park;
   alignas(64) double scratch[kScratchRows * kChunkCols];
-  for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
-    const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
-    for (std::size_t p = 0; p < n; p += kPosTile) {
-      const double* panel = xw + p * xs;
-      for (std::size_t c0 = 0; c0 < xs;) {
-        const std::size_t c1 = xs - c0 <= kChunkCols ? xs : c0 + kChunkCols;
-        const std::size_t blocks = (c1 - c0) / 8;
-        const double* xc = panel + c0 * kPosTile;  // block c0 / 8, first position
-        for (std::size_t r = r0; r < r1; r += kScratchRows) {
-          const std::size_t R = r1 - r < kScratchRows ? r1 - r : kScratchRows;
-          mxfp4_decode(m, r, R, c0, c1, scratch, r0);
-          __m256d* pr = park + (r - r0) * kPosTile * 2;
-          if (R == 3) chunk_positions<3>(scratch, blocks, xc, c0 == 0, pr);
-          else if (R == 2) chunk_positions<2>(scratch, blocks, xc, c0 == 0, pr);
-          else chunk_positions<1>(scratch, blocks, xc, c0 == 0, pr);
-        }
-        c0 = c1;
-      }
-      store_parked(park, r0, r1, y + p * ys, ys);
+  for_each_pass_chunk(begin, end, n, xs, park, y, ys, [&](std::size_t r0, std::size_t r1, std::size_t p,
+                                                          std::size_t c0, std::size_t c1) {
+    const std::size_t blocks = (c1 - c0) / 8;
+    const double* xc = xw + p * xs + c0 * kPosTile;  // block c0 / 8, first position
+    for (std::size_t r = r0; r < r1; r += kScratchRows) {
+      const std::size_t R = r1 - r < kScratchRows ? r1 - r : kScratchRows;
+      mxfp4_decode(m, r, R, c0, c1, scratch, r0);
+      __m256d* pr = park + (r - r0) * kPosTile * 2;
+      if (R == 3) chunk_positions<3>(scratch, blocks, xc, c0 == 0, pr);
+      else if (R == 2) chunk_positions<2>(scratch, blocks, xc, c0 == 0, pr);
+      else chunk_positions<1>(scratch, blocks, xc, c0 == 0, pr);
     }
-  }
+  });
 }
 
 /// Rows [r0, r0 + R) x the B positions of panel `xp` (position_tiles.hpp): each block of 8
