@@ -31,6 +31,7 @@
 #include <k3/plugin_host.hpp>
 #include <k3/runtime.hpp>
 #include <k3/units.hpp>
+#include <k3/user_files.hpp>
 
 #include "cli.hpp"
 #include "stop_signal.hpp"
@@ -240,7 +241,10 @@ class Chat {
     settings_.dump_logits.clear();
     pending_system_ = !system_.empty();
     resume_ = opt.resume;
+    keep_out_ = checkpoint_folders(pipeline);
+    if (!opt.resume.empty()) check_history_file(opt.resume, "chat: --resume");
     if (!opt.history.empty()) {
+      check_history_file(opt.history, "chat: --history");
       std::error_code ec;
       if (std::filesystem::file_size(opt.history, ec) > 0 && !ec)
         throw UsageError(opt.history + ": holds a conversation already; continue it with --resume " + opt.history);
@@ -499,7 +503,15 @@ class Chat {
     session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
   }
 
+  /// A history file and its state are written: both must be places k3host may write
+  /// (k3/user_files.hpp), checked before anything is.
+  void check_history_file(const std::filesystem::path& file, const std::string& what) const {
+    check_output_file(file, what, keep_out_);
+    check_output_file(chat::history_state_file(file), what + " " + file.string() + ": its state", keep_out_);
+  }
+
   void save(const std::filesystem::path& file) {
+    check_history_file(file, "/save");
     chat::write_history(file, conversation_.entries());
     sync_pending();
     session_.save(chat::history_state_file(file));
@@ -511,11 +523,9 @@ class Chat {
   /// Loads a history file and its state; the current conversation stays when the file
   /// cannot be read. A state that does not belong to the history is refused.
   void load(const std::filesystem::path& file) {
-    chat::History h = chat::read_history(file);
-    if (h.torn_warning) {
-      log(LogLevel::warn, "chat", *h.torn_warning);
-      chat::write_history(file, h.entries);  // later appends must not follow the torn bytes
-    }
+    check_history_file(file, "/load");  // it is written from now on
+    chat::History h = chat::read_history(file, runtime_.model().config().vocab_size);
+    if (h.torn_warning) log(LogLevel::warn, "chat", *h.torn_warning);
     Conversation loaded(tokens_);
     for (auto& e : h.entries) loaded.append(std::move(e));
     const auto state = chat::history_state_file(file);
@@ -534,6 +544,16 @@ class Chat {
     } else {
       session_.reset();
       log(LogLevel::warn, "chat", state.string() + ": no model state; the next turn feeds the whole conversation");
+    }
+    // Only a history that was read whole and matches its state is rewritten: a torn last
+    // record goes, so that later appends do not follow its bytes.
+    if (h.torn_warning) {
+      try {
+        chat::write_history(file, loaded.entries());
+      } catch (const Error&) {
+        session_.reset();  // the loaded state is not the current conversation's
+        throw;
+      }
     }
     conversation_ = std::move(loaded);
     written_ = conversation_.entries().size();
@@ -570,6 +590,7 @@ class Chat {
   bool pending_system_ = false;
   std::filesystem::path history_;
   std::filesystem::path resume_;  ///< --resume FILE, loaded when the chat starts
+  std::vector<std::filesystem::path> keep_out_;  ///< the checkpoint folders: no history goes there
   std::size_t written_ = 0;  ///< entries already in history_
   std::optional<TurnStats> last_;
   bool quit_ = false;

@@ -12,8 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -23,6 +21,7 @@
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
 #include <k3/runtime.hpp>
+#include <k3/user_files.hpp>
 
 #include "cli.hpp"
 #include "stop_signal.hpp"
@@ -36,19 +35,6 @@ struct PerplexityOptions {
   std::int64_t stride = 0;
   bool json = false;
 };
-
-std::string read_text_file(const std::string& file) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (ec || !std::filesystem::exists(status)) throw UsageError("perplexity: " + file + ": no such file");
-  if (!std::filesystem::is_regular_file(status))
-    throw UsageError("perplexity: " + file + ": not a regular file (a folder or a device)");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError("perplexity: " + file + ": cannot open it");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw RuntimeError("perplexity: " + file + ": read error");
-  return text;
-}
 
 /// The progress redraw on stderr, as the load progress does it (only when info lines show),
 /// at most five times a second: a long text is thousands of chunks.
@@ -67,7 +53,7 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
   const Pipeline pipeline =
       load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
   // Checked before the model loads, so a mistake costs nothing.
-  const std::string text = read_text_file(opt.file);
+  const std::string text = read_text_file(opt.file, "perplexity", kMaxTextFileBytes);
   PerplexitySettings settings;
   settings.window = opt.window;
   settings.stride = opt.stride;
@@ -82,7 +68,12 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
   Runtime runtime(pipeline, host, hooks);
 
   std::vector<std::uint32_t> ids{static_cast<std::uint32_t>(runtime.model().config().bos_token_id)};
-  const std::vector<std::uint32_t> text_ids = runtime.encode(text);
+  std::vector<std::uint32_t> text_ids;
+  try {
+    text_ids = runtime.encode(text);
+  } catch (const UsageError& e) {
+    throw UsageError("perplexity: " + opt.file + ": " + e.what());  // not text: say which file
+  }
   ids.insert(ids.end(), text_ids.begin(), text_ids.end());
 
   const StopSignal stop;

@@ -30,6 +30,7 @@
 #include <k3/plugin_host.hpp>
 #include <k3/sim.hpp>
 #include <k3/trace.hpp>
+#include <k3/user_files.hpp>
 
 #include "cli.hpp"
 
@@ -144,6 +145,7 @@ int generate(SimOptions& o, const CLI::App& sub) {
   if (sub.count("--seed") != 0) g.seed = o.gen.seed;
   if (sub.count("--recompute-prompt") != 0) g.recompute_prompt = o.gen.recompute_prompt;
   if (sub.count("--expert-bytes") != 0) g.expert_bytes = o.expert_bytes;
+  check_output_file(o.generate, "--generate-trace");  // before the work, not after it
   const Trace t = generate_trace(g);
   write_trace(o.generate, t);
   const TraceStats s = trace_stats(t);
@@ -165,6 +167,11 @@ int simulate(const SimOptions& o) {
                        ": no SVG converter on PATH (install rsvg-convert from librsvg2-bin, or ImageMagick's convert); "
                        "--svg writes the figure without one");
   }
+  // Where the results go is checked before the trace is read and simulated.
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--csv", &o.csv}, {"--json", &o.json}, {"--svg", &o.svg}, {"--png", &o.png}};
+  for (const auto& [flag, file] : outputs)
+    if (!file->empty()) check_output_file(*file, flag);
   const Trace trace = read_trace(o.trace);
   PluginHost host;
   SimRequest req;
@@ -190,6 +197,7 @@ int simulate(const SimOptions& o) {
     const std::string tmp_png = o.png + ".tmp." + pid + ".png";
     try {
       run_converter(*converter, svg_in, tmp_png);
+      check_output_file(o.png, "--png");  // again: the rename replaces whatever is there now
       std::filesystem::rename(tmp_png, o.png);
     } catch (...) {
       std::filesystem::remove(tmp_png);

@@ -27,6 +27,8 @@
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
 #include <k3/runtime.hpp>
+#include <k3/units.hpp>
+#include <k3/user_files.hpp>
 
 #include "cli.hpp"
 
@@ -42,16 +44,20 @@ struct TokenizeOptions {
 };
 
 
+/// The input: the file (a regular file of at most kMaxTextFileBytes, checked before it is
+/// read) or stdin, read up to the same cap.
 std::string read_input_text(const std::string& file) {
-  std::FILE* in = file.empty() ? stdin : std::fopen(file.c_str(), "rb");
-  if (in == nullptr) throw UsageError(file + ": cannot open input");
+  if (!file.empty()) return read_user_file(file, "tokenize --file", "text file", kMaxTextFileBytes);
   std::string data;
   char buf[1 << 16];
   std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, n);
-  const bool failed = std::ferror(in) != 0;
-  if (!file.empty()) std::fclose(in);
-  if (failed) throw RuntimeError((file.empty() ? std::string("stdin") : file) + ": read error");
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    data.append(buf, n);
+    if (data.size() > kMaxTextFileBytes)
+      throw UsageError("tokenize: stdin: more than " + format_bytes(kMaxTextFileBytes) +
+                       ", the most k3host tokenizes at once; split the input");
+  }
+  if (std::ferror(stdin) != 0) throw RuntimeError("stdin: read error");
   return data;
 }
 
@@ -103,13 +109,14 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
 }
 
 int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
+  const std::string input = read_input_text(opt.file);  // checked before the tokenizer loads
   const std::shared_ptr<sdk::Tokenizer> tokenizer = make_tokenizer(global);
-  const std::string input = read_input_text(opt.file);
   const auto units = units_of(input, opt.lines);
   std::string out;
   std::vector<std::uint32_t> ids;
+  const std::string source = opt.file.empty() ? std::string() : opt.file + ": ";
   for (std::size_t u = 0; u < units.size(); ++u) {
-    const std::string where = opt.lines ? "line " + std::to_string(u + 1) + ": " : std::string();
+    const std::string where = source + (opt.lines ? "line " + std::to_string(u + 1) + ": " : std::string());
     ids.clear();
     if (opt.decode) {
       const std::string_view text = units[u];

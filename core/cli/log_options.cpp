@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include <k3/log.hpp>
+#include <k3/user_files.hpp>
 
 #include "cli.hpp"
 
@@ -28,6 +29,8 @@ void start_logging(const GlobalOptions& global) {
   const ResolvedLogLevel resolved = resolve_log_level(global.log, std::getenv("K3_LOG_LEVEL"));
   set_log_level(resolved.level);
   set_log_timestamps(global.log_timestamps);
+  // Appended to, never replaced, but a FIFO would hang and a device is not a log.
+  if (!global.log_file.empty()) check_output_file(global.log_file, "--log-file");
   if (!global.log_file.empty()) set_log_file(global.log_file);
   log(LogLevel::debug, "",
       "log level " + std::string(log_level_name(resolved.level)) + " (from " + resolved.source + ")" +

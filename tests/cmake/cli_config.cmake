@@ -34,7 +34,7 @@ k3_cli_config_test("nesting deeper than 64 levels is exit 2" 2
   STDERR "bad-deep.yaml:2:[0-9]+: nested more than 64 levels deep")
 k3_cli_config_test("a device as the pipeline is exit 2, never an endless read" 2
   ARGS --config /dev/zero --print-config
-  STDERR "pipeline file '/dev/zero' is not a regular file")
+  STDERR "pipeline file: /dev/zero: a character device, not a pipeline file")
 k3_cli_config_test("a YAML syntax error is exit 2 with file:line:col" 2
   ARGS --config configs/test/bad-syntax.yaml --print-config
   STDERR "k3host: error: configs/test/bad-syntax.yaml:[0-9]+:[0-9]+: YAML syntax error: ")

@@ -107,7 +107,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
 
     k3_run(ARGS ${job} --log-file "${WORK}")  # a folder
     k3_expect_code(2)
-    k3_expect("stderr for a log file that is a folder" err "k3host: error: [^\n]*: cannot open the log file: ")
+    k3_expect("stderr for a log file that is a folder" err "k3host: error: --log-file: [^\n]*: a folder, not a regular file")
   elseif(CASE STREQUAL "usage")
     k3_run(ARGS --log-level chatty --print-schema)
     k3_expect_code(2)

@@ -87,7 +87,7 @@ set_tests_properties("perplexity-oracle: fortune: k3host perplexity equals the f
                      PROPERTIES SKIP_RETURN_CODE 77 LABELS oracle)
 k3_cli_test("cli-perplexity: a folder is refused before the model loads" 2
   ARGS perplexity docs --set model.path=${CMAKE_BINARY_DIR}/test-tmp/no-such-model
-  STDERR "perplexity: docs: not a regular file"
+  STDERR "perplexity: docs: a folder, not a text file"
   STDERR_NOT "no-such-model")
 k3_cli_test("cli-perplexity: a missing file is refused" 2
   ARGS perplexity ${CMAKE_BINARY_DIR}/test-tmp/no-such-text.txt --set model.path=${_k3_ppl_model}

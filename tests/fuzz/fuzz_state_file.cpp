@@ -42,13 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto path = k3::fuzz::scratch().write("state.k3state", file);
   k3::fuzz::guarded([&] {
-    k3::model::SavedState saved = k3::model::load_state(path, c);
+    k3::model::SavedState saved = k3::model::load_state(path, c, kContext);
     const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
     if (total > kContext) return;  // Session::load refuses it (a UsageError)
     k3::model::reserve_state(saved.state, c, kContext);
     const auto again_path = k3::fuzz::scratch().path() / "again.k3state";
     k3::model::save_state(again_path, c, saved.state, saved.pending, saved.unsound);
-    const k3::model::SavedState again = k3::model::load_state(again_path, c);
+    const k3::model::SavedState again = k3::model::load_state(again_path, c, kContext);
     k3::fuzz::check(again.state.tokens == saved.state.tokens && again.state.position == saved.state.position,
                     "tokens differ after save and load");
     k3::fuzz::check(again.pending == saved.pending, "pending ids differ after save and load");

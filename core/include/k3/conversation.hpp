@@ -122,16 +122,20 @@ std::string history_record(const Entry& entry);
 
 struct History {
   std::vector<Entry> entries;
-  /// A last record without its '\n' (a crash while it was written): ignored. The warning
-  /// names the file and line; `valid_bytes` is where the good records end.
+  /// A last line without its '\n' that is not a whole JSON record (a crash while it was
+  /// written): ignored. The warning names the file and line; `valid_bytes` is where the
+  /// good records end. A last line that is a whole record without its '\n' is kept.
   std::optional<std::string> torn_warning;
   std::uint64_t valid_bytes = 0;
 };
 
-/// Reads a history file. UsageError naming file:line for a record that is not one (other
-/// than a torn last line), and for a missing or unreadable file.
-History read_history(const std::filesystem::path& file);
-/// Appends one record (util's append_record: one write(2) under O_APPEND).
+/// Reads a history file: a regular file of at most kMaxHistoryFileBytes
+/// (k3/user_files.hpp), checked before it is read. UsageError naming file:line for a record
+/// that is not one (other than a torn last line) and for an id outside a vocabulary of
+/// `vocab_size` ids; UsageError for a missing file, a folder, a device or a FIFO.
+History read_history(const std::filesystem::path& file, std::int64_t vocab_size);
+/// Appends one record (util's append_record: one write(2) under O_APPEND, on a line of its
+/// own even when the file's last record lacks its '\n').
 void append_history(const std::filesystem::path& file, const Entry& entry);
 /// Writes the whole file (temp + rename), replacing it.
 void write_history(const std::filesystem::path& file, std::span<const Entry> entries);

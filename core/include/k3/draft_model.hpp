@@ -17,7 +17,8 @@ namespace k3 {
 
 class DraftModel {
  public:
-  /// Takes a loaded model. UsageError, naming `what` (where the draft model was given), when
+  /// Takes a loaded model. UsageError, naming `what` (where the draft model was given; empty
+  /// when the caller names it itself) and the model's path, when
   /// it streams (a draft model must be resident: it runs for every drafted token) or when
   /// its vocabulary size, BOS or EOS differ from `target`'s (another tokenizer: its ids would
   /// mean other text).

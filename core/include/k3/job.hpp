@@ -91,6 +91,9 @@ JobPrompt job_prompt(const Pipeline& pipeline, const Runtime& runtime);
 struct JobPromptSource {
   std::vector<std::string> ids;  ///< job.ids as written
   std::string text;              ///< job.prompt_file's text or job.prompt, when there are no ids
+  /// The file the text came from, as messages name it ("--file x: job.prompt_file: x");
+  /// empty for job.prompt. Text the tokenizer refuses is reported there.
+  std::string file;
 };
 JobPromptSource read_job_prompt(const Pipeline& pipeline);
 JobPrompt job_prompt(const JobPromptSource& source, const Runtime& runtime);
@@ -99,6 +102,12 @@ JobPrompt job_prompt(const JobPromptSource& source, const Runtime& runtime);
 /// `vocab`. UsageError "<where>: '<text>' is not a token id of this model (0 … vocab-1)".
 std::vector<std::uint32_t> parse_token_ids(const std::vector<std::string>& items, std::int64_t vocab,
                                            std::string_view where);
+
+/// Refuses the pipeline's outputs (job.report, job.save_state, job.dump_logits,
+/// trace.out) before anything runs: each must be absent or a regular file outside the
+/// checkpoint folders (k3/user_files.hpp, check_output_file; checkpoint_folders), and no two
+/// may name the same file. UsageError naming where the key was set, the key and the path.
+void check_job_outputs(const Pipeline& pipeline);
 
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the
 /// pipeline, the checkpoint or the prompt, before any compute.

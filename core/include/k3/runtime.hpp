@@ -93,8 +93,14 @@ GenerateSettings generate_settings_of(const Pipeline& pipeline, const ModelConfi
 GenerateSettings generate_settings_of(const Pipeline& pipeline, const Runtime& runtime);
 
 /// The whole text of a file a pipeline key names; `what` says where and which key
-/// ("--file x: job.prompt_file"). UsageError for a missing file, a folder or a read error.
-std::string read_text_file(const std::filesystem::path& file, const std::string& what);
+/// ("--file x: job.prompt_file"). UsageError for a missing file, a folder, anything else
+/// that is not a regular file (a device, a FIFO) or a file larger than `max_bytes`
+/// (k3/user_files.hpp: kMaxPromptFileBytes, kMaxTextFileBytes), checked before reading.
+std::string read_text_file(const std::filesystem::path& file, const std::string& what, std::uint64_t max_bytes);
+
+/// The local folders of the checkpoints a pipeline runs (model.path, model.packed_trunk and
+/// job.speculative.draft_model, when set and not URLs): k3host writes nothing inside them.
+std::vector<std::filesystem::path> checkpoint_folders(const Pipeline& pipeline);
 
 /// Turns generated ids into text as they come: each push() returns the text that became
 /// complete with that token (a BPE piece may end inside a UTF-8 sequence; its bytes wait

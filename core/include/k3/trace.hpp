@@ -46,6 +46,12 @@ inline constexpr std::uint32_t kTraceGroupBit = 0x80000000u;
 inline constexpr std::uint32_t kTraceMaxPosition = kTraceGroupBit - 1;
 inline constexpr std::size_t kTraceHeaderBytes = 72;
 inline constexpr std::size_t kTraceRecordBytes = 8;
+/// The most records a trace may hold (a 1 GB file; 85,000 tokens of the full K3's 92
+/// layers x top-16): read_trace holds the file and its records in memory at once (about
+/// 2.5 GB at the cap), so a larger file is refused before it is read, and the generator
+/// refuses settings that would make one.
+inline constexpr std::uint64_t kTraceMaxRecords = 125'000'000;
+inline constexpr std::uint64_t kTraceMaxFileBytes = kTraceHeaderBytes + kTraceMaxRecords * kTraceRecordBytes;
 
 struct TraceHeader {
   std::uint32_t layers = 0;             ///< decoder layers (records carry the model's 0-based layer index)

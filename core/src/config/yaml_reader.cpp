@@ -1,7 +1,6 @@
 #include "config/yaml_reader.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <k3/error.hpp>
+#include <k3/user_files.hpp>
 
 namespace k3::config {
 
@@ -22,8 +22,8 @@ namespace {
 constexpr std::size_t kMaxNodes = 100000;
 // A real pipeline nests four levels; the bound keeps the recursion far from the stack's end.
 constexpr std::size_t kMaxDepth = 64;
-// A real pipeline is a few KiB; reading stops here (a symlink to /dev/zero never ends).
-constexpr std::size_t kMaxFileBytes = 1 << 20;
+// A real pipeline is a few kB; a larger file is refused unread (k3/user_files.hpp).
+constexpr std::size_t kMaxFileBytes = 1'000'000;
 
 struct FileContext {
   std::string display;
@@ -134,16 +134,8 @@ std::string read_pipeline_text(const fs::path& path, const std::string& display)
   std::error_code ec;
   if (!fs::exists(path, ec)) throw UsageError("pipeline file '" + display + "' does not exist");
   if (fs::is_directory(path, ec)) throw UsageError("pipeline file '" + display + "' is a folder, not a YAML file");
-  if (!fs::is_regular_file(path, ec))
-    throw UsageError("pipeline file '" + display + "' is not a regular file (a device or a pipe?)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot open pipeline file '" + display + "'");
-  std::string text(kMaxFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxFileBytes)
-    throw UsageError("pipeline file '" + display + "' is larger than " + std::to_string(kMaxFileBytes >> 10) +
-                     " KiB; a pipeline is a few KiB");
+  // A device, a FIFO or a file over the cap is refused before a byte is read.
+  const std::string text = read_user_file(path, "pipeline file", "pipeline file", kMaxFileBytes);
   if (const std::size_t line = first_non_utf8_line(text); line != 0)
     throw UsageError(display + ":" + std::to_string(line) + ": not UTF-8 text; a pipeline file is UTF-8 YAML");
   return text;

@@ -1,12 +1,11 @@
 // History files: a conversation as JSON Lines, one record per message, appended as the
 // chat goes (one write(2) under O_APPEND per record), so a crash can tear only the last line.
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <k3/conversation.hpp>
 #include <k3/error.hpp>
+#include <k3/user_files.hpp>
 
 #include "util/atomic_file.hpp"
 
@@ -105,31 +104,34 @@ std::string history_record(const Entry& e) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-History read_history(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(file.string() + ": cannot read the chat history");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+History read_history(const std::filesystem::path& file, std::int64_t vocab_size) {
+  const std::string data = read_user_file(file, "", "chat history", kMaxHistoryFileBytes);
   History h;
   std::size_t pos = 0, line = 1;
   for (; pos < data.size(); ++line) {
     const std::size_t eol = data.find('\n', pos);
     const std::string where = file.string() + ":" + std::to_string(line);
-    if (eol == std::string::npos) {  // no '\n': the record was being written when it stopped
-      h.torn_warning = where + ": the last record is incomplete (" + std::to_string(data.size() - pos) +
-                       " bytes without their end of line, from a crash or a full disk); it is ignored";
-      break;
-    }
-    const std::string_view text(data.data() + pos, eol - pos);
+    const bool last = eol == std::string::npos;
+    const std::string_view text(data.data() + pos, (last ? data.size() : eol) - pos);
     json j;
     try {
       j = json::parse(text);
     } catch (const json::exception& e) {
+      if (last) {  // no '\n' and not a whole record: it was being written when the writer stopped
+        h.torn_warning = where + ": the last record is incomplete (" + std::to_string(text.size()) +
+                         " bytes without their end of line, from a crash or a full disk); it is ignored";
+        break;
+      }
       throw UsageError(where + ": not a JSON record (" + std::string(e.what()) + ")");
     }
+    // A whole record whose '\n' alone is missing is kept (append_record starts the next
+    // record on a line of its own).
     h.entries.push_back(entry_of(j, where));
-    pos = eol + 1;
+    for (const std::uint32_t id : h.entries.back().ids)
+      if (static_cast<std::int64_t>(id) >= vocab_size)
+        throw UsageError(where + ": token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                         std::to_string(vocab_size) + " ids (a history of another model?)");
+    pos = last ? data.size() : eol + 1;
     h.valid_bytes = pos;
   }
   return h;

@@ -141,7 +141,7 @@ void Session::save(const std::filesystem::path& file, std::string_view unsound) 
 }
 
 void Session::load(const std::filesystem::path& file, bool accept_unsound) {
-  model::SavedState saved = model::load_state(file, impl_->model.config());
+  model::SavedState saved = model::load_state(file, impl_->model.config(), impl_->max_positions);
   if (!saved.unsound.empty() && !accept_unsound)
     throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
                      "); continuing it would continue another conversation than the model's, so it is refused "

@@ -44,9 +44,15 @@ struct SavedState {
 /// `unsound`: empty for a sound state, else the reason it is not (recorded in the file).
 void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st,
                 std::span<const std::uint32_t> pending, std::string_view unsound = {});
-/// Refuses (UsageError naming the file) a path that is not a regular file, a wrong magic,
-/// version, fingerprint, size, flags or checksum, and ids outside the vocabulary. An
-/// unsound state is read (its reason in SavedState::unsound): the caller decides.
-SavedState load_state(const std::filesystem::path& file, const ModelConfig& c);
+/// The most bytes a state file of `c` holding up to `max_positions` ids can have (the
+/// unsound reason counted at its cap).
+std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions);
+/// An unsound reason is one line; save_state cuts a longer one.
+inline constexpr std::uint64_t kMaxUnsoundReasonBytes = 65536;
+/// Refuses (UsageError naming the file) a path that is not a regular file or is larger than
+/// max_state_bytes(c, max_positions) (checked before reading), a wrong magic, version,
+/// fingerprint, size, flags or checksum, and ids outside the vocabulary. An unsound state is
+/// read (its reason in SavedState::unsound): the caller decides.
+SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, std::int64_t max_positions);
 
 }  // namespace k3::model

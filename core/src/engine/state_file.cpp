@@ -1,12 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include <xxhash.h>
 
 #include <k3/error.hpp>
+#include <k3/user_files.hpp>
 
 #include "maths/forward.hpp"
 #include "engine/session_impl.hpp"
@@ -96,6 +97,7 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
       w.put_array(st.kda[i].conv_v);
     }
   }
+  unsound = unsound.substr(0, kMaxUnsoundReasonBytes);  // a reason is one line; the cap keeps load_state's bound
   if (!unsound.empty()) {
     w.put(static_cast<std::uint32_t>(unsound.size()));
     w.bytes().insert(w.bytes().end(), unsound.begin(), unsound.end());
@@ -115,15 +117,25 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
   write_file_atomically(file, out.data(), out.size());
 }
 
-SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
+std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions) {
+  // The largest file save_state writes for a conversation of max_positions ids (fed and
+  // pending together), plus room for an unsound reason: a larger one is refused unread.
+  const auto n = static_cast<std::uint64_t>(std::max<std::int64_t>(max_positions, 0));
+  const SequenceState one = make_state(c, 1);
+  std::uint64_t bytes = kHeader + 3 * 8 + 4 * n + 4 + kMaxUnsoundReasonBytes;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
+    if (c.is_mla(static_cast<std::int64_t>(i)))
+      bytes += 8 + 4 * n * static_cast<std::uint64_t>(c.kv_lora_rank + c.qk_rope_head_dim);
+    else
+      bytes += 4 * (one.kda[i].S.size() + one.kda[i].conv_q.size() + one.kda[i].conv_k.size() + one.kda[i].conv_v.size());
+  }
+  return bytes;
+}
+
+SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, std::int64_t max_positions) {
   const std::string name = file.string();
-  std::error_code ec;
-  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
-    throw UsageError(name + ": not a state file (" +
-                     (std::filesystem::is_directory(file, ec) ? "a folder" : "not a regular file") + ")");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(name + ": cannot open the state file");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A regular file no larger than this model's state at this context, checked unread.
+  const std::string bytes = read_user_file(file, "", "state file", max_state_bytes(c, max_positions));
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw UsageError(name + ": not a k3host state file (bad magic)");
   std::uint32_t version, flags;
@@ -178,7 +190,11 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c) {
   }
   if ((flags & kUnsound) != 0) {
     std::vector<char> reason;
-    r.get_array(reason, r.get<std::uint32_t>());
+    const auto reason_bytes = r.get<std::uint32_t>();
+    if (reason_bytes > kMaxUnsoundReasonBytes)
+      throw UsageError(name + ": an unsound reason of " + std::to_string(reason_bytes) + " bytes (at most " +
+                       std::to_string(kMaxUnsoundReasonBytes) + "; corrupt)");
+    r.get_array(reason, reason_bytes);
     saved.unsound.assign(reason.begin(), reason.end());
     if (saved.unsound.empty()) saved.unsound = "marked unsound, no reason recorded";
   }

@@ -23,7 +23,7 @@ double probability_of(std::span<const float> logits, std::uint32_t token, double
 DraftModel::DraftModel(std::unique_ptr<Model> model, const ModelConfig& target, const std::string& what)
     : model_(std::move(model)), sampler_(static_cast<std::size_t>(model_->config().vocab_size)) {
   const ModelConfig& c = model_->config();
-  const std::string at = what + ": " + model_->uri() + ": ";
+  const std::string at = (what.empty() ? std::string() : what + ": ") + model_->uri() + ": ";
   if (c.vocab_size != target.vocab_size || c.bos_token_id != target.bos_token_id ||
       c.eos_token_id != target.eos_token_id)
     throw UsageError(at + "not a draft model for this model: its vocabulary (" + std::to_string(c.vocab_size) +

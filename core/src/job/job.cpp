@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +12,7 @@
 #include <k3/model.hpp>
 #include <k3/runtime.hpp>
 #include <k3/trace.hpp>
+#include <k3/user_files.hpp>
 
 #include "streaming/cache_future.hpp"
 #include "util/atomic_file.hpp"
@@ -60,10 +60,13 @@ JobPromptSource read_job_prompt(const Pipeline& p) {
   const auto given = [&](std::string_view key) { return !resumed || set_by_user(p, key); };
   out.ids = given("job.ids") ? p.get_strings("job.ids") : std::vector<std::string>{};
   const std::filesystem::path prompt_file = given("job.prompt_file") ? p.get_path("job.prompt_file") : "";
-  if (out.ids.empty())
-    out.text = !prompt_file.empty()  ? read_text_file(prompt_file, p.where("job.prompt_file") + ": job.prompt_file")
-               : given("job.prompt") ? p.get_string("job.prompt")
-                                     : std::string();
+  if (out.ids.empty() && !prompt_file.empty()) {
+    const std::string what = p.where("job.prompt_file") + ": job.prompt_file";
+    out.text = read_text_file(prompt_file, what, kMaxPromptFileBytes);
+    out.file = what + ": " + prompt_file.string();
+  } else if (out.ids.empty() && given("job.prompt")) {
+    out.text = p.get_string("job.prompt");
+  }
   return out;
 }
 
@@ -73,7 +76,12 @@ JobPrompt job_prompt(const JobPromptSource& source, const Runtime& runtime) {
     out.ids = parse_token_ids(source.ids, runtime.model().config().vocab_size, "job.ids");
   } else {
     out.text = source.text;
-    out.ids = runtime.encode(out.text);
+    try {
+      out.ids = runtime.encode(out.text);
+    } catch (const UsageError& e) {
+      if (source.file.empty()) throw;
+      throw UsageError(source.file + ": " + e.what());  // a binary file: say which
+    }
   }
   if (out.text.empty() && !out.ids.empty()) out.text = runtime.decode(out.ids);
   return out;
@@ -90,6 +98,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
   // The prompt file is read before the model loads, so a wrong path fails in a moment.
   const JobPromptSource source = read_job_prompt(p);
+  check_job_outputs(p);  // and where it writes: before minutes of loading, not after the run
   rep.mode = p.get_string("job.mode");
   const std::filesystem::path load_state = p.get_path("job.load_state");
 

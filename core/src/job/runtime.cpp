@@ -3,14 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/make_model.hpp>
 #include <k3/units.hpp>
+#include <k3/user_files.hpp>
 
 #include "io/small_file.hpp"
 #include "io/uri.hpp"
@@ -235,8 +234,8 @@ std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, PluginHost& host
     if (!exists_in_storage(*target.storage(), io::join_uri(uri, "config.json")))
       throw UsageError(uri + ": no draft model there (no config.json)");
     if (hooks.on_status) hooks.on_status("loading the draft model " + uri);
-    out = std::make_shared<DraftModel>(std::make_unique<Model>(uri, host, ms), target.config(),
-                                       std::string(key));
+    // at_key names where and the key; the draft model's own messages add only its path.
+    out = std::make_shared<DraftModel>(std::make_unique<Model>(uri, host, ms), target.config(), std::string());
   });
   if (hooks.on_status)
     hooks.on_status("draft model " + uri + ": " + std::to_string(out->model().config().num_hidden_layers) + " layers, " +
@@ -337,22 +336,20 @@ GenerateSettings generate_settings_of(const Pipeline& p, const Runtime& runtime)
   const std::filesystem::path store = p.get_path("job.speculative.datastore");
   if (!store.empty() && g.speculative.max_draft > 0) {
     const std::string what = p.where("job.speculative.datastore") + ": job.speculative.datastore";
-    g.speculative.store = std::make_shared<const DraftStore>(runtime.encode(read_text_file(store, what)));
+    const std::string text = read_text_file(store, what, kMaxTextFileBytes);
+    std::vector<std::uint32_t> ids;
+    try {
+      ids = runtime.encode(text);
+    } catch (const UsageError& e) {
+      throw UsageError(what + ": " + store.string() + ": " + e.what());  // binary data: which file, which key
+    }
+    g.speculative.store = std::make_shared<const DraftStore>(std::move(ids));
   }
   return g;
 }
 
-std::string read_text_file(const std::filesystem::path& file, const std::string& what) {
-  const std::string at = what + ": " + file.string() + ": ";
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw UsageError(at + "no such file");
-  if (std::filesystem::is_directory(file, ec)) throw UsageError(at + "a folder, not a text file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(at + "cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UsageError(at + "read error");
-  return ss.str();
+std::string read_text_file(const std::filesystem::path& file, const std::string& what, std::uint64_t max_bytes) {
+  return read_user_file(file, what, "text file", max_bytes);
 }
 
 std::string TextStream::push(std::uint32_t id) {

@@ -11,6 +11,7 @@
 #include <k3/data_dir.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
+#include <k3/user_files.hpp>
 
 #include "model/model_config_tree.hpp"
 
@@ -158,9 +159,10 @@ ModelGeometry load_geometry(const std::string& name_or_file) {
   ModelGeometry g;
   g.file = find_geometry(name_or_file);
   g.name = g.file.stem().string();
+  const std::string text = read_user_file(g.file, "geometry", "geometry file", kMaxSmallYamlBytes);
   YAML::Node root;
   try {
-    root = YAML::LoadFile(g.file.string());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UsageError(g.file.string() + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                      ": " + e.msg);

@@ -14,6 +14,7 @@
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/plugin.hpp>
+#include <k3/user_files.hpp>
 
 #include "io/small_file.hpp"
 
@@ -33,14 +34,17 @@ bool parse_kind(std::string_view s, PluginKind& out) {
   return false;
 }
 
-/// Boost.DLL wraps dlerror() in its own words; keep only what the dynamic loader said.
+/// Boost.DLL wraps dlerror() in its own words and a system_error's: "load() failed
+/// (dlerror system message: <what the loader said>): <strerror of a stale errno>". Keep only
+/// what the dynamic loader said: up to the last ')', since the strerror text after it holds
+/// none.
 std::string load_failure(const std::exception& e) {
   const std::string what = e.what();
   const std::string marker = "dlerror system message: ";
   const auto at = what.find(marker);
   if (at == std::string::npos) return what;
   std::string text = what.substr(at + marker.size());
-  if (!text.empty() && text.back() == ')') text.pop_back();
+  if (const auto close = text.rfind(')'); close != std::string::npos) text.erase(close);
   return text;
 }
 
@@ -131,6 +135,14 @@ void Registry::scan_dir(const fs::path& dir) {
     const fs::path& key = ec ? path : canonical;
     if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;  // reached twice via the path
     seen_.push_back(key);
+    // dlopen() of a FIFO waits for a writer forever, and of a device reads it: only a
+    // regular file (or a link to one) is a library.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      scan_problems_.push_back({path, "is " + std::string(file_type_name(st.st_mode)) +
+                                          ", not a regular file: not a k3host plugin (never opened)"});
+      continue;
+    }
     Candidate c;
     if (!parse_file_name(path.filename().string(), c.kind, c.name)) {
       scan_problems_.push_back({path, "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels or "

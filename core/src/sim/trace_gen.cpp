@@ -10,6 +10,8 @@
 
 #include <k3/error.hpp>
 #include <k3/sim.hpp>
+#include <k3/trace.hpp>
+#include <k3/units.hpp>
 
 namespace k3 {
 
@@ -28,6 +30,22 @@ std::uint32_t below(std::mt19937_64& rng, std::uint32_t n) {
   }
 }
 
+/// a x b in decimal, exact even where it does not fit 64 bits (for a message).
+std::string product(std::uint64_t a, std::uint64_t b) {
+  __extension__ typedef unsigned __int128 Wide;
+  Wide v = static_cast<Wide>(a) * b;
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return digits;
+}
+
+/// Layers x experts the generator keeps a rank -> expert table for (64 MiB of them; the
+/// full K3 has 92 x 896).
+constexpr std::uint64_t kMaxRankedExperts = std::uint64_t{1} << 24;
+
 }  // namespace
 
 Trace generate_trace(const TraceGenSettings& g) {
@@ -45,9 +63,23 @@ Trace generate_trace(const TraceGenSettings& g) {
     forwards = 0;
     for (std::uint64_t end = g.recompute_prompt; end <= g.tokens; ++end) forwards += end;
   }
+  // Bounds derived from the settings, checked before anything is allocated: the records (a
+  // trace k3host reads back, so no more than read_trace accepts) and the per-layer ranking
+  // tables.
   const std::uint64_t per_position = std::uint64_t{g.layers} * g.top_k;
+  if (forwards > kTraceMaxRecords / per_position)
+    throw UsageError("trace generator: " + std::to_string(g.layers) + " layers x top-" + std::to_string(g.top_k) +
+                     " x " + std::to_string(forwards) + " forwards" +
+                     (g.recompute_prompt > 0 ? " (every step recomputed from position 0)" : "") + " = " +
+                     product(per_position, forwards) + " requests, more than the " + std::to_string(kTraceMaxRecords) +
+                     " a trace may hold (" + format_bytes(kTraceMaxFileBytes) +
+                     ", the largest trace k3host reads); give fewer --tokens or --layers");
   const std::uint64_t total = per_position * forwards;
-  if (total > (std::uint64_t{1} << 32)) throw UsageError("trace generator: more than 2^32 requests");
+  const std::uint64_t ranked = std::uint64_t{g.layers} * g.experts;
+  if (ranked > kMaxRankedExperts)
+    throw UsageError("trace generator: " + std::to_string(g.layers) + " layers x " + std::to_string(g.experts) +
+                     " experts = " + std::to_string(ranked) + " experts to rank, more than the " +
+                     std::to_string(kMaxRankedExperts) + " the generator holds tables for (4 bytes each)");
 
   std::mt19937_64 rng(g.seed);
   // Popularity CDF by rank (shared by all layers); each layer maps rank -> expert through

@@ -6,6 +6,7 @@
 
 #include <k3/error.hpp>
 #include <k3/sim.hpp>
+#include <k3/user_files.hpp>
 
 namespace k3 {
 
@@ -25,11 +26,10 @@ T read_scalar(const YAML::Node& node, const std::string& where) {
 
 TraceGenSettings load_trace_preset(const std::filesystem::path& file, TraceGenSettings g) {
   const std::string name = file.string();
+  const std::string text = read_user_file(file, "--trace-preset", "trace preset", kMaxSmallYamlBytes);
   YAML::Node root;
   try {
-    root = YAML::LoadFile(name);
-  } catch (const YAML::BadFile&) {
-    throw UsageError(name + ": cannot read the trace preset");
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UsageError(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }

@@ -11,6 +11,7 @@
 
 #include <k3/error.hpp>
 #include <k3/trace.hpp>
+#include <k3/user_files.hpp>
 
 #include "sim/trace_format.hpp"
 
@@ -32,9 +33,8 @@ Opened open_trace(const std::filesystem::path& file) {
   namespace tf = trace_format;
   const std::string name = file.string();
   Opened o;
-  std::error_code ec;
-  o.size = std::filesystem::file_size(file, ec);
-  if (ec) throw UsageError(name + ": cannot read the trace: " + ec.message());
+  // A regular file of at most kTraceMaxFileBytes, checked before it is opened.
+  o.size = check_input_file(file, "", "trace", kTraceMaxFileBytes);
   o.in.open(file, std::ios::binary);
   if (!o.in) throw UsageError(name + ": cannot open the trace: " + std::strerror(errno));
 

@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 
 #include <k3/error.hpp>
 #include <k3/make_model.hpp>
 #include <k3/units.hpp>
+#include <k3/user_files.hpp>
 
 #include "io/safetensors.hpp"
 #include "synth/make_model_parts.hpp"
@@ -31,11 +31,14 @@ namespace fs = std::filesystem;
 /// True when `dir` holds a checkpoint that make-model wrote (its config.json says so), the
 /// only kind of folder --force may replace.
 bool written_by_make_model(const fs::path& dir) {
-  std::ifstream in(dir / "config.json", std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return head.find("\"k3host_synthetic\"") != std::string::npos;
+  try {
+    // A regular file of config.json's size (make-model writes a few kB): a FIFO or a device
+    // there is no checkpoint of ours, and is never opened.
+    const std::string head = read_user_file(dir / "config.json", "", "config.json", 1'000'000);
+    return head.find("\"k3host_synthetic\"") != std::string::npos;
+  } catch (const UsageError&) {
+    return false;
+  }
 }
 
 struct ShardPlan {

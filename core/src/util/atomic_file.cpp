@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include <k3/error.hpp>
 #include <k3/temporaries.hpp>
+#include <k3/user_files.hpp>
 
 namespace k3 {
 
@@ -110,6 +112,8 @@ void sync_directory(const fs::path& dir) {
 
 AtomicFile::AtomicFile(fs::path target)
     : target_(std::move(target)), temp_(atomic_temp_path(target_)), live_(temp_) {
+  // A link, a device, a FIFO or a folder at the target would be replaced by the rename.
+  check_output_file(target_, {});
   fd_.reset(::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd_) fail("cannot create");
 }
@@ -146,6 +150,9 @@ void AtomicFile::commit() {
     errno = err;
     fail("cannot close");
   }
+  // Checked again right before the rename: what took the target's place while the file was
+  // written (a link, a FIFO) is not replaced either.
+  check_output_file(target_, {});
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
     throw RuntimeError(target_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
   live_.release();
@@ -154,6 +161,7 @@ void AtomicFile::commit() {
 }
 
 void write_file_atomically(const fs::path& file, const void* data, std::size_t size) {
+  check_output_file(file, {});  // before any folder is made for it
   if (file.has_parent_path()) {
     std::error_code ec;  // a folder that cannot be made shows up as "cannot create" below
     fs::create_directories(file.parent_path(), ec);
@@ -164,14 +172,27 @@ void write_file_atomically(const fs::path& file, const void* data, std::size_t s
 }
 
 void append_record(const fs::path& file, std::string_view record) {
+  check_output_file(file, {});  // before any folder is made for it
   if (file.has_parent_path()) {
     std::error_code ec;  // a folder that cannot be made shows up as "cannot append" below
     fs::create_directories(file.parent_path(), ec);
   }
-  const OwnedFd fd(::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  // O_NOFOLLOW and the fstat below: a link or a FIFO put there since is refused, not followed
+  // or waited on; O_RDWR to read the last byte.
+  const OwnedFd fd(::open(file.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
   if (!fd) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(file.string() + ": " + std::string(file_type_name(st.st_mode)) + ", not a regular file to append to");
+  // A last line without its end of line (written by hand, or a record whose '\n' a crash
+  // cut off) keeps its own line: the record starts on the next one.
+  char last = '\n';
+  if (st.st_size > 0 && ::pread(fd.get(), &last, 1, st.st_size - 1) != 1)
+    throw RuntimeError(file.string() + ": cannot append: cannot read its last byte: " + std::strerror(errno));
+  const std::string line = last == '\n' ? std::string(record) : "\n" + std::string(record);
   // One write(2): only a full disk or a signal makes it short, and then the rest follows.
-  write_all(fd.get(), record.data(), record.size(), file.string());
+  write_all(fd.get(), line.data(), line.size(), file.string());
   if (::fdatasync(fd.get()) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
 }
 

@@ -2,7 +2,9 @@
 // renames it over <file> and fsyncs the folder, so a reader (or a crash) sees either the
 // old file or the complete new one. A writer that is destroyed before commit() (an
 // exception, a failed check) removes its temporary file. Every failure is a RuntimeError
-// naming the file and the system's reason. While a writer has not committed, its
+// naming the file and the system's reason. A target that is there but is not a regular file
+// (a symbolic link, a device, a FIFO, a folder) is refused with a UsageError before anything
+// is written, and again right before the rename (k3/user_files.hpp, check_output_file). While a writer has not committed, its
 // temporary's name is registered (LiveTemporary), so that a process exiting at once
 // (k3/temporaries.hpp: a second Ctrl-C) can unlink it from a signal handler.
 #pragma once
@@ -59,7 +61,8 @@ class LiveTemporary {
 class AtomicFile {
  public:
   /// Creates the temporary file (replacing a stale one of the same name); the target's
-  /// folder must exist. Throws RuntimeError "<temp>: cannot create: <reason>".
+  /// folder must exist. Throws UsageError when the target is there and is not a regular
+  /// file, RuntimeError "<temp>: cannot create: <reason>".
   explicit AtomicFile(std::filesystem::path target);
   /// Not committed: closes and removes the temporary file. The target is untouched.
   ~AtomicFile();
@@ -101,12 +104,15 @@ inline void write_file_atomically(const std::filesystem::path& file, std::string
   write_file_atomically(file, text.data(), text.size());
 }
 
-/// Appends one whole record (a line of a log such as chat history) to `file`, creating it
-/// and its folders when missing: one write(2) on an O_APPEND descriptor, then fdatasync.
-/// Rewriting the whole file by temp+rename for every record would cost its size each time;
-/// an O_APPEND write lands at the end as one piece (other appenders never split it), so a
-/// crash can leave at most a torn last record, which the file's reader must detect. Throws
-/// RuntimeError "<file>: cannot append: <reason>".
+/// Appends one whole record (a line of a log such as chat history, ending in '\n') to
+/// `file`, creating it and its folders when missing: one write(2) on an O_APPEND
+/// descriptor, then fdatasync. Rewriting the whole file by temp+rename for every record
+/// would cost its size each time; an O_APPEND write lands at the end as one piece (other
+/// appenders never split it), so a crash can leave at most a torn last record, which the
+/// file's reader must detect. When the file does not end with '\n' (a last record whose end
+/// of line is missing), the record starts with one, so it never joins that line. A target
+/// that is not a regular file (a link, a device, a FIFO) is a UsageError; other failures
+/// are a RuntimeError "<file>: cannot append: <reason>".
 void append_record(const std::filesystem::path& file, std::string_view record);
 
 }  // namespace k3

@@ -15,6 +15,7 @@
 #include <string>
 
 #include <k3/error.hpp>
+#include <k3/user_files.hpp>
 
 namespace k3 {
 namespace {
@@ -126,6 +127,7 @@ void set_log_file(const std::filesystem::path& file) {
   LoggerState& s = state();
   std::shared_ptr<spdlog::sinks::sink> sink;
   if (!file.empty()) {
+    check_output_file(file, {});  // a FIFO would hang the open, a device is no log
     try {
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
     } catch (const spdlog::spdlog_ex& e) {

@@ -28,6 +28,9 @@ std::string read_all(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+/// The tiny model's tokenizer's ids: every id a history of it holds is below.
+std::int64_t vocab() { return chat_tokenizer().vocab_size(); }
+
 void append_raw(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::app) << bytes;
 }
@@ -86,7 +89,7 @@ TEST_CASE("history: records read back as written, a torn last line is ignored wi
   c.end_reply(Ending::interrupted);
   for (const auto& e : c.entries()) k3::chat::append_history(file, e);
 
-  const auto h = k3::chat::read_history(file);
+  const auto h = k3::chat::read_history(file, vocab());
   CHECK_FALSE(h.torn_warning.has_value());
   REQUIRE(h.entries.size() == c.entries().size());
   CHECK(h.entries == c.entries());
@@ -98,7 +101,7 @@ TEST_CASE("history: records read back as written, a torn last line is ignored wi
   // A crash in the middle of the next record: its bytes without the end of line.
   const std::string record = k3::chat::history_record(c.entries().back());
   append_raw(file, record.substr(0, record.size() / 2));
-  const auto torn = k3::chat::read_history(file);
+  const auto torn = k3::chat::read_history(file, vocab());
   CHECK(torn.entries == c.entries());
   REQUIRE(torn.torn_warning.has_value());
   CHECK_THAT(*torn.torn_warning, Catch::Contains(file.string() + ":" + std::to_string(c.entries().size() + 1)));
@@ -107,12 +110,12 @@ TEST_CASE("history: records read back as written, a torn last line is ignored wi
   // The same bytes in the middle of the file are not a torn tail but a bad record.
   k3::chat::write_history(file, c.entries());
   append_raw(file, record.substr(0, record.size() / 2) + "\n" + record);
-  CHECK_THROWS_WITH(k3::chat::read_history(file),
+  CHECK_THROWS_WITH(k3::chat::read_history(file, vocab()),
                     Catch::Contains(file.string() + ":" + std::to_string(c.entries().size() + 1) + ": not a JSON record"));
   // write_history replaces the file whole.
   k3::chat::write_history(file, c.entries());
   CHECK(read_all(file).size() == h.valid_bytes);
-  CHECK_THROWS_AS(k3::chat::read_history(scratch_dir() / "none.jsonl"), k3::UsageError);
+  CHECK_THROWS_AS(k3::chat::read_history(scratch_dir() / "none.jsonl", vocab()), k3::UsageError);
 }
 
 TEST_CASE("history: a resumed conversation feeds only the new ids and gives the same bits") {
@@ -137,7 +140,7 @@ TEST_CASE("history: a resumed conversation feeds only the new ids and gives the 
   const auto logits_live = next_logits(live, c);
 
   // Resumed: the history and the state, in a new session.
-  const auto h = k3::chat::read_history(file);
+  const auto h = k3::chat::read_history(file, vocab());
   Conversation r(chat_tokens());
   for (auto e : h.entries) r.append(std::move(e));
   REQUIRE(r.ids() == std::vector<std::uint32_t>(c.ids().begin(), c.ids().begin() + static_cast<long>(after_turn1)));

@@ -1,0 +1,50 @@
+// Where a run may write: the files its pipeline names (job.report, job.save_state,
+// job.dump_logits, trace.out) are checked before the model loads, so a path that would
+// replace a device, a link or a file of the checkpoint in use is refused in a moment, not
+// after the run (docs/architecture.md, "Files a user names").
+#include <k3/job.hpp>
+#include <k3/runtime.hpp>
+#include <k3/user_files.hpp>
+
+#include <k3/error.hpp>
+
+#include "io/uri.hpp"
+
+namespace k3 {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> checkpoint_folders(const Pipeline& p) {
+  std::vector<fs::path> out;
+  for (const char* key : {"model.path", "model.packed_trunk", "job.speculative.draft_model"}) {
+    const fs::path dir = p.get_path(key);
+    if (!dir.empty() && !io::has_uri_scheme(dir.string())) out.push_back(dir);
+  }
+  return out;
+}
+
+void check_job_outputs(const Pipeline& p) {
+  const std::vector<fs::path> keep_out = checkpoint_folders(p);
+  struct Output {
+    const char* key;
+    fs::path file;
+  };
+  std::vector<Output> outputs;
+  for (const char* key : {"job.report", "job.save_state", "job.dump_logits", "trace.out"}) {
+    const fs::path file = p.get_path(key);
+    if (file.empty()) continue;
+    check_output_file(file, p.where(key) + ": " + key, keep_out);
+    // Two outputs in one file: the second would replace the first.
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(file, ec), ec);
+    for (const Output& o : outputs) {
+      std::error_code ec2;
+      if (!ec && fs::weakly_canonical(fs::absolute(o.file, ec2), ec2) == canonical && !ec2)
+        p.refuse(key, file.string() + ": is also " + o.key + " (from " + p.where(o.key) +
+                          "); each output needs a file of its own");
+    }
+    outputs.push_back({key, file});
+  }
+}
+
+}  // namespace k3
