@@ -223,6 +223,14 @@ struct TurnStats {
   StreamStats before, after;
 };
 
+/// A history file and its state are written: both must be places k3host may write
+/// (k3/user_files.hpp), checked before anything is.
+void check_history_file(const std::filesystem::path& file, const std::string& what,
+                        const std::vector<std::filesystem::path>& keep_out) {
+  check_output_file(file, what, keep_out);
+  check_output_file(chat::history_state_file(file), what + " " + file.string() + ": its state", keep_out);
+}
+
 class Chat {
  public:
   Chat(Runtime& runtime, const Pipeline& pipeline, const ChatOptions& opt)
@@ -241,10 +249,8 @@ class Chat {
     settings_.dump_logits.clear();
     pending_system_ = !system_.empty();
     resume_ = opt.resume;
-    keep_out_ = checkpoint_folders(pipeline);
-    if (!opt.resume.empty()) check_history_file(opt.resume, "chat: --resume");
+    keep_out_ = checkpoint_folders(pipeline);  // --history and --resume were checked against them
     if (!opt.history.empty()) {
-      check_history_file(opt.history, "chat: --history");
       std::error_code ec;
       if (std::filesystem::file_size(opt.history, ec) > 0 && !ec)
         throw UsageError(opt.history + ": holds a conversation already; continue it with --resume " + opt.history);
@@ -503,15 +509,8 @@ class Chat {
     session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
   }
 
-  /// A history file and its state are written: both must be places k3host may write
-  /// (k3/user_files.hpp), checked before anything is.
-  void check_history_file(const std::filesystem::path& file, const std::string& what) const {
-    check_output_file(file, what, keep_out_);
-    check_output_file(chat::history_state_file(file), what + " " + file.string() + ": its state", keep_out_);
-  }
-
   void save(const std::filesystem::path& file) {
-    check_history_file(file, "/save");
+    check_history_file(file, "/save", keep_out_);
     chat::write_history(file, conversation_.entries());
     sync_pending();
     session_.save(chat::history_state_file(file));
@@ -523,7 +522,7 @@ class Chat {
   /// Loads a history file and its state; the current conversation stays when the file
   /// cannot be read. A state that does not belong to the history is refused.
   void load(const std::filesystem::path& file) {
-    check_history_file(file, "/load");  // it is written from now on
+    check_history_file(file, "/load", keep_out_);  // it is written from now on
     chat::History h = chat::read_history(file, runtime_.model().config().vocab_size);
     if (h.torn_warning) log(LogLevel::warn, "chat", *h.torn_warning);
     Conversation loaded(tokens_);
@@ -604,6 +603,9 @@ int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
     throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
   (void)chat::parse_effort(opt.effort);
   const Pipeline pipeline = load_pipeline(global.config, global.overrides);
+  // Where the conversation is written, before the model loads.
+  if (!opt.history.empty()) check_history_file(opt.history, "chat: --history", checkpoint_folders(pipeline));
+  if (!opt.resume.empty()) check_history_file(opt.resume, "chat: --resume", checkpoint_folders(pipeline));
   PluginHost host(pipeline.plugin_path());
   LoadHooks hooks;
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };

@@ -36,7 +36,7 @@ inline constexpr std::uint64_t kMaxSmallYamlBytes = 1'000'000;
 /// The size of `file` when it is a regular file (symbolic links followed) of at most
 /// `max_bytes`; for a reader that streams the file itself. UsageError
 /// "<what>: <file>: <reason>": no such file, "a folder, not a <noun>", "a FIFO, not a
-/// <noun>" (any other type), or "N bytes, more than the M a <noun> may hold".
+/// <noun>" (any other type), or "N bytes, more than the M (M in MB) a <noun> may hold".
 std::uint64_t check_input_file(const std::filesystem::path& file, std::string_view what, std::string_view noun,
                                std::uint64_t max_bytes);
 

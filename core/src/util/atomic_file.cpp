@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,7 +187,11 @@ void append_record(const fs::path& file, std::string_view record) {
   if (!S_ISREG(st.st_mode))
     throw UsageError(file.string() + ": " + std::string(file_type_name(st.st_mode)) + ", not a regular file to append to");
   // A last line without its end of line (written by hand, or a record whose '\n' a crash
-  // cut off) keeps its own line: the record starts on the next one.
+  // cut off) keeps its own line: the record starts on the next one. The last byte is read
+  // under an exclusive lock that other appenders take too (released when fd closes), so it
+  // is never the middle of a record being written.
+  if (::flock(fd.get(), LOCK_EX) != 0) throw RuntimeError(file.string() + ": cannot append: cannot lock: " + std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
   char last = '\n';
   if (st.st_size > 0 && ::pread(fd.get(), &last, 1, st.st_size - 1) != 1)
     throw RuntimeError(file.string() + ": cannot append: cannot read its last byte: " + std::strerror(errno));

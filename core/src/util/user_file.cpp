@@ -32,8 +32,8 @@ std::string input_problem(const struct stat& st, std::string_view noun, std::uin
   if (!S_ISREG(st.st_mode)) return std::string(file_type_name(st.st_mode)) + ", not a " + std::string(noun);
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes)
-    return std::to_string(size) + " bytes (" + format_bytes(size) + "), more than the " + format_bytes(max_bytes) +
-           " a " + std::string(noun) + " may hold";
+    return std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) + " (" +
+           format_bytes(max_bytes) + ") a " + std::string(noun) + " may hold";
   return {};
 }
 

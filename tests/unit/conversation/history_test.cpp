@@ -118,6 +118,45 @@ TEST_CASE("history: records read back as written, a torn last line is ignored wi
   CHECK_THROWS_AS(k3::chat::read_history(scratch_dir() / "none.jsonl", vocab()), k3::UsageError);
 }
 
+TEST_CASE("history: a whole last record without its end of line is kept, and the next one gets a line of its own") {
+  const auto file = scratch_dir() / "no-newline.jsonl";
+  std::filesystem::remove(file);
+  Conversation c(chat_tokens());
+  c.begin_reply(std::vector<Message>{{Role::user, "Hi"}}, RenderOptions{});
+  for (const auto id : plain_ids("there")) (void)c.add(id);
+  c.end_reply(Ending::length);
+  for (const auto& e : c.entries()) k3::chat::append_history(file, e);
+  const std::string whole = read_all(file);
+  std::filesystem::resize_file(file, whole.size() - 1);  // only the last '\n' is gone
+
+  const auto h = k3::chat::read_history(file, vocab());
+  CHECK_FALSE(h.torn_warning.has_value());
+  CHECK(h.entries == c.entries());
+  CHECK(h.valid_bytes == whole.size() - 1);
+  // Appending goes on a new line: the file reads back with one more record.
+  k3::chat::append_history(file, c.entries().front());
+  const auto more = k3::chat::read_history(file, vocab());
+  REQUIRE(more.entries.size() == c.entries().size() + 1);
+  CHECK(more.entries.back() == c.entries().front());
+  CHECK(read_all(file) == whole + k3::chat::history_record(c.entries().front()));
+}
+
+TEST_CASE("history: an id outside the model's vocabulary is refused at its file:line") {
+  const auto file = scratch_dir() / "foreign.jsonl";
+  std::filesystem::remove(file);
+  Conversation c(chat_tokens());
+  c.begin_reply(std::vector<Message>{{Role::user, "Hi"}}, RenderOptions{});
+  c.end_reply(Ending::length);
+  for (const auto& e : c.entries()) k3::chat::append_history(file, e);
+  Entry foreign = c.entries().front();
+  foreign.ids.push_back(static_cast<std::uint32_t>(vocab()));
+  k3::chat::append_history(file, foreign);
+  CHECK_THROWS_WITH(k3::chat::read_history(file, vocab()),
+                    file.string() + ":" + std::to_string(c.entries().size() + 1) + ": token id " +
+                        std::to_string(vocab()) + " is outside the model's vocabulary of " + std::to_string(vocab()) +
+                        " ids (a history of another model?)");
+}
+
 TEST_CASE("history: a resumed conversation feeds only the new ids and gives the same bits") {
   k3::PluginHost host;
   k3::Model m(test_model("tiny"), host, scalar());

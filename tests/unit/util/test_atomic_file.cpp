@@ -132,12 +132,19 @@ TEST_CASE("failures name the file and the reason", "[util][atomic_file]") {
     CHECK_THROWS_WITH(f.commit(), Contains("once.bin: committed twice"));
     CHECK(k3::test::read_whole(dir / "once.bin") == "x");
   }
-  SECTION("a target that is a folder: the rename fails and the temporary file goes") {
+  SECTION("a target that is a folder: refused before anything is written") {
     fs::create_directories(dir / "taken" / "inside");
+    CHECK_THROWS_AS(AtomicFile(dir / "taken"), k3::UsageError);
+    CHECK_THROWS_WITH(AtomicFile(dir / "taken"), Contains("taken: a folder, not a regular file"));
+    CHECK(fs::is_directory(dir / "taken" / "inside"));
+    CHECK(k3::test::listing(dir.path()) == "taken\n");
+  }
+  SECTION("a target that became a folder while it was written: refused at commit, the temporary file goes") {
     {
       AtomicFile f(dir / "taken");
       f.write("x");
-      CHECK_THROWS_WITH(f.commit(), Contains("taken: cannot rename the temporary file into place: "));
+      fs::create_directories(dir / "taken" / "inside");
+      CHECK_THROWS_WITH(f.commit(), Contains("taken: a folder, not a regular file"));
     }
     CHECK(fs::is_directory(dir / "taken" / "inside"));
     CHECK(k3::test::listing(dir.path()) == "taken\n");
@@ -232,5 +239,5 @@ TEST_CASE("append_record adds whole records at the end, creating the file and it
   CHECK(lines == 200);
 
   fs::create_directories(dir / "folder");
-  CHECK_THROWS_WITH(k3::append_record(dir / "folder", "x\n"), Contains("folder: cannot append: "));
+  CHECK_THROWS_WITH(k3::append_record(dir / "folder", "x\n"), Contains("folder: a folder, not a regular file"));
 }
