@@ -98,7 +98,8 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
   // The prompt file is read before the model loads, so a wrong path fails in a moment.
   const JobPromptSource source = read_job_prompt(p);
-  check_job_outputs(p);  // and where it writes: before minutes of loading, not after the run
+  check_job_inputs(p);   // the other files it reads, and where it writes: before minutes of
+  check_job_outputs(p);  // loading, not after the run
   rep.mode = p.get_string("job.mode");
   const std::filesystem::path load_state = p.get_path("job.load_state");
 

@@ -1,12 +1,17 @@
-// Where a run may write: the files its pipeline names (job.report, job.save_state,
-// job.dump_logits, trace.out) are checked before the model loads, so a path that would
-// replace a device, a link or a file of the checkpoint in use is refused in a moment, not
-// after the run (docs/architecture.md, "Files a user names").
+// The files a run's pipeline names, checked before the model loads (docs/architecture.md,
+// "Files a user names"): where it writes (job.report, job.save_state, job.dump_logits,
+// trace.out), so that a path that would replace a device, a link or a file of the
+// checkpoint in use is refused in a moment, not after the run; and what it reads besides
+// the prompt (job.load_state, cache.future), so that a FIFO or a device is refused naming
+// its key before minutes of loading.
 #include <k3/job.hpp>
-#include <k3/runtime.hpp>
-#include <k3/user_files.hpp>
+
+#include <cstdint>
 
 #include <k3/error.hpp>
+#include <k3/runtime.hpp>
+#include <k3/trace.hpp>
+#include <k3/user_files.hpp>
 
 #include "io/uri.hpp"
 
@@ -44,6 +49,19 @@ void check_job_outputs(const Pipeline& p) {
                           "); each output needs a file of its own");
     }
     outputs.push_back({key, file});
+  }
+}
+
+void check_job_inputs(const Pipeline& p) {
+  // Their caps are checked again when they are read: a state file's depends on the model.
+  struct Input {
+    const char* key;
+    const char* noun;
+    std::uint64_t max_bytes;
+  };
+  for (const Input& in : {Input{"job.load_state", "state file", UINT64_MAX}, Input{"cache.future", "trace", kTraceMaxFileBytes}}) {
+    const fs::path file = p.get_path(in.key);
+    if (!file.empty()) (void)check_input_file(file, p.where(in.key) + ": " + in.key, in.noun, in.max_bytes);
   }
 }
 
