@@ -59,7 +59,8 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST
     file(SHA256 "${WORK}/model/config.json" config_before)
     file(WRITE "${WORK}/kept.json" "kept\n")
     file(CREATE_LINK "${WORK}/kept.json" "${WORK}/link" SYMBOLIC)
-    set(job --config presets/laptop.yaml -m "${WORK}/model" -n 1 -q)
+    # Not -q: the info line "loading …" shows whether the model loaded before the refusal.
+    set(job --config presets/laptop.yaml -m "${WORK}/model" -n 1)
     foreach(option --out --save-state --dump-logits trace.out)
       if(option STREQUAL "--out")
         set(key job.report)
@@ -93,7 +94,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST
         k3_expect_code(2)
         literal(o "${origin}: ${key}: ${path}: ")
         k3_expect("stderr" err "k3host: error: ${o}${says}")
-        if(err MATCHES "loading")
+        if(err MATCHES "k3host: loading")
           k3_fail("refused only after the model loaded")
         endif()
       endforeach()
@@ -140,7 +141,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "truncate failed")
     endif()
-    set(job --config presets/laptop.yaml -n 1 -q)
+    set(job --config presets/laptop.yaml -n 1)  # not -q: "loading …" must not show
     foreach(check
         "--file|${fifo}@--file ${f}: job.prompt_file: ${f}: a FIFO, not a text file"
         "--file|/dev/null@--file /dev/null: job.prompt_file: /dev/null: a character device, not a text file"
@@ -156,7 +157,7 @@ if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST
       run_bounded(ARGS ${job} ${given})
       k3_expect_code(2)
       k3_expect("stderr" err "k3host: error: [^\n]*${says}")
-      if(err MATCHES "loading")
+      if(err MATCHES "k3host: loading")
         k3_fail("refused only after the model loaded")
       endif()
     endforeach()

@@ -108,8 +108,9 @@ std::vector<std::uint32_t> parse_token_ids(const std::vector<std::string>& items
 /// checkpoint folders (k3/user_files.hpp, check_output_file; checkpoint_folders), and no two
 /// may name the same file. UsageError naming where the key was set, the key and the path.
 void check_job_outputs(const Pipeline& pipeline);
-/// Refuses, before the model loads, a job.load_state or cache.future that is missing or is
-/// not a regular file (k3/user_files.hpp, check_input_file), naming where the key was set.
+/// Refuses, before the model loads, a job.load_state, cache.future or (when drafting is on)
+/// job.speculative.datastore that is missing, is not a regular file or is over its cap
+/// (k3/user_files.hpp, check_input_file), naming where the key was set.
 void check_job_inputs(const Pipeline& pipeline);
 
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the

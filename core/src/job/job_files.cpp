@@ -2,11 +2,12 @@
 // "Files a user names"): where it writes (job.report, job.save_state, job.dump_logits,
 // trace.out), so that a path that would replace a device, a link or a file of the
 // checkpoint in use is refused in a moment, not after the run; and what it reads besides
-// the prompt (job.load_state, cache.future), so that a FIFO or a device is refused naming
+// the prompt (job.load_state, cache.future, job.speculative.datastore), so that a FIFO or a device is refused naming
 // its key before minutes of loading.
 #include <k3/job.hpp>
 
 #include <cstdint>
+#include <string_view>
 
 #include <k3/error.hpp>
 #include <k3/runtime.hpp>
@@ -59,7 +60,10 @@ void check_job_inputs(const Pipeline& p) {
     const char* noun;
     std::uint64_t max_bytes;
   };
-  for (const Input& in : {Input{"job.load_state", "state file", UINT64_MAX}, Input{"cache.future", "trace", kTraceMaxFileBytes}}) {
+  for (const Input& in : {Input{"job.load_state", "state file", UINT64_MAX}, Input{"cache.future", "trace", kTraceMaxFileBytes},
+                          Input{"job.speculative.datastore", "text file", kMaxTextFileBytes}}) {
+    if (std::string_view(in.key) == "job.speculative.datastore" && p.get_int("job.speculative.max_draft") <= 0)
+      continue;  // not read when nothing is drafted
     const fs::path file = p.get_path(in.key);
     if (!file.empty()) (void)check_input_file(file, p.where(in.key) + ": " + in.key, in.noun, in.max_bytes);
   }
