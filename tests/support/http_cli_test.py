@@ -211,7 +211,7 @@ PERMANENT = {
     "truncate": "truncated body",
     "badrange": "wrong Content-Range",
     "norange": "ignored the Range header",
-    "etag": "changed since it was opened",
+    "etag": "changed on the server while reading",
 }
 
 

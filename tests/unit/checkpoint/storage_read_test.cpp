@@ -163,7 +163,7 @@ TEST_CASE("without listing, the index json is required and its shard names must 
   const std::string shard = json.substr(start + 1, q + 12 - start - 1);
   write_file(index_json, replace_once(json, "\"" + shard + "\"", "\"../" + shard + "\""));
   CHECK_THAT(usage_error([&] { (void)CheckpointIndex::open(storage, evil.string()); }),
-             Catch::Contains("../" + shard) && Catch::Contains("not a .safetensors file name"));
+             Catch::Contains("../" + shard) && Catch::Contains("not a plain .safetensors file name"));
 }
 
 TEST_CASE("HostServices::read_file reads through the storage the host was given, capped", "[uri][host]") {

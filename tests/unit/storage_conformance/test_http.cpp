@@ -240,6 +240,6 @@ TEST_CASE("http over nginx: missing file, empty file, four threads at once, a fi
   owned.emplace_back(4096, 100);
   st = read_batch(*shared, owned);
   CHECK(st.code == StatusCode::io_error);
-  CHECK_THAT(st.detail, Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed since it was opened"));
+  CHECK_THAT(st.detail, Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed on the server while reading"));
   CHECK(owned[0].request.result == StatusCode::io_error);
 }
