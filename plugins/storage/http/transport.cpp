@@ -30,7 +30,10 @@ std::string without_where(const std::string& detail, const std::string& where) {
 
 std::string seconds_text(double s) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
   return buf;
 }
 
