@@ -115,7 +115,11 @@ void write_failure_report(JobReport& rep, const Runtime* runtime, const std::vec
     rep.result.interrupted = rep.result.interrupted || code == ExitCode::interrupted;
     if (rep.result.generated.empty()) rep.result.generated = generated;
     if (runtime != nullptr) {
-      rep.generated_text = runtime->decode(rep.result.generated);
+      try {
+        rep.generated_text = runtime->decode(rep.result.generated);
+      } catch (const Error&) {
+        // The ids are in the report; their text is a convenience.
+      }
       rep.io = runtime->model().stream_stats();
       rep.expert_failures = rep.io.expert_failures;
       rep.weight_bytes_read = runtime->model().weight_bytes_read();
