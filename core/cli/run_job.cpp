@@ -27,9 +27,11 @@ void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_flag("--version", run.version,
                "Print the version, the commit it was built from, the compiler and the kernel sets this CPU runs");
   app.footer("Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
-             "report (--out) are still written, then exit code 5; --load-state continues it exactly. A second "
-             "Ctrl-C exits at once, leaving no temporary file. Exit codes: 0 ok, 1 runtime failure, 2 usage or "
-             "configuration error, 3 the plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
+             "report (--out) are still written, then exit code 5; --load-state continues it exactly. A storage "
+             "wait (a stalled server) is cut short instead: the report is written, the state is not. A second "
+             "Ctrl-C exits at once, leaving no temporary file. A run that fails (exit 1, 4) writes the report "
+             "with the reason too. Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 the "
+             "plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
 
@@ -87,13 +89,17 @@ void print_io_report(const JobReport& r) {
 
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
 /// `quiet` (-q) also leaves out stdout's prompt echo and summary: only the generated text.
-/// Ctrl-C or SIGTERM stops generation at the next token (or prefill chunk); the job still
-/// writes the trace, the state and the report, the summary is printed, and the exit code
-/// is 5. A second signal exits at once (StopSignal), leaving no temporary file.
+/// Ctrl-C or SIGTERM stops generation at the next token (or prefill chunk), or cuts a storage
+/// wait short; the job still writes the trace, the state (not after a cut) and the report,
+/// the summary is printed, and the exit code is 5. A second signal exits at once
+/// (StopSignal), leaving no temporary file. A run that fails part way (exit 1) has its
+/// report written too, with the reason; the error line says where.
 int run_pipeline(const Pipeline& pipeline, bool quiet) {
   const StopSignal stop;
   JobHooks hooks;
   hooks.stop = &stop.flag();
+  std::filesystem::path report_written;
+  hooks.on_report = [&](const std::filesystem::path& file) { report_written = file; };
   hooks.on_status = [&](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_progress = show_load_progress;
   hooks.on_plan = [&](const std::string& table) { log_text(LogLevel::info, table); };
@@ -110,7 +116,20 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
   };
-  const JobReport r = run_job(pipeline, hooks);
+  JobReport r;
+  try {
+    r = run_job(pipeline, hooks);
+  } catch (const Error& e) {
+    if (report_written.empty()) throw;
+    std::printf("\n");
+    std::fflush(stdout);
+    log(LogLevel::error, "", e.what());
+    const char* by = stop.signal_number() == SIGTERM ? "SIGTERM" : "Ctrl-C";
+    log(LogLevel::error, "",
+        (e.code() == ExitCode::interrupted ? std::string("interrupted by ") + by + "; " : std::string()) +
+            "the report of the failed run: " + report_written.string());
+    return static_cast<int>(e.code());
+  }
   std::printf("\n");
   if (!quiet) {
     std::printf("generated %zu tokens%s%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
@@ -137,6 +156,8 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
     if (!r.report_file.empty()) saved += "; report " + r.report_file.string();
     if (!r.trace_file.empty()) saved += "; trace " + r.trace_file.string();
     const char* by = stop.signal_number() == SIGTERM ? "SIGTERM" : "Ctrl-C";
+    if (!r.result.cut.empty())  // the stop cut a storage wait short: the state is not the conversation's
+      saved = "; it cut a storage wait short (" + r.result.cut + "), so no state was saved" + saved;
     log(LogLevel::warn, "",
         std::string("interrupted by ") + by + " after " + std::to_string(r.result.generated.size()) +
             " generated tokens" + saved);

@@ -17,10 +17,12 @@
 // 3 k3_plugin_params (K3ParamDescriptor), and ParamReader reads through that table.
 // Within 3, additive and optional (no bump: a plugin built without it loads and works as
 // before): CachePrefetchListener (cache_prefetch.hpp), found by dynamic_cast.
+// 4 HostServices::stop_requested, StatusCode::timed_out and ::interrupted (not retried by
+// the host), shard names of an http(s) model.path percent-encoded in their URIs.
 #pragma once
 #include <cstdint>
 
-#define K3_PLUGIN_ABI 3u
+#define K3_PLUGIN_ABI 4u
 
 #if defined(__clang__)
 #define K3_TOOLCHAIN_COMPILER "clang"

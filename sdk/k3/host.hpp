@@ -40,6 +40,12 @@ class __attribute__((visibility("default"))) HostServices {
   /// (invalid_argument, naming the URI, its size and the cap) before anything is read.
   /// Missing file: not_found; no backend to read through: unsupported. \since ABI 2
   virtual Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept = 0;
+  /// True once the user asked the run to stop (Ctrl-C, SIGTERM) while the host is in a wait
+  /// it can cut short. A plugin that may block for long (a storage backend waiting on a
+  /// network) polls it and then abandons what it waits for, returning
+  /// StatusCode::interrupted; one that never blocks for long may ignore it. Cheap (an
+  /// atomic load); any thread. \since ABI 4
+  [[nodiscard]] virtual bool stop_requested() const noexcept { return false; }
 };
 
 /// Everything a factory receives. The spans and the host outlive the call only;

@@ -15,6 +15,10 @@ enum class StatusCode : int {
   unsupported,       ///< the platform cannot honour the request (never silently ignored)
   out_of_memory,
   internal,          ///< a broken invariant inside the plugin
+  timed_out,         ///< the backend gave up within its own deadline, its retries included:
+                     ///< the host does not retry it \since ABI 4
+  interrupted,       ///< abandoned because the host asked to stop (HostServices::stop_requested):
+                     ///< the host stops the run, it does not retry \since ABI 4
 };
 
 /// A coarse code plus one line of detail that says what and where
@@ -38,6 +42,8 @@ inline const char* to_string(StatusCode c) noexcept {
     case StatusCode::unsupported: return "unsupported";
     case StatusCode::out_of_memory: return "out of memory";
     case StatusCode::internal: return "internal error";
+    case StatusCode::timed_out: return "timed out";
+    case StatusCode::interrupted: return "interrupted";
   }
   return "unknown";
 }

@@ -5,6 +5,9 @@
 // Every byte of a checkpoint (config.json, the index json, shard headers and data, the
 // tokenizer files) is read through the pipeline's backend: the host builds a file's URI by
 // appending "/<name>" to model.path as a string, so a backend may serve URIs of any scheme.
+// When model.path is an http:// or https:// URL the name is percent-encoded as one path
+// segment (every byte but A-Z a-z 0-9 - . _ ~); a shard name is a plain file name (no '/',
+// '\\', '%', control character, "." or "..": the host refuses others). \since ABI 4
 //
 // Contract
 // - Any request is valid: alignment() is a preference (e.g. 4096 for O_DIRECT); a backend
@@ -14,6 +17,9 @@
 //   failure; each request's `result` says which ones failed. A request past the end of the
 //   file, or a truncated file, is StatusCode::short_read with offset and byte counts in the
 //   detail; a device error is io_error. Destinations are owned by the host.
+// - The host retries a failed read (a few attempts), except timed_out (the backend already
+//   retried within its deadline) and interrupted (the run is stopping: a backend that may
+//   wait long polls HostServices::stop_requested() and abandons its waits). \since ABI 4
 // - Thread-safety: a StorageFile may be read from several host threads at once.
 //   open() and list() are called from one thread at a time.
 #pragma once

@@ -22,6 +22,26 @@ CASE:
              with tls_verify: false.
   secret     a bearer token from an environment variable reaches the server and appears in
              no output, report or trace; without it, HTTP 401 is named.
+  validators a server that sends no validator is refused at open (exit 2 naming the file and
+             allow_unvalidated), read with one warning per file under allow_unvalidated;
+             Last-Modified alone validates; a Last-Modified sent only on a file's first
+             answer, one that changes, and another file's bytes served under the same name
+             are refused as "changed on the server while reading" (exit 1, the report
+             written with the reason), never mixed.
+  redirect   a server redirecting every request to a second one on another port: the run
+             gives posix's ids, the first server got the secret headers, the second none of
+             them; a redirect within the first server keeps them.
+  deadline   a server that accepts a trunk range mid-run and then stalls: with
+             read_timeout_s: 2 the run ends about 2 s later, exit 1, a warning line while the
+             range is retried, the message naming read_timeout_s, the report written with it.
+  interrupt  SIGTERM while a trunk range stalls: exit 5 within a few seconds, the report
+             written (interrupted, the cut wait named), no state saved.
+  killed     the server killed mid-run: exit 1 while the trunk streams, exit 4 when only
+             experts do (the trunk resident); the report written with the reason each time.
+  names      shard names with a space, '?' and '#' are read over http (percent-encoded) as
+             over posix; an index naming "%2e%2e%2f…" or a control character, and a folder
+             holding a shard with '%', are exit 2 naming the index (or folder) and the name,
+             over posix and http alike.
 Exit 77 (skipped) when nginx is not installed. Servers listen on 127.0.0.1 only, and stop
 with the test (or after their lifetime).
 """
@@ -128,8 +148,8 @@ class Test:
         self.servers.append(s)
         return "%s://127.0.0.1:%d/m" % ("https" if tls else "http", s.port)
 
-    def fault_server(self, root, fault, target, times, extra=()):
-        port_file = os.path.join(self.work, "fault.port")
+    def fault_server(self, root, fault, target, times, extra=(), name="fault"):
+        port_file = os.path.join(self.work, name + ".port")
         s = Server([sys.executable, os.path.join(HERE, "fault_http_server.py"), "--root", root, "--port-file", port_file,
                     "--fault", fault, "--target", target, "--times", str(times), "--lifetime", "300", *extra], port_file)
         self.servers.append(s)
@@ -149,6 +169,29 @@ class Test:
 
     def report_ids(self, name):
         return json.load(open(os.path.join(self.work, name)))["generated_ids"]
+
+    def report(self, name):
+        path = os.path.join(self.work, name)
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    def start_generate(self, model_path, out_name, params, extra=()):
+        """generate() in the background: the Popen, stdout and stderr to files."""
+        args = self.common(True) + ["--set", "model.path=" + model_path, "--out", os.path.join(self.work, out_name),
+                                    "--set", "storage.plugin=http", "--ids", PROMPT_IDS, "--quiet",
+                                    "--set", "storage.params={%s}" % ", ".join("%s: '%s'" % kv for kv in params.items()),
+                                    *extra]
+        out = open(os.path.join(self.work, out_name + ".stdout"), "w")
+        err = open(os.path.join(self.work, out_name + ".stderr"), "w")
+        return subprocess.Popen([self.exe, *args], stdout=out, stderr=err), args
+
+    def finished(self, proc, args, out_name):
+        class Done:
+            pass
+        d = Done()
+        d.returncode = proc.returncode
+        d.stdout = open(os.path.join(self.work, out_name + ".stdout")).read()
+        d.stderr = open(os.path.join(self.work, out_name + ".stderr"), errors="replace").read()
+        return Run(args, d)
 
     def close(self):
         for s in self.servers:
@@ -211,7 +254,7 @@ PERMANENT = {
     "truncate": "truncated body",
     "badrange": "wrong Content-Range",
     "norange": "ignored the Range header",
-    "etag": "changed since it was opened",
+    "etag": "changed on the server while reading",
 }
 
 
@@ -365,14 +408,239 @@ def case_tls(t):
     check(r.code == 0 and "tls_verify is false" in r.err, "tls_verify: false: expected a run with a warning", r)
 
 
+def case_validators(t):
+    model = t.make_model(one_shard=True)
+    shard = "model-00001-of-00001.safetensors"
+    plain = t.generate(model, True, "plain.json")
+    check(plain.code == 0, "the posix run failed", plain)
+    want = t.report_ids("plain.json")
+    # No validator at all: refused at open, naming the file and the parameter.
+    s, base = t.fault_server(model, "novalidators", "all", -1)
+    r = t.generate(base + "/", True, "nv.json", storage="http", params=FAST_RETRIES)
+    check(r.code == 2 and "neither ETag nor Last-Modified" in r.err and "allow_unvalidated" in r.err and
+          "/config.json" in r.err, "no validators: expected exit 2 naming the file and allow_unvalidated", r)
+    r = t.generate(base + "/", True, "nv.json", storage="http", params=dict(FAST_RETRIES, allow_unvalidated="true"))
+    check(r.code == 0 and t.report_ids("nv.json") == want, "allow_unvalidated: expected posix's ids", r)
+    warned = r.err.count("%s: the server sends neither ETag nor Last-Modified" % shard)
+    check(warned == 1, "allow_unvalidated: expected one warning for the shard, got %d" % warned, r)
+    s.stop()
+    # Last-Modified alone is a validator.
+    s, base = t.fault_server(model, "lm-only", "all", -1)
+    r = t.generate(base + "/", True, "lm.json", storage="http", params=FAST_RETRIES)
+    check(r.code == 0 and t.report_ids("lm.json") == want, "Last-Modified alone: expected posix's ids", r)
+    s.stop()
+    # Answers of another version: refused, exit 1, the report written with the reason.
+    swapped = os.path.join(t.work, "swapped.safetensors")
+    data = bytearray(open(os.path.join(model, shard), "rb").read())
+    data[-1] ^= 0xFF
+    open(swapped, "wb").write(bytes(data))
+    later = os.path.getmtime(os.path.join(model, shard)) + 100
+    os.utime(swapped, (later, later))
+    for fault, names, says in (("lm-first", "/config.json", "Last-Modified '[^']+' at open, now none"),
+                               ("lm-change", "/config.json", "Last-Modified '[^']+' at open, now '"),
+                               ("swap", "/" + shard, "ETag '[^']+' at open, now '")):
+        s, base = t.fault_server(model, fault, "all", -1, ["--swap-name", shard, "--swap-with", swapped])
+        r = t.generate(base + "/", True, "v.json", storage="http", params=FAST_RETRIES)
+        s.stop()
+        check(r.code == 1, "%s: expected exit 1" % fault, r)
+        check(re.search(re.escape(names) + ": bytes [0-9]+-[0-9]+: the file changed on the server while reading \\(" +
+                        says, r.err) is not None, "%s: the message does not name the file and the change" % fault, r)
+        rep = t.report("v.json")
+        check(rep is not None and rep["exit_code"] == 1 and "changed on the server while reading" in (rep["failure"] or ""),
+              "%s: the report of the failed run is missing or has no reason" % fault, r)
+        os.remove(os.path.join(t.work, "v.json"))
+
+
+def headers_seen(path):
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def case_redirect(t):
+    model = t.make_model(one_shard=False)
+    token, key = "k3-redirect-token-51d2", "k3-redirect-key-9e04"
+    os.environ["K3_TEST_TOKEN"], os.environ["K3_TEST_HEADER"] = token, "X-K3-Key: " + key
+    plain = t.generate(model, True, "plain.json")
+    check(plain.code == 0, "the posix run failed", plain)
+    params = {"bearer_token_env": "K3_TEST_TOKEN", "header_env": "K3_TEST_HEADER"}
+    b_log, a_log = os.path.join(t.work, "b.jsonl"), os.path.join(t.work, "a.jsonl")
+    b, b_base = t.fault_server(model, "none", "all", 0, ["--record-headers", b_log], name="b")
+    a, a_base = t.fault_server(model, "none", "all", 0, ["--redirect-to", b_base, "--record-headers", a_log], name="a")
+    r = t.generate(a_base + "/", True, "r.json", storage="http", params=params)
+    check(r.code == 0 and t.report_ids("r.json") == t.report_ids("plain.json"),
+          "redirected to another port: expected posix's ids", r)
+    first, second = headers_seen(a_log), headers_seen(b_log)
+    check(first and second, "the redirect was not followed (requests: first %d, second %d)" % (len(first), len(second)), r)
+    check(all(h["headers"].get("X-K3-Key") == key and h["headers"].get("Authorization") == "Bearer " + token
+              for h in first), "the first server did not get the secret headers on every request", r)
+    leaked = [h for h in second if token in json.dumps(h) or key in json.dumps(h) or "X-K3-Key" in h["headers"]]
+    check(not leaked, "a secret header went to the other origin: %s" % leaked[:1], r)
+    a.stop()
+    # Within the same origin (scheme, host and port) the headers stay.
+    same_log = os.path.join(t.work, "same.jsonl")
+    c, c_base = t.fault_server(model, "none", "all", 0, ["--redirect-to", "/r", "--record-headers", same_log], name="c")
+    r = t.generate(c_base + "/", True, "same.json", storage="http", params=params)
+    check(r.code == 0 and t.report_ids("same.json") == t.report_ids("plain.json"), "a same-origin redirect failed", r)
+    hops = [h for h in headers_seen(same_log) if h["path"].startswith("/r/")]
+    check(hops and all(h["headers"].get("X-K3-Key") == key for h in hops),
+          "a redirect within the same origin dropped the headers", r)
+
+
+def stalled_server(t, model, marker, stall_seconds):
+    """A server that, once the run asks for an expert, accepts every trunk range and stalls."""
+    return t.fault_server(model, "hang", "trunk", -1, ["--armed-by-experts", "--stall-seconds", str(stall_seconds),
+                                                       "--hang-marker", marker])
+
+
+def wait_for(path, seconds, proc):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not os.path.exists(path) and proc.poll() is None:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def case_deadline(t):
+    model = t.make_model(one_shard=True)
+    marker = os.path.join(t.work, "hang.marker")
+    s, base = stalled_server(t, model, marker, 120)
+    params = dict(FAST_RETRIES, read_timeout_s="2")
+    proc, args = t.start_generate(base + "/", "d.json", params)
+    check(wait_for(marker, 120, proc), "the run never reached the stalling range")
+    stalled_at = time.monotonic()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure("the run did not end within 60 s of the stall (read_timeout_s: 2)")
+    waited = time.monotonic() - stalled_at
+    r = t.finished(proc, args, "d.json")
+    print("deadline: ended %.1f s after the stall began" % waited)
+    check(r.code == 1, "a stalled trunk range: expected exit 1", r)
+    check(waited < 2 + 4, "the run ended %.1f s after the stall, not about read_timeout_s (2 s) later" % waited, r)
+    check(re.search(r"bytes [0-9]+-[0-9]+: not read within read_timeout_s = 2 s", r.err) is not None,
+          "the message does not name the range and read_timeout_s", r)
+    check(re.search(r"\[storage/http\] warning: .*/model-00001-of-00001\.safetensors: bytes [0-9]+-[0-9]+: timed out.*"
+                    r"\(attempt 1 of 5; retrying in", r.err) is not None,
+          "no warning line while the range was retried", r)
+    rep = t.report("d.json")
+    check(rep is not None and rep["exit_code"] == 1 and "read_timeout_s" in (rep["failure"] or ""),
+          "the report of the timed-out run is missing or has no reason", r)
+
+
+def case_interrupt(t):
+    model = t.make_model(one_shard=True)
+    marker = os.path.join(t.work, "hang.marker")
+    s, base = stalled_server(t, model, marker, 120)
+    state = os.path.join(t.work, "i.state")
+    proc, args = t.start_generate(base + "/", "i.json", FAST_RETRIES, ["--save-state", state])
+    check(wait_for(marker, 120, proc), "the run never reached the stalling range")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure("SIGTERM during a storage stall: the run did not end within 30 s")
+    waited = time.monotonic() - sent
+    r = t.finished(proc, args, "i.json")
+    print("interrupt: ended %.1f s after SIGTERM" % waited)
+    check(r.code == 5, "SIGTERM during a storage stall: expected exit 5", r)
+    check(waited < 5, "SIGTERM during a storage stall: the run took %.1f s to end" % waited, r)
+    check("interrupted by SIGTERM" in r.err and "cut a storage wait short" in r.err and "no state was saved" in r.err,
+          "the interrupt line does not say that a storage wait was cut and no state saved", r)
+    check(not os.path.exists(state), "a state was saved from a cut forward pass", r)
+    rep = t.report("i.json")
+    check(rep is not None and rep["interrupted"] and rep["exit_code"] == 5 and
+          "abandoned, the run is stopping" in (rep["failure"] or ""),
+          "the report of the interrupted run is missing or does not name the cut wait", r)
+
+
+def case_killed(t):
+    model = t.make_model(one_shard=True)
+    params = dict(FAST_RETRIES, retries="0")
+    # The trunk streams: the server dies at the first trunk range after an expert's.
+    s, base = t.fault_server(model, "die", "trunk", -1, ["--armed-by-experts"])
+    r = t.generate(base + "/", True, "k.json", storage="http", params=params)
+    s.stop()
+    check(r.code == 1 and re.search("cannot connect|connection reset|truncated body", r.err) is not None,
+          "the server killed while the trunk streams: expected exit 1 naming the failure", r)
+    rep = t.report("k.json")
+    check(rep is not None and rep["exit_code"] == 1 and rep["failure"], "exit 1: the report is missing or has no reason", r)
+    # The trunk resident, the experts streamed, one forward pass (one prompt token, one new
+    # token): after its embedding row nothing but experts is read, so the run finishes
+    # without them, exit 4.
+    s, base = t.fault_server(model, "die", "experts", -1)
+    r = t.generate(base + "/", False, "k4.json", storage="http", params=params, ids=False,
+                   extra=["--ids", "5", "--set", "job.max_new_tokens=1", "--set", "memory.expert_cache_gb=0.00005"])
+    s.stop()
+    check(r.code == 4 and "routed expert failed" in r.err, "the server killed while experts stream: expected exit 4", r)
+    rep = t.report("k4.json")
+    check(rep is not None and rep["exit_code"] == 4 and rep["expert_failures"] and
+          "routed expert read(s) failed" in (rep["failure"] or "") and len(rep["generated_ids"]) == 1,
+          "exit 4: the report is missing, incomplete or has no reason", r)
+
+
+def rename_shard(model, old, new):
+    """Renames a shard of `model` and the index's mentions of it."""
+    os.rename(os.path.join(model, old), os.path.join(model, new))
+    index = os.path.join(model, "model.safetensors.index.json")
+    text = open(index).read()
+    check(json.dumps(old) in text, "the index does not name " + old)
+    open(index, "w").write(text.replace(json.dumps(old), json.dumps(new)))
+
+
+def case_names(t):
+    model = t.make_model(one_shard=False)
+    shards = sorted(f for f in os.listdir(model) if f.endswith(".safetensors"))
+    check(len(shards) > 1, "expected a checkpoint of several shards")
+    odd = os.path.join(t.work, "odd")
+    shutil.copytree(model, odd)
+    rename_shard(odd, shards[0], "shard one?#&+.safetensors")
+    plain = t.generate(model, True, "plain.json")
+    check(plain.code == 0, "the posix run failed", plain)
+    r = t.generate(odd, True, "odd-posix.json")
+    check(r.code == 0 and t.report_ids("odd-posix.json") == t.report_ids("plain.json"),
+          "a shard named with a space, '?' and '#' over posix: expected the same ids", r)
+    base = t.nginx(t.work)  # serves the folder holding both checkpoints
+    r = t.generate(base + "/odd/", True, "odd-http.json", storage="http")
+    check(r.code == 0 and t.report_ids("odd-http.json") == t.report_ids("plain.json"),
+          "a shard named with a space, '?' and '#' over http: expected posix's ids", r)
+    for label, name, shown in (("escaped", "%2e%2e%2fevil.safetensors", "%2e%2e%2fevil.safetensors"),
+                               ("control", "a\x01b.safetensors", "a\\x01b.safetensors")):
+        bad = os.path.join(t.work, label)
+        shutil.copytree(model, bad)
+        index = os.path.join(bad, "model.safetensors.index.json")
+        text = open(index).read()
+        open(index, "w").write(text.replace(json.dumps(shards[1]), json.dumps(name), 1))
+        for where, path, storage in (("posix", bad, None), ("http", base + "/" + label + "/", "http")):
+            r = t.generate(path, True, "bad.json", storage=storage)
+            check(r.code == 2 and "model.safetensors.index.json: tensor '" in r.err and
+                  "shard '" + shown + "' is not a plain .safetensors file name" in r.err,
+                  "%s name in the index over %s: expected exit 2 naming the index and the name" % (label, where), r)
+    # A folder holding a shard whose name has '%': refused over posix (its listing) and http (its index).
+    pct = os.path.join(t.work, "pct")
+    shutil.copytree(model, pct)
+    rename_shard(pct, shards[0], "a%41.safetensors")
+    r = t.generate(pct, True, "bad.json")
+    check(r.code == 2 and "shard 'a%41.safetensors' is not a plain file name" in r.err,
+          "a listed shard with '%': expected exit 2 naming the folder and the name", r)
+    r = t.generate(base + "/pct/", True, "bad.json", storage="http")
+    check(r.code == 2 and "shard 'a%41.safetensors' is not a plain .safetensors file name" in r.err,
+          "an index naming a shard with '%' over http: expected exit 2 naming it", r)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--exe", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered", "tls"])
+    p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered", "tls",
+                                                     "validators", "redirect", "deadline", "interrupt", "killed",
+                                                     "names"])
     a = p.parse_args()
-    if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK) and a.case == "nginx":
+    if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK) and a.case in ("nginx", "names"):
         print("SKIP: nginx is not installed")
         return 77
     t = Test(a)

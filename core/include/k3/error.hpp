@@ -37,4 +37,12 @@ class RuntimeError : public Error {
   explicit RuntimeError(const std::string& message) : Error(ExitCode::runtime, message) {}
 };
 
+/// A wait cut short because the user asked the run to stop (exit 5): a storage read the
+/// plugin abandoned (sdk::StatusCode::interrupted). generate() turns it into an interrupted
+/// result whose forward pass was cut (docs/architecture.md, "Stopping a run").
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& message) : Error(ExitCode::interrupted, message) {}
+};
+
 }  // namespace k3

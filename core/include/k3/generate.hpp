@@ -115,6 +115,11 @@ struct GenerateResult {
   std::vector<StepRecord> steps;
   bool stopped_at_eos = false;  ///< ended at EOS or one of settings.stop_tokens
   bool interrupted = false;  ///< settings.stop ended the run early
+  /// Non-empty when the stop cut a forward pass short (a storage wait the backend abandoned,
+  /// k3::Interrupted): what was being read. The session's state then holds part of a
+  /// forward pass: it is not the conversation's and must not be saved or fed again
+  /// (reset() or load() it first). interrupted is true too.
+  std::string cut;
   SpeculativeStats speculative;  ///< decode forward passes and drafts
 };
 
@@ -134,7 +139,9 @@ struct DecodeTiming {
 /// not fed (its successor is not needed): it is left as the session's pending id, and the
 /// rest of a prefill stopped by `settings.stop` too, so that the next generate() or a saved
 /// state continues exactly. Calls `on_token` after each generated token (for streaming
-/// output); may be empty. UsageError when there is nothing to feed.
+/// output); may be empty. UsageError when there is nothing to feed. A stop request that
+/// cuts a forward pass short (k3::Interrupted from the storage) ends it with
+/// GenerateResult::cut set.
 GenerateResult generate(Session& session, const GenerateSettings& settings,
                         const std::function<void(std::uint32_t)>& on_token = {});
 

@@ -25,9 +25,14 @@ struct JobHooks : LoadHooks {
   std::function<void(const std::string& text, const std::vector<std::uint32_t>& ids)> on_prompt;
   /// Each generated token with the text that became complete with it (TextStream).
   std::function<void(std::uint32_t id, const std::string& text)> on_token;
+  /// The report was written to this file: at the end of a run, and also when the run fails
+  /// part way (exit 1, or exit 5 cut short by a storage wait) before the exception leaves.
+  std::function<void(const std::filesystem::path& report)> on_report;
   // LoadHooks::stop also stops generation: at the next token or prefill chunk, after which
   // the job still writes the trace, the state and the report of what was done
-  // (JobReport::result.interrupted).
+  // (JobReport::result.interrupted). During the run the storage plugin sees it too
+  // (HostServices::stop_requested), so a storage wait is cut short: generation ends with
+  // GenerateResult::cut, the report is written and the state is not saved.
 };
 
 /// Storage traffic and cache outcome of one generated token (its forward pass).
@@ -74,6 +79,11 @@ struct JobReport {
   double seconds_per_token = 0;       ///< decode seconds ÷ decode forward passes
   /// Non-empty: routed experts failed to load; the run finished but the ids are unsound (exit 4).
   std::vector<std::string> expert_failures;
+  /// The exit code the CLI gives this run (0, 4, 5; 1 in the report of a failed run).
+  int exit_code = 0;
+  /// Why the run did not end well: the error of a failed run, the lost experts of exit 4, a
+  /// stop that cut a forward pass short; empty when it did.
+  std::string failure;
 };
 
 /// The prompt of the pipeline's job: job.ids (checked against the vocabulary), else the text
@@ -114,7 +124,9 @@ void check_job_outputs(const Pipeline& pipeline);
 void check_job_inputs(const Pipeline& pipeline);
 
 /// Runs the job the pipeline describes. UsageError (exit 2) for anything wrong in the
-/// pipeline, the checkpoint or the prompt, before any compute.
+/// pipeline, the checkpoint or the prompt, before any compute. Any other failure (exit 1;
+/// exit 5 outside generation) first writes the report, with `failure` and what was done,
+/// then leaves as the exception it was.
 JobReport run_job(const Pipeline& pipeline, const JobHooks& hooks = {});
 /// The same through `host` (its search path is the caller's; the pipeline's plugin_path
 /// is not added). The run creates each of its plugin objects once through it.

@@ -15,6 +15,7 @@
 // returned here holds a reference to its library and to the HostServices it was given
 // (libraries are also opened RTLD_NODELETE), so objects may outlive the PluginHost.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -138,6 +139,12 @@ class PluginHost {
   /// is reached. Held weakly: the caller keeps it alive. Until set, read_file is
   /// unsupported.
   void set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage);
+
+  /// What HostServices::stop_requested() reports to this host's plugins: `flag`'s value
+  /// (the CLI's StopSignal), or false when null (the default). The flag must outlive its
+  /// use; set null before it goes. Set by run_job() for the length of a batch run, so a
+  /// stop request cuts a storage wait short there (docs/architecture.md, "Stopping a run").
+  void set_stop_flag(const std::atomic<bool>* flag) noexcept;
 
  private:
   struct Impl;

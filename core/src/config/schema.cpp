@@ -181,12 +181,14 @@ std::vector<KeySpec> build_schema() {
        "(a loaded state's pending ids, then the prompt; oracle tests)",
        "a debugging and testing aid; off unless asked"},
       {"job.report", T::path, "''", {}, {},
-       "Write the run report as JSON here (prompt and generated ids, per-step times, bytes read, peak RSS); an "
-       "interrupted run's too, with \"interrupted\": true",
+       "Write the run report as JSON here (prompt and generated ids, per-step times, bytes read, peak RSS, "
+       "\"exit_code\" and \"failure\"); an interrupted run's too, with \"interrupted\": true, and one that fails "
+       "part way (exit 1, 4) with the reason in \"failure\"",
        "the report is also printed; a file only when asked"},
       {"job.save_state", T::path, "''", {}, {},
-       "Save the conversation state here after the run, an interrupted one too, with the ids not fed yet (needs "
-       "job.mode incremental)",
+       "Save the conversation state here after the run, an interrupted one too, with the ids not fed yet (not "
+       "when the stop cut a storage wait short: the session then holds part of a forward pass; needs job.mode "
+       "incremental)",
        "nothing is saved unless asked"},
       {"job.load_state", T::path, "''", {}, {},
        "Resume from this state file: its pending ids are fed first, then the prompt if one was given outside "

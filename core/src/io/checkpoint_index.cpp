@@ -101,6 +101,17 @@ void for_each_weight_map_entry(simdjson::ondemand::parser& parser, const std::st
   if (!have_map) throw UsageError(file + ": weight_map: missing");
 }
 
+// A shard name the index gives must be a plain .safetensors file name of the folder
+// (io/uri.hpp): the same rule whatever the backend, so a checkpoint is refused everywhere or
+// nowhere. UsageError naming the index, the tensor and the shard.
+void require_plain_shard_name(const std::string& file, std::string_view tensor, std::string_view shard) {
+  std::string problem = io::plain_name_problem(shard);
+  if (problem.empty() && !shard.ends_with(kShardSuffix)) problem = "it does not end in .safetensors";
+  if (!problem.empty())
+    throw UsageError(file + ": tensor '" + io::shown_name(tensor) + "': shard '" + io::shown_name(shard) +
+                     "' is not a plain .safetensors file name of this folder (" + problem + ")");
+}
+
 // model.safetensors.index.json: every name in weight_map must be in the shard it names.
 void check_index_json(const std::string& file, const simdjson::padded_string& json, const CheckpointIndex& index) {
   std::vector<std::string_view> shard_names;
@@ -125,6 +136,7 @@ void check_index_json(const std::string& file, const simdjson::padded_string& js
   if (first_bad < n) {  // the first bad entry in file order, whatever the thread count
     const Entry& en = entries[static_cast<std::size_t>(first_bad)];
     const TensorInfo* t = index.find(en.name);
+    require_plain_shard_name(file, en.name, en.shard);
     const std::string name(en.name), shard(en.shard);
     if (!t) throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but no shard holds it");
     throw UsageError(file + ": tensor '" + name + "': listed in shard '" + shard + "' but found in '" +
@@ -140,10 +152,7 @@ std::vector<std::string> shards_named_by(const std::string& file, const simdjson
   simdjson::ondemand::parser parser;
   for_each_weight_map_entry(parser, file, json, [&](std::string_view name, std::string_view shard) {
     if (names.find(shard) != names.end()) return;
-    if (shard.empty() || shard.find('/') != std::string_view::npos || shard == "." || shard == ".." ||
-        !shard.ends_with(kShardSuffix))
-      throw UsageError(file + ": tensor '" + std::string(name) + "': shard '" + std::string(shard) +
-                       "' is not a .safetensors file name of this folder");
+    require_plain_shard_name(file, name, shard);
     names.emplace(shard);
   });
   return {names.begin(), names.end()};
@@ -172,6 +181,11 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
     throw RuntimeError(uri + ": cannot list the checkpoint folder through the storage plugin: " + listed.detail);
   } else {
     std::erase_if(names, [](const std::string& n) { return !n.ends_with(kShardSuffix); });
+    // The rule the index's names meet, for a listed folder too (io/uri.hpp).
+    for (const std::string& n : names)
+      if (const std::string problem = io::plain_name_problem(n); !problem.empty())
+        throw UsageError(uri + ": shard '" + io::shown_name(n) + "' is not a plain file name (" + problem +
+                         "): rename it");
   }
   if (names.empty()) throw UsageError(uri + ": no .safetensors shards");
   std::sort(names.begin(), names.end());

@@ -16,6 +16,7 @@
 #include <k3/error.hpp>
 #include <k3/pack_trunk.hpp>
 
+#include "io/read_failure.hpp"
 #include "util/reader_thread.hpp"
 
 namespace k3::trunk_codec {
@@ -259,13 +260,13 @@ std::uint64_t FileInput::take() {
   const std::uint64_t offset = next_;
   sdk::Status st = ahead_ != nullptr ? ahead_->wait() : std::move(sync_status_);
   pending_ = 0;
-  for (int attempt = 1; attempt < 3 && !st.ok(); ++attempt) {  // a transient fault (EIO, a short read) recovers
+  for (int attempt = 1; attempt < 3 && !st.ok() && io::worth_retrying(st.code); ++attempt) {  // EIO, a short read recovers
     sdk::ReadRequest r{offset, n, spare_->data() + kHead, sdk::StatusCode::ok};
     ++reads_;
     st = file_.read({&r, 1});
   }
   if (!st.ok())
-    throw RuntimeError("reading " + std::to_string(n) + " coded bytes at offset " + std::to_string(offset) +
+    io::throw_read_failure(st.code, "reading " + std::to_string(n) + " coded bytes at offset " + std::to_string(offset) +
                        " failed: " + st.detail);
   next_ += n;
   return n;

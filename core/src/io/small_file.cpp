@@ -2,6 +2,8 @@
 
 #include <k3/error.hpp>
 
+#include "io/read_failure.hpp"
+
 namespace k3::io {
 namespace {
 
@@ -21,7 +23,7 @@ sdk::Status read_retrying(sdk::StorageFile& file, std::uint64_t offset, std::uin
     sdk::ReadRequest req{offset, length, dest};
     st = file.read({&req, 1});
     result = req.result;
-    if (st.ok() && result == sdk::StatusCode::ok) break;
+    if ((st.ok() && result == sdk::StatusCode::ok) || !worth_retrying(st.code)) break;
   }
   return st;
 }
@@ -40,7 +42,8 @@ std::unique_ptr<sdk::StorageFile> open_file(sdk::StorageBackend& storage, const 
   // fault, not the device (exit 2, not 1).
   if (st.code == sdk::StatusCode::invalid_argument)
     throw UsageError(uri + ": cannot open " + std::string(what) + ": " + st.detail);
-  if (!st.ok()) throw RuntimeError(uri + ": cannot open " + std::string(what) + " through the storage plugin: " + st.detail);
+  if (!st.ok())
+    throw_read_failure(st.code, uri + ": cannot open " + std::string(what) + " through the storage plugin: " + st.detail);
   if (!file) throw RuntimeError(uri + ": the storage plugin reported success but returned no file");
   return file;
 }
@@ -50,7 +53,7 @@ void read_exact(sdk::StorageFile& file, std::uint64_t offset, std::uint64_t leng
   sdk::StatusCode result = sdk::StatusCode::ok;
   const sdk::Status st = read_retrying(file, offset, length, static_cast<std::byte*>(dest), result);
   if (!st.ok() || result != sdk::StatusCode::ok)
-    throw RuntimeError(uri + ": cannot read " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+    throw_read_failure(st.code, uri + ": cannot read " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
                        " through the storage plugin: " + (st.ok() ? sdk::to_string(result) : st.detail));
 }
 

@@ -198,6 +198,11 @@ class DecodeLoop {
   StepRecord finish_step_;
 };
 
+/// generate() after its checks: prefill, then decode, into `r`.
+void run_generation(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token,
+                    const std::vector<std::uint32_t>& input, std::optional<AtomicFile>& dump,
+                    std::chrono::steady_clock::time_point t0, GenerateResult& r);
+
 }  // namespace
 
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
@@ -214,7 +219,6 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
                          : "nothing to continue from: every id of the conversation was fed and its last logits are "
                            "not kept (a state saved after a prefill-only run); give a prompt to continue it");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
-  std::vector<float> logits, last;
   std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all
   if (!g.dump_logits.empty()) {
     try {
@@ -226,9 +230,25 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   // The session's pending ids are part of `input` now; a prefill stopped early puts back
   // what it did not feed.
   session.set_pending({});
-
-  // Prefill: the input in chunks (or all at once in recompute mode).
   const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_generation(session, g, on_token, input, dump, t0, r);
+  } catch (const Interrupted& e) {
+    // A storage wait abandoned on the stop request: the forward pass it was in is cut.
+    r.interrupted = true;
+    r.cut = e.what();
+    if (r.prefill_seconds == 0) r.prefill_seconds = seconds_since(t0);
+  }
+  return r;
+}
+
+namespace {
+
+void run_generation(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token,
+                    const std::vector<std::uint32_t>& input, std::optional<AtomicFile>& dump,
+                    std::chrono::steady_clock::time_point t0, GenerateResult& r) {
+  std::vector<float> logits, last;
+  // Prefill: the input in chunks (or all at once in recompute mode).
   const bool want_all = dump.has_value();
   const std::size_t chunk = g.mode == DecodeMode::recompute ? input.size() : static_cast<std::size_t>(g.prefill_chunk);
   if (g.mode == DecodeMode::recompute && session.position() > 0) {
@@ -249,7 +269,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
         session.set_pending({input.begin() + static_cast<std::ptrdiff_t>(at), input.end()});
         r.interrupted = true;
         r.prefill_seconds = seconds_since(t0);
-        return r;
+        return;
       }
       const std::size_t n = std::min(chunk, input.size() - at);
       session.feed({input.data() + at, n}, want_all, logits);
@@ -264,7 +284,8 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
 
   DecodeLoop loop(session, g, on_token, r, last.size());
   loop.run(last);
-  return r;
 }
+
+}  // namespace
 
 }  // namespace k3

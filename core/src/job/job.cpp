@@ -1,13 +1,16 @@
 #include <k3/job.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <k3/draft_model.hpp>
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 #include <k3/machine.hpp>
 #include <k3/model.hpp>
 #include <k3/runtime.hpp>
@@ -94,16 +97,92 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
   return run_job(p, host, hooks);
 }
 
+namespace {
+
+/// For the length of a run: the host's plugins see the run's stop flag
+/// (HostServices::stop_requested), so a stop request cuts a storage wait short.
+class StopFlagScope {
+ public:
+  StopFlagScope(PluginHost& host, const std::atomic<bool>* flag) noexcept : host_(host) { host_.set_stop_flag(flag); }
+  ~StopFlagScope() { host_.set_stop_flag(nullptr); }
+  StopFlagScope(const StopFlagScope&) = delete;
+  StopFlagScope& operator=(const StopFlagScope&) = delete;
+
+ private:
+  PluginHost& host_;
+};
+
+/// What a run that failed part way knew (exit 1, or exit 5 outside generation): the
+/// report is still written, with the reason, so a failure leaves the same record a finished
+/// run does. Never throws: a report that cannot be written is logged, the run's own error wins.
+void write_failure_report(JobReport& rep, const Runtime* runtime, const std::vector<std::uint32_t>& generated,
+                          const std::string& why, ExitCode code, const JobHooks& hooks) noexcept {
+  try {
+    rep.failure = why;
+    rep.exit_code = static_cast<int>(code);
+    rep.result.interrupted = rep.result.interrupted || code == ExitCode::interrupted;
+    if (rep.result.generated.empty()) rep.result.generated = generated;
+    if (runtime != nullptr) {
+      try {
+        rep.generated_text = runtime->decode(rep.result.generated);
+      } catch (const Error&) {
+        // The ids are in the report; their text is a convenience.
+      }
+      rep.io = runtime->model().stream_stats();
+      rep.expert_failures = rep.io.expert_failures;
+      rep.weight_bytes_read = runtime->model().weight_bytes_read();
+    }
+    rep.peak_rss = peak_rss_bytes();
+    write_file_atomically(rep.report_file, report_json(rep));
+    if (hooks.on_report) hooks.on_report(rep.report_file);
+  } catch (const std::exception& e) {
+    log(LogLevel::warn, "", rep.report_file.string() + ": the report of the failed run was not written: " + e.what());
+  }
+}
+
+/// run_job()'s work; fills `rep` as it goes, so that a failure still reports what was known.
+void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, JobReport& rep,
+                  std::unique_ptr<Runtime>& runtime_owner, std::vector<std::uint32_t>& generated);
+
+}  // namespace
+
 JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
+  rep.report_file = p.get_path("job.report");
+  const StopFlagScope stop_scope(host, hooks.stop);
+  std::unique_ptr<Runtime> runtime;  // outlives the failure report, which reads its counters
+  std::vector<std::uint32_t> generated;  // as handed out, for the report of a run that failed
+  try {
+    run_job_into(p, host, hooks, rep, runtime, generated);
+  } catch (const Error& e) {
+    // Exit 2 and 3 mean nothing ran (docs/architecture.md): no report of a run.
+    if (e.code() != ExitCode::usage && e.code() != ExitCode::resource && !rep.report_file.empty())
+      write_failure_report(rep, runtime.get(), generated, e.what(), e.code(), hooks);
+    throw;
+  } catch (const std::exception& e) {
+    if (!rep.report_file.empty())
+      write_failure_report(rep, runtime.get(), generated, std::string("internal error: ") + e.what(), ExitCode::runtime,
+                           hooks);
+    throw;
+  }
+  return rep;
+}
+
+namespace {
+
+void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, JobReport& rep,
+                  std::unique_ptr<Runtime>& runtime_owner, std::vector<std::uint32_t>& generated) {
   // The prompt file is read before the model loads, so a wrong path fails in a moment.
   const JobPromptSource source = read_job_prompt(p);
   check_job_inputs(p);   // the other files it reads, and where it writes: before minutes of
   check_job_outputs(p);  // loading, not after the run
   rep.mode = p.get_string("job.mode");
+  rep.model = p.get_path("model.path").string();
+  rep.storage = p.get_string("storage.plugin");
   const std::filesystem::path load_state = p.get_path("job.load_state");
 
-  Runtime runtime(p, host, hooks);
+  runtime_owner = std::make_unique<Runtime>(p, host, hooks);
+  Runtime& runtime = *runtime_owner;
   const auto loaded = std::chrono::steady_clock::now();
   Model& model = runtime.model();
   const ModelSettings& ms = runtime.settings();
@@ -150,6 +229,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   // callbacks of tokens s and s+1 (the last step runs none).
   std::vector<StreamStats> marks;
   rep.result = generate(session, g, [&](std::uint32_t id) {
+    generated.push_back(id);
     marks.push_back(model.stream_stats());
     const std::string piece = text.push(id);
     if (hooks.on_token) hooks.on_token(id, piece);
@@ -186,7 +266,12 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   }
   rep.pending = session.pending();
   const std::filesystem::path save_state = p.get_path("job.save_state");
-  if (!save_state.empty()) {
+  if (!rep.result.cut.empty()) {
+    // The stop cut a forward pass short: the session holds part of it, not a conversation.
+    rep.failure = "interrupted during a storage wait: " + rep.result.cut;
+    rep.pending.clear();
+  }
+  if (!save_state.empty() && rep.result.cut.empty()) {
     // A run that lost a routed expert carries a state that is not the model's: saved, but
     // marked, so that resuming it is refused instead of silently continuing another
     // conversation.
@@ -197,10 +282,20 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
     session.save(save_state, unsound);
     rep.state_file = save_state;
   }
-  rep.report_file = p.get_path("job.report");
-  if (!rep.report_file.empty()) write_file_atomically(rep.report_file, report_json(rep));
-  return rep;
+  if (!rep.expert_failures.empty()) {
+    rep.failure = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed, first " +
+                  rep.expert_failures.front() + "; their contributions were zero, so the generated ids are unsound";
+    rep.exit_code = static_cast<int>(ExitCode::expert_failure);
+  } else if (rep.result.interrupted) {
+    rep.exit_code = static_cast<int>(ExitCode::interrupted);
+  }
+  if (!rep.report_file.empty()) {
+    write_file_atomically(rep.report_file, report_json(rep));
+    if (hooks.on_report) hooks.on_report(rep.report_file);
+  }
 }
+
+}  // namespace
 
 std::string report_json(const JobReport& r) {
   nlohmann::json j;
@@ -220,6 +315,10 @@ std::string report_json(const JobReport& r) {
   j["generated_text"] = r.generated_text;
   j["stopped_at_eos"] = r.result.stopped_at_eos;
   j["interrupted"] = r.result.interrupted;
+  // How the run ended: the exit code the CLI gives it, and why when it is not 0 (a failure,
+  // the lost experts of exit 4, a stop that cut a forward pass short); null when none.
+  j["exit_code"] = r.exit_code;
+  j["failure"] = r.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.failure);
   j["resumed_pending_ids"] = r.result.pending;
   j["pending_ids"] = r.pending;
   if (!r.trace_file.empty()) j["trace"] = r.trace_file.string();

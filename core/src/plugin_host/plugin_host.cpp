@@ -75,6 +75,7 @@ const std::vector<fs::path>& PluginHost::search_path() const noexcept { return i
 const std::vector<PluginInfo>& PluginHost::plugins() const noexcept { return impl_->registry->plugins(); }
 const std::vector<PluginProblem>& PluginHost::problems() const noexcept { return impl_->registry->problems(); }
 sdk::HostServices& PluginHost::services() noexcept { return *impl_->registry; }
+void PluginHost::set_stop_flag(const std::atomic<bool>* flag) noexcept { impl_->registry->set_stop_flag(flag); }
 void PluginHost::set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage) {
   impl_->registry->set_file_storage(storage);
 }

@@ -6,6 +6,7 @@
 // backend late, a plugin that logs from its destructor) can use it after the PluginHost is
 // gone. Nothing in the registry holds a plugin object, so there is no reference cycle.
 #pragma once
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -42,6 +43,7 @@ class PluginServices final : public sdk::HostServices {
   sdk::Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept override {
     return registry_->read_file(uri, max_bytes, out);
   }
+  [[nodiscard]] bool stop_requested() const noexcept override { return registry_->stop_requested(); }
 
  private:
   std::shared_ptr<sdk::HostServices> registry_;
@@ -74,7 +76,13 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   sdk::Status create_storage(std::string_view plugin, std::span<const sdk::Param> params,
                              std::unique_ptr<sdk::StorageBackend>& out) noexcept override;
   sdk::Status read_file(std::string_view uri, std::uint64_t max_bytes, std::string& out) noexcept override;
+  [[nodiscard]] bool stop_requested() const noexcept override {
+    const std::atomic<bool>* flag = stop_flag_.load();
+    return flag != nullptr && flag->load(std::memory_order_relaxed);
+  }
 
+  /// See PluginHost::set_stop_flag.
+  void set_stop_flag(const std::atomic<bool>* flag) noexcept { stop_flag_.store(flag); }
   /// See PluginHost::set_file_storage.
   void set_file_storage(const std::shared_ptr<sdk::StorageBackend>& storage);
 
@@ -109,6 +117,7 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   std::weak_ptr<sdk::StorageBackend> file_storage_;
   std::mutex file_storage_mutex_;
   std::mutex file_read_mutex_;
+  std::atomic<const std::atomic<bool>*> stop_flag_{nullptr};  // what stop_requested() reads
 };
 
 }  // namespace k3::detail

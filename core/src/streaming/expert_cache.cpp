@@ -7,6 +7,7 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
+#include "io/read_failure.hpp"
 #include "model/tensor_table.hpp"
 #include "streaming/serve_batch.hpp"
 
@@ -164,6 +165,8 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   for (Reading* r : {&demand_, &ahead_}) {
     r->order.reserve(most_jobs);
     r->errors.reserve(most_jobs);
+    r->codes.reserve(most_jobs);
+    r->tries.reserve(most_jobs);
     r->items.reserve(6 * group_experts);
     r->reads.reserve(6 * group_experts);
   }
@@ -190,8 +193,12 @@ ExpertCache::~ExpertCache() = default;
 void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr error) noexcept {
   try {
     std::string why = "reading failed";
+    bool interrupted = false;
     try {
       std::rethrow_exception(std::move(error));
+    } catch (const Interrupted& e) {
+      why = e.what();
+      interrupted = true;
     } catch (const std::exception& e) {
       why = e.what();
     } catch (...) {
@@ -199,7 +206,7 @@ void ExpertCache::fail_batch(const std::vector<Job>& jobs, std::exception_ptr er
     for (const Job& j : jobs) {
       if (slot_[j.slot].state != State::loading) continue;
       if (j.prefetch) --prefetch_loading_;
-      fail_job(j, why);
+      fail_job(j, why, interrupted);
     }
   } catch (...) {
     // Out of memory while reporting: the slots stay loading and their waiters hang rather
@@ -218,7 +225,7 @@ std::vector<ExpertCache::Job> ExpertCache::take_jobs() {
   return jobs;
 }
 
-void ExpertCache::fail_job(const Job& job, const std::string& why) {
+void ExpertCache::fail_job(const Job& job, const std::string& why, bool interrupted) {
   Slot& s = slot_[job.slot];
   forget(s.key);
   policy_->on_remove(sdk::ExpertKey::unpack(s.key));
@@ -230,6 +237,10 @@ void ExpertCache::fail_job(const Job& job, const std::string& why) {
   }
   s.state = State::failed;
   s.prefetched = false;
+  if (interrupted) {  // the run is stopping: not an expert the storage failed to give
+    if (interrupted_.empty()) interrupted_ = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why;
+    return;
+  }
   counters_.add_failure("layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why);
 }
 
@@ -479,8 +490,10 @@ void ExpertCache::read_items(std::span<Item> items, Reading& r) {
     for (std::size_t i = begin; i < end; ++i) {
       Item& it = items[i];
       it.req.result = r.reads[i - begin].result;
-      if (it.req.result != sdk::StatusCode::ok)
+      if (it.req.result != sdk::StatusCode::ok) {
         r.errors[it.job] = st.detail.empty() ? std::string("read failed") : st.detail;
+        r.codes[it.job] = st.code;
+      }
     }
     begin = end;
   }
@@ -490,6 +503,8 @@ void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
   // One request per tensor; per shard one batch in offset order.
   std::vector<std::string>& errors = r.errors;
   errors.assign(jobs.size(), std::string());
+  r.codes.assign(jobs.size(), sdk::StatusCode::ok);
+  r.tries.assign(jobs.size(), 1);
 
   // Experts in disk order, read in groups of at least kGroupBytes. Each group is published
   // as soon as it lands, so the compute thread multiplies the first experts of a layer while
@@ -517,12 +532,13 @@ void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
       ++end;
     }
     read_items(r.items, r);
-    // Retry the failed experts one by one.
+    // Retry the failed experts one by one (not what the storage timed out or abandoned).
     for (int attempt = 1; attempt < attempts_; ++attempt)
       for (std::size_t g = begin; g < end; ++g) {
         const std::size_t j = order[g];
-        if (errors[j].empty()) continue;
+        if (errors[j].empty() || !io::worth_retrying(r.codes[j])) continue;
         errors[j].clear();
+        ++r.tries[j];
         r.items.clear();
         append_items(jobs[j], j, r);
         read_items(r.items, r);
@@ -539,7 +555,8 @@ void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
         s.state = State::ready;
         continue;
       }
-      fail_job(jobs[j], "read failed after " + std::to_string(attempts_) + " attempts: " + errors[j]);
+      fail_job(jobs[j], "read failed after " + std::to_string(r.tries[j]) + (r.tries[j] == 1 ? " attempt: " : " attempts: ") + errors[j],
+               r.codes[j] == sdk::StatusCode::interrupted);
     }
     counters_.expert_bytes += bytes;
     reader_.notify_all();
@@ -582,7 +599,13 @@ model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
     runtime::ScopedTimer t(c.counters_.io_wait_ns);
     c.reader_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
   }
-  if (c.slot_[s].state != State::ready) return {};
+  if (c.slot_[s].state != State::ready) {
+    if (!c.interrupted_.empty()) {
+      const std::string why = c.interrupted_;
+      throw Interrupted(why);
+    }
+    return {};
+  }
   const auto I = static_cast<std::uint64_t>(c.c_.moe_intermediate_size);
   const auto L = static_cast<std::uint64_t>(c.c_.routed_expert_hidden_size);
   const std::byte* base = c.slot_data(s);

@@ -16,9 +16,11 @@
 // recorded, in the same serving groups, and throws UsageError naming the trace and the
 // first request that differs.
 //
-// Failures: a read that fails is retried (attempts in total); then the expert is recorded
-// in the counters ("layer L expert E: …"), its slot freed, and wait() hands out null
-// matrices (zero contribution). The run goes on; the job exits 4.
+// Failures: a read that fails is retried (attempts in total; a timed_out or interrupted one
+// is not: io/read_failure.hpp); then the expert is recorded in the counters ("layer L expert
+// E: …"), its slot freed, and wait() hands out null matrices (zero contribution). The run
+// goes on; the job exits 4. A read the storage abandoned because the run is stopping
+// (interrupted) is no failed expert: wait() throws k3::Interrupted instead.
 //
 // Router-lookahead prefetch (docs/cache.md, "Router-lookahead prefetch"): prefetch() reads
 // predicted experts of a later layer into free slots or victims the policy chooses, as a
@@ -81,7 +83,8 @@ class ExpertCache {
     Lease& operator=(const Lease&) = delete;
     ~Lease() { reset(); }
     /// Blocks until the i-th requested id is read and returns it (null matrices when it
-    /// failed to load). The reader publishes experts in disk order as they land.
+    /// failed to load). The reader publishes experts in disk order as they land. Throws
+    /// k3::Interrupted when the storage abandoned a read on a stop request.
     model::ExpertWeights wait_one(std::size_t i);
     void reset() noexcept;
 
@@ -142,6 +145,8 @@ class ExpertCache {
     std::vector<Item> items;
     std::vector<sdk::ReadRequest> reads;
     std::vector<std::string> errors;
+    std::vector<sdk::StatusCode> codes;  ///< [job]: of its last failed read (with errors)
+    std::vector<int> tries;              ///< [job]: reads made
   };
   void read_batch(std::vector<Job>& jobs, Reading& r);
   /// Reads `items` (sorted here by shard and offset), one batch per shard; a failed read
@@ -164,8 +169,9 @@ class ExpertCache {
   /// A job list from the pool, or a new one reserved for the largest batch (under the lock).
   std::vector<Job> take_jobs();
   /// A job's read failed (under the lock): an unrequested prefetch frees its slot quietly,
-  /// anything else is recorded as a failed expert.
-  void fail_job(const Job& job, const std::string& why);
+  /// anything else is recorded as a failed expert, unless the storage abandoned it on a
+  /// stop request (`interrupted`): then wait() throws.
+  void fail_job(const Job& job, const std::string& why, bool interrupted = false);
   /// route(): the prediction made for `layer` against its distinct requests (routed_).
   void score_prediction(std::size_t layer) noexcept;
   /// serve(): a slot being read ahead cannot be evicted; when the batch would lack slots
@@ -199,6 +205,7 @@ class ExpertCache {
   std::vector<std::uint8_t> predicted_;             // [moe layer][expert]: predicted, not yet routed
   std::vector<std::uint8_t> layer_predicted_;       // [moe layer]: a prediction is pending
   std::size_t prefetch_loading_ = 0;                // prefetched slots still being read
+  std::string interrupted_;  // non-empty: a read was abandoned on a stop request (what wait() throws)
 
   Reading demand_;  // the reader thread's
   Reading ahead_;   // the prefetch thread's

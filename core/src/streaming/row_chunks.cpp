@@ -6,6 +6,7 @@
 
 #include <k3/error.hpp>
 
+#include "io/read_failure.hpp"
 #include "streaming/tensor_reader.hpp"
 
 namespace k3::runtime {
@@ -35,7 +36,7 @@ void RowChunkStreamer::read(const Job& job) {
     st = model::read_with_retry(*files_[w.file], {&req, 1});
   }
   if (!st.ok())
-    throw RuntimeError("reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
+    io::throw_read_failure(st.code, "reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
                        " of '" + w.info->name + "' failed: " + st.detail);
   (job.table ? counters_.table_bytes : counters_.trunk_bytes) += job.count * row;
 }

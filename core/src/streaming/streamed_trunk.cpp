@@ -6,6 +6,7 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 
+#include "io/read_failure.hpp"
 #include "model/tensor_table.hpp"
 
 namespace k3::runtime {
@@ -250,7 +251,7 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
     st = model::read_with_retry(*embed_src_.file, batch);
   }
   if (!st.ok())
-    throw RuntimeError(embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
+    io::throw_read_failure(st.code, embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
   counters_.table_bytes += tokens.size() * row_bytes;
   // The fetched rows as a [tokens, E] matrix of the table's dtype, widened exactly.
   const model::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};

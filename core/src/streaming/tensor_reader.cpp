@@ -7,6 +7,7 @@
 #include <k3/error.hpp>
 
 #include "io/pack_trunk_codec.hpp"
+#include "io/read_failure.hpp"
 
 namespace k3::model {
 namespace {
@@ -21,7 +22,7 @@ std::string shape_str(const std::vector<std::uint64_t>& s) {
 
 sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts) {
   sdk::Status st = file.read(batch);
-  for (int attempt = 1; attempt < attempts && !st.ok(); ++attempt) {
+  for (int attempt = 1; attempt < attempts && !st.ok() && io::worth_retrying(st.code); ++attempt) {
     std::vector<std::size_t> failed;
     std::vector<sdk::ReadRequest> again;
     for (std::size_t i = 0; i < batch.size(); ++i)
@@ -105,7 +106,7 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
   if (!files_[i]) {
     const std::string path = file_name(i);
     const sdk::Status st = storage_.open(path, files_[i]);
-    if (!st.ok()) throw RuntimeError(path + ": cannot open through the storage plugin: " + st.detail);
+    if (!st.ok()) io::throw_read_failure(st.code, path + ": cannot open through the storage plugin: " + st.detail);
     const std::uint64_t expected = bin ? packed_->bin_bytes : index_.files()[i].size;
     if (files_[i]->size() != expected)
       throw RuntimeError(path + ": storage reports " + std::to_string(files_[i]->size()) + " bytes, " +
@@ -220,7 +221,7 @@ void TensorReader::read(const ReadPlan& plan, std::byte* base) {
           tensor = plan.tensors[r.tensor].info->name;
           break;
         }
-      throw RuntimeError(file_name(f.index) + ": reading tensor '" + tensor + "' failed: " + st.detail);
+      io::throw_read_failure(st.code, file_name(f.index) + ": reading tensor '" + tensor + "' failed: " + st.detail);
     }
     for (const ReadPlan::Request& r : f.requests)
       if (r.coded) read_coded(plan, f, r, base);

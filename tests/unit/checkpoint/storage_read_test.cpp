@@ -64,6 +64,14 @@ TEST_CASE("join_uri puts exactly one slash between a folder or URL and a file na
   CHECK(io::join_uri("", "config.json") == "config.json");
   CHECK(checkpoint_file_uri("https://host/K3/", "x") == "https://host/K3/x");
 
+  // Under an http(s) base the name is one percent-encoded path segment; elsewhere it is a
+  // file name as it is.
+  CHECK(io::join_uri("https://host/K3", "a b?#%.safetensors") == "https://host/K3/a%20b%3F%23%25.safetensors");
+  CHECK(io::join_uri("HTTP://host/K3/", "x-y_z~1.json") == "HTTP://host/K3/x-y_z~1.json");
+  CHECK(io::join_uri("http://host/K3/", "\xc3\xa9.safetensors") == "http://host/K3/%C3%A9.safetensors");
+  CHECK(io::join_uri("/data/K3", "a b?#.safetensors") == "/data/K3/a b?#.safetensors");
+  CHECK(io::join_uri("counted:///tmp/m", "a b.safetensors") == "counted:///tmp/m/a b.safetensors");
+
   CHECK(io::has_uri_scheme("https://host/K3"));
   CHECK(io::has_uri_scheme("counted:///tmp/m"));
   CHECK(io::has_uri_scheme("s3+http://b/k"));
@@ -163,7 +171,48 @@ TEST_CASE("without listing, the index json is required and its shard names must 
   const std::string shard = json.substr(start + 1, q + 12 - start - 1);
   write_file(index_json, replace_once(json, "\"" + shard + "\"", "\"../" + shard + "\""));
   CHECK_THAT(usage_error([&] { (void)CheckpointIndex::open(storage, evil.string()); }),
-             Catch::Contains("../" + shard) && Catch::Contains("not a .safetensors file name"));
+             Catch::Contains("../" + shard) && Catch::Contains("not a plain .safetensors file name"));
+}
+
+TEST_CASE("a shard name must be a plain file name, the same rule for a listed folder and the index", "[uri][index][bad_input]") {
+  for (const char* good : {"model-00001-of-00064.safetensors", "a b?#&+.safetensors", "\xc3\xa9.safetensors", "..x"})
+    CHECK(io::plain_name_problem(good).empty());
+  for (const char* bad : {"", ".", "..", "../x.safetensors", "a/b.safetensors", "a\\b.safetensors",
+                          "%2e%2e%2fx.safetensors", "a\tb.safetensors", "a\x7f.safetensors"})
+    CHECK_FALSE(io::plain_name_problem(bad).empty());
+  CHECK(io::shown_name("a\x01" "b\n") == "a\\x01b\\x0a");  // split: \x01b would be one escape
+
+  // Names from the index (a backend that cannot list), and from a listing (posix).
+  NoListStorage storage;
+  for (const std::string& name : {std::string("%2e%2e%2fx.safetensors"), std::string("a\x01" "b.safetensors")}) {
+    const fs::path dir = tiny_copy("bad-name-index");
+    const fs::path index_json = dir / "model.safetensors.index.json";
+    const std::string json = read_file(index_json);
+    const auto q = json.find(".safetensors\"");
+    REQUIRE(q != std::string::npos);
+    const auto start = json.rfind('"', q);
+    const std::string shard = json.substr(start + 1, q + 12 - start - 1);
+    const std::string escaped = name[1] == '\x01' ? "a\\u0001b.safetensors" : name;
+    write_file(index_json, replace_once(json, "\"" + shard + "\"", "\"" + escaped + "\""));
+    for (const bool listing : {false, true}) {
+      INFO((listing ? "listed" : "named by the index") << ": " << io::shown_name(name));
+      const std::string what = usage_error([&] {
+        (void)(listing ? open_index(dir) : CheckpointIndex::open(storage, dir.string()));
+      });
+      CHECK_THAT(what, Catch::Contains(index_json.string()) && Catch::Contains("shard '" + io::shown_name(name) + "'") &&
+                           Catch::Contains("not a plain .safetensors file name"));
+    }
+  }
+  // A listed folder holding a shard whose name has '%': refused naming the folder and the name.
+  const fs::path pct = tiny_copy("bad-name-listed");
+  const fs::path index_json = pct / "model.safetensors.index.json";
+  const std::string json = read_file(index_json);
+  const auto q = json.find(".safetensors\"");
+  const auto start = json.rfind('"', q);
+  const std::string shard = json.substr(start + 1, q + 12 - start - 1);
+  fs::rename(pct / shard, pct / "a%41.safetensors");
+  CHECK_THAT(usage_error([&] { (void)open_index(pct); }),
+             Catch::Contains(pct.string()) && Catch::Contains("shard 'a%41.safetensors' is not a plain file name"));
 }
 
 TEST_CASE("HostServices::read_file reads through the storage the host was given, capped", "[uri][host]") {

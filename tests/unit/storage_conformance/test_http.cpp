@@ -1,4 +1,5 @@
-// The http backend: its range planning and header parsing alone, then the storage contract
+// The http backend: its range planning, header parsing, version checks and redirect origins
+// alone, then the storage contract
 // (sdk/k3/storage.hpp) against nginx on loopback: random batches round-trip, past the end is
 // short_read, a missing file is not_found, four threads at once, a file changed after open
 // is refused, list() is unsupported, bad parameters are refused naming the key. Without
@@ -10,7 +11,9 @@
 #include <thread>
 
 #include "../../../plugins/storage/http/http_response.hpp"
+#include "../../../plugins/storage/http/origin.hpp"
 #include "../../../plugins/storage/http/range_plan.hpp"
+#include "../../../plugins/storage/http/validators.hpp"
 #include "conformance_support.hpp"
 #include "loopback_http.hpp"
 
@@ -120,6 +123,47 @@ TEST_CASE("http: Content-Range and response headers are parsed, redirects reset 
   CHECK(http::shown_url("https://b.s3/x?X-Amz-Signature=abc") == "https://b.s3/x?…");
 }
 
+TEST_CASE("http: every answer must carry the size and validators seen at open, present or absent alike", "[http]") {
+  using S = std::optional<std::string>;
+  http::Version v{100, S("\"e1\""), S("Tue, 01 Dec 2026 20:00:00 GMT")};
+  CHECK(v.validated());
+  CHECK(v.differs(100u, v.etag, v.last_modified).empty());
+  CHECK(v.differs(std::nullopt, v.etag, v.last_modified).empty());  // "bytes a-b/*": no size said
+  CHECK(v.differs(101u, v.etag, v.last_modified) == "size 100 at open, now 101");
+  CHECK(v.differs(100u, S("\"e2\""), v.last_modified) == "ETag '\"e1\"' at open, now '\"e2\"'");
+  CHECK(v.differs(100u, std::nullopt, v.last_modified) == "ETag '\"e1\"' at open, now none");
+  CHECK(v.differs(100u, v.etag, std::nullopt) == "Last-Modified 'Tue, 01 Dec 2026 20:00:00 GMT' at open, now none");
+  CHECK(v.precondition() == "If-Match: \"e1\"");
+  // A weak ETag never passes If-Match (strong comparison): the date is asked instead.
+  const http::Version weak{100, S("W/\"e1\""), S("Tue, 01 Dec 2026 20:00:00 GMT")};
+  CHECK(weak.precondition() == "If-Unmodified-Since: Tue, 01 Dec 2026 20:00:00 GMT");
+  // Last-Modified alone; one that appears later is a difference too.
+  const http::Version lm{5, std::nullopt, S("Mon")};
+  CHECK(lm.validated());
+  CHECK(lm.differs(5u, S("\"x\""), S("Mon")) == "ETag none at open, now '\"x\"'");
+  CHECK(lm.differs(5u, std::nullopt, S("Tue")) == "Last-Modified 'Mon' at open, now 'Tue'");
+  const http::Version none{5, std::nullopt, std::nullopt};
+  CHECK_FALSE(none.validated());
+  CHECK(none.precondition().empty());
+  CHECK_THAT(http::changed_message("u: bytes 0-1", "size 1 at open, now 2"),
+             Catch::Contains("u: bytes 0-1: the file changed on the server while reading (size 1 at open, now 2)"));
+}
+
+TEST_CASE("http: a redirect's origin is its scheme, host and port", "[http]") {
+  const auto o = http::origin_of("https://User@Models.Example.com/K3/x?sig=1");
+  REQUIRE(o);
+  CHECK((o->scheme == "https" && o->host == "models.example.com" && o->port == 443u));
+  CHECK(http::origin_of("HTTPS://models.example.com:443/") == o);
+  CHECK(http::origin_of("http://models.example.com/K3") != o);       // another scheme
+  CHECK(http::origin_of("https://cdn.example.com/K3") != o);         // another host
+  CHECK(http::origin_of("https://models.example.com:8443/K3") != o);  // another port
+  CHECK(http::origin_of("http://127.0.0.1:8080/m")->port == 8080u);
+  CHECK(http::origin_of("http://[::1]:81/m")->host == "[::1]");
+  for (const char* bad : {"ftp://h/x", "file:///etc/passwd", "/local/path", "http://", "http://h:0/", "http://h:99999/",
+                          "http://[::1/x", "http://h:8a/"})
+    CHECK_FALSE(http::origin_of(bad).has_value());
+}
+
 TEST_CASE("http: bad parameters are refused naming the key, list() is unsupported, only URLs open", "[http]") {
   if (!has_http()) {
     WARN("SKIP: the http storage plugin is not built (no libcurl)");
@@ -133,6 +177,8 @@ TEST_CASE("http: bad parameters are refused naming the key, list() is unsupporte
                                                                    {{"ca_bundle", "/no/such/ca.pem"}},
                                                                    {{"bearer_token_env", "K3_NO_SUCH_VARIABLE_SET"}},
                                                                    {{"tls_verify", "maybe"}},
+                                                                   {{"read_timeout_s", "-1"}},
+                                                                   {{"allow_unvalidated", "maybe"}},
                                                                    {{"no_such_key", "1"}}}) {
     INFO(bad[0].first);
     CHECK_THROWS_WITH(plugin_host().create_storage("http", bad), Catch::Contains(bad[0].first));
@@ -240,6 +286,6 @@ TEST_CASE("http over nginx: missing file, empty file, four threads at once, a fi
   owned.emplace_back(4096, 100);
   st = read_batch(*shared, owned);
   CHECK(st.code == StatusCode::io_error);
-  CHECK_THAT(st.detail, Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed since it was opened"));
+  CHECK_THAT(st.detail, Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed on the server while reading"));
   CHECK(owned[0].request.result == StatusCode::io_error);
 }
