@@ -7,6 +7,7 @@
 
 #include <k3/conversation.hpp>
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 #include "util/atomic_file.hpp"
 
@@ -122,6 +123,7 @@ History read_history(const std::filesystem::path& file) {
       break;
     }
     const std::string_view text(data.data() + pos, eol - pos);
+    if (const auto deep = sdk::json_too_deep(text)) throw UsageError(sdk::json_depth_message(where, *deep));
     json j;
     try {
       j = json::parse(text);
