@@ -585,10 +585,28 @@ void HttpServer::Impl::on_accept(const error_code& ec, tcp::socket socket) {
 
 // ---------------------------------------------------------------------------------------
 
+namespace {
+
+std::string unbracketed(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
+  return host == "localhost" ? "127.0.0.1" : host;
+}
+
+bool address_is_loopback(const net::ip::address& a) {
+  return a.is_loopback() ||
+         (a.is_v6() && a.to_v6().is_v4_mapped() && net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback());
+}
+
+}  // namespace
+
+bool literal_is_loopback(const std::string& host) {
+  error_code ec;
+  const net::ip::address a = net::ip::make_address(unbracketed(host), ec);
+  return !ec && address_is_loopback(a);
+}
+
 BindAddress resolve_bind_address(const std::string& host) {
-  std::string h = host;
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  if (h == "localhost") h = "127.0.0.1";
+  const std::string h = unbracketed(host);
   error_code ec;
   net::ip::address a = net::ip::make_address(h, ec);
   if (ec) {
@@ -603,8 +621,7 @@ BindAddress resolve_bind_address(const std::string& host) {
   BindAddress out;
   out.address = a.to_string();
   out.v6 = a.is_v6();
-  out.loopback = a.is_loopback() || (a.is_v6() && a.to_v6().is_v4_mapped() &&
-                                     net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback());
+  out.loopback = address_is_loopback(a);
   return out;
 }
 

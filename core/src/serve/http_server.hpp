@@ -73,6 +73,10 @@ struct BindAddress {
 };
 BindAddress resolve_bind_address(const std::string& host);
 
+/// True for a loopback literal (127.0.0.0/8, ::1 with or without brackets, v4-mapped
+/// 127.x) and "localhost"; a name is not resolved here.
+bool literal_is_loopback(const std::string& host);
+
 /// "http://127.0.0.1:8080", "http://[::1]:8080".
 std::string http_url(const BindAddress& address, int port);
 

@@ -28,13 +28,7 @@ namespace k3::serve {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-bool is_loopback(const std::string& host) {
-  try {
-    return resolve_bind_address(host).loopback;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
+bool is_loopback(const std::string& host) { return literal_is_loopback(host); }
 
 namespace {
 
