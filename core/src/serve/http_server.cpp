@@ -12,8 +12,10 @@
 // refusal rather than a reset).
 #include "serve/http_server.hpp"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <list>
 #include <map>
