@@ -9,6 +9,8 @@
 // Exit codes: 0 stopped by a signal; 1 the address cannot be bound or a runtime failure; 2 a
 // bad option or pipeline (a non-loopback --host without an API key); 3 the plan does not fit.
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -25,17 +27,51 @@
 namespace k3::cli {
 namespace {
 
+/// The counts are read signed (CLI11 would wrap "-1" into a huge unsigned value) and
+/// checked by the library's ranges after the sign.
 struct ServeCli {
   serve::ServeOptions opt;
-  double budget_mb = -1;  ///< < 0: the library's default (4 full-context snapshots)
+  std::int64_t queue = 4, max_body = 1 << 20, max_header_bytes = 16384, max_headers = 100;
+  std::int64_t max_connections = 256, max_client_connections = 16;
+  double budget_mb = -1;  ///< unset: the library's default (4 full-context snapshots)
+  bool budget_given = false;
   bool no_reuse = false;
 };
+
+std::size_t count_option(const char* flag, std::int64_t v) {
+  if (v < 0) throw UsageError(std::string(flag) + " must not be negative, got " + std::to_string(v));
+  return static_cast<std::size_t>(v);
+}
+
+/// The pipeline's keys that name files of the batch job: the server writes none of them.
+void say_what_is_not_written(const Pipeline& pipeline) {
+  std::string ignored;
+  for (const char* key : {"job.report", "trace.out", "job.save_state", "job.load_state", "job.dump_logits"}) {
+    const std::string value = pipeline.get_string(key);
+    if (!value.empty()) ignored += std::string(ignored.empty() ? "" : ", ") + key + " (" + value + ")";
+  }
+  if (!ignored.empty())
+    log(LogLevel::info, "serve",
+        "not used by the server, which writes no run report, trace or state: " + ignored +
+            "; per-request numbers are in the log and at /metrics");
+}
 
 int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::ServeOptions opt = cli.opt;
   if (opt.api_key.empty())
     if (const char* env = std::getenv("K3_API_KEY"); env != nullptr) opt.api_key = env;
-  if (cli.budget_mb >= 0) opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1e6);
+  opt.queue = count_option("--queue", cli.queue);
+  opt.max_body_bytes = count_option("--max-body", cli.max_body);
+  opt.max_header_bytes = count_option("--max-header-bytes", cli.max_header_bytes);
+  opt.max_header_fields = count_option("--max-headers", cli.max_headers);
+  opt.max_connections = count_option("--max-connections", cli.max_connections);
+  opt.max_client_connections = count_option("--max-client-connections", cli.max_client_connections);
+  if (cli.budget_given) {
+    // 1e9 MB (a petabyte) is beyond any machine and far inside size_t.
+    if (!std::isfinite(cli.budget_mb) || cli.budget_mb < 0 || cli.budget_mb > 1e9)
+      throw UsageError("--snapshot-budget-mb must be a number of MB from 0 to 1e9, got " + std::to_string(cli.budget_mb));
+    opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1e6);
+  }
   opt.reuse = !cli.no_reuse;
   const Pipeline pipeline =
       load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
@@ -44,8 +80,8 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::Server server(opt);
   server.start();
   log(LogLevel::info, "serve",
-      "listening on http://" + opt.host + ":" + std::to_string(server.port()) +
-          (opt.api_key.empty() ? "" : " (API key required)") + "; loading the model");
+      "listening on " + server.url() + (opt.api_key.empty() ? "" : " (API key required)") + "; loading the model");
+  say_what_is_not_written(pipeline);
   // The stop flag is watched by a thread of our own: stop() must not run in a signal handler.
   std::thread watcher([&] {
     while (!signal.requested() && !server.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -65,7 +101,7 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_plan = [](const std::string& table) { log_text(LogLevel::info, table); };
   server.load(pipeline, host, hooks);
-  log(LogLevel::info, "serve", "ready on http://" + opt.host + ":" + std::to_string(server.port()));
+  log(LogLevel::info, "serve", "ready on " + server.url());
   while (!signal.requested() && !server.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   log(LogLevel::info, "serve", "stopping: no new requests, the running generation ends at its next token");
   server.stop();
@@ -80,20 +116,40 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   auto* sub = app.add_subcommand("serve", "Serve the pipeline's model over an OpenAI-compatible HTTP API (docs/serve.md)");
   auto cli = std::make_shared<ServeCli>();
   serve::ServeOptions& o = cli->opt;
-  sub->add_option("--host", o.host, "Address to listen on; a non-loopback one needs an API key")->capture_default_str();
+  sub->add_option("--host", o.host, "Address to listen on (IPv4, IPv6 with or without brackets, or a name); a non-loopback one needs an API key")
+      ->capture_default_str();
   sub->add_option("--port", o.port, "Port (0 = any free port, printed at start)")->capture_default_str();
   sub->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (or set K3_API_KEY)");
   sub->add_option("--model-name", o.model_name, "Model id in /v1/models and responses (default: the checkpoint folder)");
-  sub->add_option("--queue", o.queue, "Requests that may wait while one generates; more get 429")->capture_default_str();
-  sub->add_option("--max-body", o.max_body_bytes, "Largest request body in bytes (larger: 413)")->capture_default_str();
-  sub->add_option("--max-tokens", o.default_max_tokens, "max_tokens of a chat request that gives none")
+  sub->add_option("--queue", cli->queue, "Requests that may wait while one generates, 0..256; more get 429")
       ->capture_default_str();
-  sub->add_option("--request-timeout", o.request_timeout_seconds, "Seconds a request may wait and generate")
+  sub->add_option("--max-body", cli->max_body, "Largest request body in bytes, up to 256 MiB (larger: 413)")
       ->capture_default_str();
-  sub->add_option("--read-timeout", o.read_timeout_seconds, "Seconds to read a request")->capture_default_str();
-  sub->add_option("--write-timeout", o.write_timeout_seconds, "Seconds to write a response chunk")->capture_default_str();
+  sub->add_option("--max-tokens", o.default_max_tokens, "max_tokens of a chat request that gives none, 1..1048576")
+      ->capture_default_str();
+  sub->add_option("--request-timeout", o.request_timeout_seconds,
+                  "Seconds a request may wait and generate, at most 604800 (a week)")
+      ->capture_default_str();
+  sub->add_option("--header-timeout", o.header_timeout_seconds,
+                  "Seconds to receive a request's line and header fields, at most 3600")
+      ->capture_default_str();
+  sub->add_option("--read-timeout", o.read_timeout_seconds, "Seconds to receive a request's body, at most 3600")
+      ->capture_default_str();
+  sub->add_option("--write-timeout", o.write_timeout_seconds, "Seconds to write a piece of a response, at most 3600")
+      ->capture_default_str();
+  sub->add_option("--max-header-bytes", cli->max_header_bytes,
+                  "Largest request line + header fields in bytes, 256..1048576 (larger: 431)")
+      ->capture_default_str();
+  sub->add_option("--max-headers", cli->max_headers, "Most header fields in a request, 1..10000 (more: 431)")
+      ->capture_default_str();
+  sub->add_option("--max-connections", cli->max_connections, "Connections open at once in all, 1..65536 (more: 503)")
+      ->capture_default_str();
+  sub->add_option("--max-client-connections", cli->max_client_connections,
+                  "Connections open at once from one address, 1..--max-connections (more: 429)")
+      ->capture_default_str();
   sub->add_option("--snapshot-budget-mb", cli->budget_mb,
-                  "Memory for prefix-reuse snapshots in MB, 1e6 bytes (default: 4 full-context snapshots; 0: none kept)");
+                  "Memory for prefix-reuse snapshots in MB, 1e6 bytes (default: 4 full-context snapshots; 0: none kept)")
+      ->each([cli](const std::string&) { cli->budget_given = true; });
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");

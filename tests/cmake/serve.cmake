@@ -10,7 +10,7 @@ set(k3_serve_names
   "OpenAI client: chat and text completions, plain and streamed, agree"
   "prefix reuse: follow-up turns resume from snapshots and equal a cold server's replies"
   "a cancelled stream ends its generation, SIGINT mid-generation exits 0"
-  "errors: malformed JSON, bad params, oversize and chunked bodies, 404, API key"
+  "errors: malformed JSON, bad params, oversize plain and chunked bodies, 404, API key"
   "queue: one request waits, the next gets 429")
 foreach(c n IN ZIP_LISTS k3_serve_cases k3_serve_names)
   set(name "serve: ${n}")

@@ -182,6 +182,29 @@ def main():
     for i, b in enumerate(comps):
         put("serve_request", f"completion-{i}", b"\1" + json.dumps(b).encode())
     put("serve_request", "not-json", b"\0{\"messages\": [")
+    serve_http_seeds()
+
+
+def serve_http_seeds():
+    """serve_http: the bytes of one connection, one or more requests."""
+    chat = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}).encode()
+    comp = json.dumps({"prompt": "Once upon", "max_tokens": 2}).encode()
+
+    def post(path, body, extra=b""):
+        return (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra +
+                b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    put("serve_http", "get-health", b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    put("serve_http", "chat", post(b"/v1/chat/completions", chat, b"Authorization: Bearer k\r\n"))
+    put("serve_http", "pipelined", post(b"/v1/completions", comp) + b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+    put("serve_http", "chunked", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                 b"%x\r\n%s\r\n0\r\n\r\n" % (len(comp), comp))
+    put("serve_http", "expect-continue", post(b"/v1/completions", comp, b"Expect: 100-continue\r\n"))
+    put("serve_http", "two-lengths", b"POST /v1/completions HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}")
+    put("serve_http", "gzip-coding", b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" + comp)
+    put("serve_http", "no-length", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    put("serve_http", "http10-keepalive", b"GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    put("serve_http", "nested-body", post(b"/v1/completions", b'{"prompt":"x","user":' + b"[" * 70 + b"]" * 70 + b"}"))
 
     # http_response: header lines \0 read requests (u32 offset, u16 length, u8 gap, u8 max range).
     reqs = struct.pack("<IHBB", 0, 4095, 1, 200) + struct.pack("<IHBB", 5000, 100, 1, 200) + \

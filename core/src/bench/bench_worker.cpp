@@ -25,6 +25,7 @@
 
 #include <k3/bench.hpp>
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 #include "bench/bench_wire.hpp"
 #include "util/owned_fd.hpp"
@@ -108,6 +109,12 @@ bool read_line(int fd, std::string& buffer, std::string& line, Idle&& idle) {
   }
 }
 
+/// One message read back: our own JSON, but held to the one nesting bound like every JSON read.
+nlohmann::json parse_message(const std::string& line) {
+  if (const auto deep = sdk::json_too_deep(line)) throw RuntimeError(sdk::json_depth_message("bench: a worker message", *deep));
+  return nlohmann::json::parse(line);
+}
+
 std::string how_it_ended(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -142,7 +149,7 @@ struct BenchWorker::Impl {
       throw RuntimeError("bench: the worker process of " + name + " " +
                          (gone > 0 ? how_it_ended(status) : std::string("ended")) + " before it answered");
     }
-    nlohmann::json j = nlohmann::json::parse(line);
+    nlohmann::json j = parse_message(line);
     if (j.contains("error")) {
       wait_child();
       throw Error(static_cast<ExitCode>(j.at("code").get<int>()), j.at("error").get<std::string>());
@@ -181,7 +188,7 @@ struct BenchWorker::Impl {
       if (!write_line(fd, message({{"ready", runner.info()}}))) ::_exit(code);
       std::string buf, line;
       while (read_line(fd, buf, line, [] {})) {
-        const nlohmann::json request = nlohmann::json::parse(line);
+        const nlohmann::json request = parse_message(line);
         if (!request.contains("run")) break;
         const BenchSample s = runner.run(request.at("run").get<std::string>(), progress);
         if (!write_line(fd, message({{"sample", s}}))) break;

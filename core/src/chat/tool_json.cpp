@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <k3/json_depth.hpp>
+
 namespace k3::chat::detail {
 namespace {
 
@@ -55,7 +57,9 @@ std::optional<std::size_t> value_end(std::string_view s, std::size_t i) {
   return j;
 }
 
+// A value nested deeper than the one JSON bound is not taken apart: it stays text.
 std::optional<json> parse_value(std::string_view text) {
+  if (sdk::json_too_deep(text)) return std::nullopt;
   json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded()) return std::nullopt;
   return v;
@@ -127,6 +131,7 @@ std::string join_arguments(const std::vector<Argument>& arguments) {
 }
 
 std::string declared_tools(std::string_view tools) {
+  if (const auto deep = sdk::json_too_deep(tools)) throw std::invalid_argument(sdk::json_depth_message("tools", *deep));
   const auto v = parse_value(tools);
   if (!v || !v->is_array()) throw std::invalid_argument("tools must be a JSON array");
   if (v->empty()) return {};

@@ -5,6 +5,7 @@
 
 #include <k3/conversation.hpp>
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 #include <k3/user_files.hpp>
 
 #include "util/atomic_file.hpp"
@@ -113,6 +114,7 @@ History read_history(const std::filesystem::path& file, std::int64_t vocab_size)
     const std::string where = file.string() + ":" + std::to_string(line);
     const bool last = eol == std::string::npos;
     const std::string_view text(data.data() + pos, (last ? data.size() : eol) - pos);
+    if (const auto deep = sdk::json_too_deep(text)) throw UsageError(sdk::json_depth_message(where, *deep));
     json j;
     try {
       j = json::parse(text);

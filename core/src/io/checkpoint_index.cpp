@@ -17,6 +17,7 @@
 
 #include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 #include "io/safetensors.hpp"
 #include "io/small_file.hpp"
@@ -167,6 +168,9 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
   std::optional<simdjson::padded_string> index_json;
   if (const auto file = io::open_file(storage, index_uri, "the checkpoint index", true))
     index_json = io::read_whole(*file, index_uri, io::kMaxIndexJson);
+  if (index_json)
+    if (const auto deep = sdk::json_too_deep({index_json->data(), index_json->size()}))
+      throw UsageError(sdk::json_depth_message(index_uri, *deep));
 
   std::vector<std::string> names;
   const sdk::Status listed = storage.list(uri, names);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 #include <k3/pack_trunk.hpp>
 #include <k3/storage.hpp>
 
@@ -158,6 +159,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   json j;
   {
     const simdjson::padded_string text = io::read_whole(*manifest_file, manifest, kMaxManifest);
+    if (const auto deep = sdk::json_too_deep({text.data(), text.size()}))
+      throw UsageError(sdk::json_depth_message(manifest, *deep));
     try {
       j = json::parse(std::string_view(text.data(), text.size()));
     } catch (const json::exception& e) {

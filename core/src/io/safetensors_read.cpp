@@ -6,6 +6,7 @@
 #include <simdjson.h>
 
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 #include "io/safetensors.hpp"
 #include "io/small_file.hpp"
@@ -82,6 +83,8 @@ void read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std
   const std::uint64_t base = 8 + hlen;
   const std::uint64_t data_size = file_size - base;
 
+  if (const auto deep = sdk::json_too_deep({buffer.data(), static_cast<std::size_t>(hlen)}))
+    throw UsageError(sdk::json_depth_message(uri + ": header", 8 + *deep));
   od::parser parser;
   od::document doc;
   if (auto e = parser.iterate(header).get(doc); e) cx.json({}, e);

@@ -2,6 +2,7 @@
 #include <simdjson.h>
 
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 #include "model/model_config_tree.hpp"
 
@@ -64,6 +65,7 @@ void flatten(simdjson::dom::element e, const std::string& path, const std::strin
 }  // namespace
 
 ConfigTree config_tree_from_json(const std::string& json_text, const std::string& file) {
+  if (const auto deep = sdk::json_too_deep(json_text)) throw UsageError(sdk::json_depth_message(file, *deep));
   simdjson::dom::parser parser;
   simdjson::padded_string padded(json_text);
   simdjson::dom::element root;

@@ -1,11 +1,13 @@
 #include "serve/request.hpp"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include <k3/error.hpp>
+#include <k3/json_depth.hpp>
 
 namespace k3::serve {
 
@@ -21,11 +23,20 @@ std::string error_body(const ApiError& e) {
 
 namespace {
 
+/// The largest max_tokens a request may give: int64's maximum.
+constexpr std::uint64_t kMaxTokensBound = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw ApiError(400, message, "invalid_request_error", param);
 }
 
 json parse_body(std::string_view body) {
+  // Before the parse: a value nested without bound would overflow the stack of every
+  // recursive walk over it (nlohmann's serializer, its comparisons and copies).
+  if (const auto deep = sdk::json_too_deep(body))
+    throw ApiError(400, "The JSON body of your request is nested deeper than " + std::to_string(sdk::kMaxJsonDepth) +
+                            " levels (at byte " + std::to_string(*deep) + ").",
+                   "invalid_request_error", "", "invalid_json");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.",
@@ -58,7 +69,14 @@ GenParams read_gen(const json& j, std::int64_t default_max_tokens, std::set<std:
     seen.insert(key);
     const json& v = j[key];
     if (v.is_null()) continue;
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 1) bad(key, std::string("'") + key + "' must be an integer >= 1");
+    // A reply is also capped by the room the context leaves (memory.context); beyond
+    // int64 the value cannot be held, so that is the bound named.
+    const bool in_range = v.is_number_unsigned()  ? v.get<std::uint64_t>() >= 1 && v.get<std::uint64_t>() <= kMaxTokensBound
+                          : v.is_number_integer() ? v.get<std::int64_t>() >= 1
+                                                  : false;
+    if (!in_range)
+      bad(key, std::string("'") + key + "' must be an integer from 1 to " + std::to_string(kMaxTokensBound) +
+                   " (the reply is also capped by the room left in the context, memory.context); got " + v.dump());
     g.max_tokens = v.get<std::int64_t>();
   }
   if (!chat && !j.contains("max_tokens")) g.max_tokens = std::min<std::int64_t>(16, default_max_tokens);  // OpenAI's default
@@ -168,6 +186,10 @@ chat::Message message_of(const json& m, std::size_t i) {
         if (!f.contains("name")) bad(cp + ".function.name", "'" + cp + ".function.name' is required");
         tc.name = get_string(f["name"], cp + ".function.name");
         if (f.contains("arguments")) tc.arguments = get_string(f["arguments"], cp + ".function.arguments");
+        if (const auto deep = sdk::json_too_deep(tc.arguments))
+          bad(cp + ".function.arguments", "'" + cp + ".function.arguments' nests deeper than " +
+                                              std::to_string(sdk::kMaxJsonDepth) + " levels (at byte " +
+                                              std::to_string(*deep) + ")");
         msg.tool_calls.push_back(std::move(tc));
       }
     } else if (k == "refusal" && v.is_null()) {

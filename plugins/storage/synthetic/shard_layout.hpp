@@ -12,6 +12,8 @@
 
 #include <simdjson.h>
 
+#include <k3/json_depth.hpp>
+
 #include "fill_rules.hpp"
 
 namespace k3::storage::synthetic {
@@ -27,6 +29,7 @@ struct TensorEntry {
 /// Parses the header JSON of a shard whose data section starts at `data_start` in a file of
 /// `file_size` bytes. Throws std::runtime_error saying what is wrong.
 inline std::vector<TensorEntry> parse_header(std::string_view json, std::uint64_t data_start, std::uint64_t file_size) {
+  if (const auto deep = sdk::json_too_deep(json)) throw std::runtime_error(sdk::json_depth_message("header", *deep));
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   simdjson::dom::object root;

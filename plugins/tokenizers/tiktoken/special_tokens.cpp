@@ -6,6 +6,8 @@
 
 #include <simdjson.h>
 
+#include <k3/json_depth.hpp>
+
 #include "tokenizer_error.hpp"
 #include "utf8.hpp"
 
@@ -35,6 +37,7 @@ void SpecialTokens::add(std::string text, std::uint32_t id, const std::string& o
 }
 
 void SpecialTokens::add_from_config(const std::string& json, const std::string& name) {
+  if (const auto deep = sdk::json_too_deep(json)) fail(StatusCode::invalid_argument, sdk::json_depth_message(name, *deep));
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (const auto err = parser.parse(json).get(root))

@@ -43,3 +43,13 @@ TEST_CASE("tool json: the declaration is sorted at every depth, compact, non-ASC
   CHECK_THROWS_AS(declared_tools("{}"), std::invalid_argument);
   CHECK_THROWS_AS(declared_tools("[1,"), std::invalid_argument);
 }
+
+TEST_CASE("tool json: nothing nested deeper than 64 levels is parsed (chat::render's tools and arguments)") {
+  // 60,000 levels overflowed the stack of the serializer that sorts the declaration.
+  const std::string deep = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":" + std::string(60000, '[') +
+                           std::string(60000, ']') + "}}]";
+  CHECK_THROWS_WITH(declared_tools(deep), Catch::Contains("tools: JSON nested deeper than 64 levels"));
+  // Arguments too deep to take apart fall back to the raw block, like any other they cannot.
+  CHECK_FALSE(split_arguments("{\"a\": " + std::string(70, '[') + std::string(70, ']') + "}"));
+  CHECK(split_arguments("{\"a\": " + std::string(60, '[') + std::string(60, ']') + "}"));
+}

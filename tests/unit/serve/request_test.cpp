@@ -2,6 +2,7 @@
 // the offending param), the error body's shape, and stop sequences over streamed text.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -110,6 +111,44 @@ TEST_CASE("malformed JSON and a non-object body are 400 with OpenAI's error obje
   }
 }
 
+TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed, however deep", "[serve][request]") {
+  // 60,000 levels in a tool's parameters once overflowed the serializer's stack.
+  const std::string deep(60000, '[');
+  const std::string tools = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":)"
+                            R"({"name":"f","parameters":{"x":)" + deep + std::string(60000, ']') + "}}}]}";
+  try {
+    (void)parse_chat_request(tools, 8);
+    FAIL("accepted");
+  } catch (const ApiError& e) {
+    CHECK(e.status == 400);
+    CHECK(e.code == "invalid_json");
+    CHECK_THAT(e.what(), Catch::Contains("deeper than 64 levels"));
+  }
+  CHECK(refused_param(R"({"prompt":"x","user":)" + deep + "}", false) == "<none>");
+  // 64 levels in all pass the bound (the key is then refused as unknown, not for its depth).
+  CHECK(refused_param(R"({"prompt":"x","deep_key":)" + std::string(63, '[') + std::string(63, ']') + "}", false) ==
+        "deep_key");
+  // A tool call's arguments are JSON inside a string: bounded the same way, naming where.
+  const std::string args = R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",)"
+                           R"("function":{"name":"f","arguments":"{\"a\":)" + std::string(70, '[') + std::string(70, ']') +
+                           R"(}"}}]}]})";
+  CHECK(refused_param(args) == "messages[0].tool_calls[0].function.arguments");
+}
+
+TEST_CASE("max_tokens: 1 to 2^63-1 (then the context room caps it), beyond that the bound is named", "[serve][request]") {
+  const std::string m = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":)";
+  CHECK(parse_chat_request(m + "9223372036854775807}", 8).gen.max_tokens == INT64_MAX);
+  for (const char* v : {"9223372036854775808", "18446744073709551615", "0", "-1", "1.5", "1e3", "\"8\""}) {
+    try {
+      (void)parse_chat_request(m + v + "}", 8);
+      FAIL("accepted max_tokens " << v);
+    } catch (const ApiError& e) {
+      CHECK(e.param == "max_tokens");
+      CHECK_THAT(e.what(), Catch::Contains("from 1 to 9223372036854775807"));
+    }
+  }
+}
+
 TEST_CASE("stop sequences: text ends before the first match, a partial match is held back", "[serve][request]") {
   k3::serve::StopMatcher s({"STOP", "xy"});
   std::string out = s.push("hello S");
@@ -135,8 +174,10 @@ TEST_CASE("stop sequences: text ends before the first match, a partial match is 
 }
 
 TEST_CASE("loopback addresses, and only they, may be served without an API key", "[serve][options]") {
-  for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) CHECK(k3::serve::is_loopback(h));
-  for (const char* h : {"0.0.0.0", "10.0.0.1", "192.168.1.5", "::", "example.com", ""}) CHECK_FALSE(k3::serve::is_loopback(h));
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1", "localhost"})
+    CHECK(k3::serve::is_loopback(h));
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "192.168.1.5", "::", "[::]", "::ffff:10.0.0.1", "example.com", "", "[", "[]"})
+    CHECK_FALSE(k3::serve::is_loopback(h));
   k3::serve::ServeOptions o;
   o.host = "0.0.0.0";
   o.port = 0;
