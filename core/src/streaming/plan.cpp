@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include <k3/error.hpp>
@@ -44,6 +46,46 @@ U held_bytes(const TensorGroup& g) {
     if (t.dtypes.has(DType::bf16)) n += elements * element_size(DType::f32);
   }
   return n;
+}
+
+/// What a plan needs of the tensor table: each layer's bytes whole and without its dense
+/// FFN, one expert's slot, the tensor count. Walking the table costs ~0.3 s for K3 (half a
+/// million tensor names), and `k3host doctor` plans K3 once per preset, so the sizes are
+/// kept per architecture (the fingerprint covers every config field) for the process.
+struct GeometrySizes {
+  std::vector<U> layer_bytes, layer_core_bytes;
+  U expert_slot_bytes = 0;
+  U tensors = 0;
+};
+
+const GeometrySizes& geometry_sizes(const ModelConfig& c) {
+  static std::mutex mutex;
+  static std::map<std::uint64_t, GeometrySizes> known;
+  const std::uint64_t key = c.fingerprint();
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+  }
+  GeometrySizes g;
+  const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
+  g.layer_bytes.assign(layers, 0);
+  g.layer_core_bytes.assign(layers, 0);
+  bool have_expert = false;
+  for_each_tensor_group(c, [&](TensorGroup&& group) {
+    if (group.kind == TensorGroup::Kind::layer_trunk) {
+      const auto li = static_cast<std::size_t>(group.layer);
+      g.layer_bytes[li] = held_bytes(group);
+      std::erase_if(group.tensors, [](const TensorSpec& t) { return t.part == TensorPart::dense_ffn; });
+      g.layer_core_bytes[li] = held_bytes(group);
+    }
+    if (group.kind == TensorGroup::Kind::routed_expert && !have_expert) {
+      g.expert_slot_bytes = align_up(held_bytes(group), kSlotAlign);
+      have_expert = true;
+    }
+  });
+  g.tensors = geometry_census(c).tensors;
+  const std::lock_guard lock(mutex);
+  return known.try_emplace(key, std::move(g)).first->second;  // std::map: references stay valid
 }
 
 U gb_to_bytes(double gb) { return static_cast<U>(std::floor(gb * 1e9)); }
@@ -173,22 +215,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   p.stream_embedding = in.stream_embedding;
 
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
-  p.layer_bytes.assign(layers, 0);
-  p.layer_core_bytes.assign(layers, 0);
-  bool have_expert = false;
-  for_each_tensor_group(c, [&](TensorGroup&& g) {
-    if (g.kind == TensorGroup::Kind::layer_trunk) {
-      const auto li = static_cast<std::size_t>(g.layer);
-      p.layer_bytes[li] = held_bytes(g);
-      std::erase_if(g.tensors, [](const TensorSpec& t) { return t.part == TensorPart::dense_ffn; });
-      p.layer_core_bytes[li] = held_bytes(g);
-    }
-    if (g.kind == TensorGroup::Kind::routed_expert && !have_expert) {
-      p.expert_slot_bytes = align_up(held_bytes(g), kSlotAlign);
-      have_expert = true;
-    }
-  });
-  const GeometryCensus census = geometry_census(c);
+  const GeometrySizes& sizes = geometry_sizes(c);
+  p.layer_bytes = sizes.layer_bytes;
+  p.layer_core_bytes = sizes.layer_core_bytes;
+  p.expert_slot_bytes = sizes.expert_slot_bytes;
   p.experts_total = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
   p.min_expert_slots = std::min<U>(static_cast<U>(c.num_experts_per_token), p.experts_total);
 
@@ -215,7 +245,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   // (plan_buffers.cpp), allocated once per session, plus the logits and the generator's copy.
   p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
   p.buffer_bytes = p.buffers.bytes() + 2 * V * 4;
-  p.overhead_bytes = kPluginCodeBytes + census.tensors * kIndexBytesPerTensor;
+  p.overhead_bytes = kPluginCodeBytes + sizes.tensors * kIndexBytesPerTensor;
 
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   const U experts_all = p.experts_total * p.expert_slot_bytes;
