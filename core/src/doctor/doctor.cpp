@@ -221,8 +221,9 @@ struct PresetInputs {
   bool fixed = true;
 };
 
-/// Each preset's memory section with the pipeline's context and prefill chunk (they size
-/// the KV cache and the buffers, which the preset does not choose).
+/// Each preset's memory section with the pipeline's context, prefill chunk and
+/// memory.budgets_for (they size the KV cache and the buffers, and say whose bytes the
+/// budgets are, which the preset does not choose).
 std::vector<PresetInputs> preset_inputs(const Context& c) {
   std::vector<PresetInputs> out;
   const PlanInputs mine = plan_inputs(c.p);
@@ -232,6 +233,7 @@ std::vector<PresetInputs> preset_inputs(const Context& c) {
     pi.inputs = plan_inputs(pp);
     pi.inputs.context = mine.context;
     pi.inputs.prefill_chunk = mine.prefill_chunk;
+    pi.inputs.budgets_for = mine.budgets_for;  // -m demo: the presets are K3's, scaled to the demo
     pi.fixed = pi.inputs.trunk_gb.has_value() && pi.inputs.expert_cache_gb.has_value();
     pi.info = std::move(info);
     out.push_back(std::move(pi));

@@ -204,7 +204,16 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.row_chunk_bytes = static_cast<std::uint64_t>(std::llround(p.get_double("memory.row_chunk_mb") * 1e6));
   in.prefill_chunk = p.get_int("job.prefill_chunk");
   in.speculative_draft = p.get_string("job.mode") == "incremental" ? p.get_int("job.speculative.max_draft") : 0;
+  const std::string budgets_for = p.get_string("memory.budgets_for");
+  if (budgets_for != "model") in.budgets_for = budgets_of(budgets_for);
   return in;
+}
+
+PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
+  const ModelConfig c = load_geometry(geometry).config;
+  const GeometrySizes& g = geometry_sizes(c);
+  const U experts = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
+  return {geometry, std::accumulate(g.layer_bytes.begin(), g.layer_bytes.end(), U{0}), experts * g.expert_slot_bytes};
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
@@ -249,8 +258,20 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
 
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   const U experts_all = p.experts_total * p.expert_slot_bytes;
-  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && gb_to_bytes(*in.trunk_gb) >= trunk_all &&
-                                gb_to_bytes(*in.expert_cache_gb) >= experts_all;
+  // memory.budgets_for: budgets written for a larger model are scaled by this one's share of
+  // it, trunk and experts each (never up); the plan's floors (a ring slot, top-k experts)
+  // still hold below.
+  if (in.budgets_for) {
+    p.budgets_for = in.budgets_for->name;
+    auto share = [](U mine, U theirs) { return theirs == 0 ? 1.0 : std::min(1.0, static_cast<double>(mine) / static_cast<double>(theirs)); };
+    p.trunk_scale = share(trunk_all, in.budgets_for->trunk_bytes);
+    p.expert_scale = share(experts_all, in.budgets_for->expert_bytes);
+  }
+  const auto trunk_given = [&] { return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.trunk_gb)) * p.trunk_scale)); };
+  const auto experts_given = [&] {
+    return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.expert_cache_gb)) * p.expert_scale));
+  };
+  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all && experts_given() >= experts_all;
 
   // Tables: resident when everything is; otherwise an embedding row per token is read on
   // demand (a token needs one row of the table), and lm_head stays resident unless
@@ -293,14 +314,14 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
     p.trunk_budget = std::min(trunk_all, usable > min_cache ? usable - min_cache : 0);
     p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
   } else if (p.trunk_fit) {
-    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+    p.expert_budget = experts_given();
     p.trunk_budget = usable > p.expert_budget ? usable - p.expert_budget : 0;
   } else if (p.expert_fit) {
-    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
+    p.trunk_budget = trunk_given();
     p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
   } else {
-    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
-    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+    p.trunk_budget = trunk_given();
+    p.expert_budget = experts_given();
   }
 
   {
@@ -327,11 +348,25 @@ std::string MemoryPlan::table() const {
     std::snprintf(buf, sizeof buf, "  %-18s %12s   %s\n", what.c_str(), gb(bytes).c_str(), note.c_str());
     out += buf;
   };
+  auto factor = [](double scale) {
+    char b[32];
+    std::snprintf(b, sizeof b, "x%.3g", scale);
+    return std::string(b);
+  };
+  // "(budget 3.2 MB: k3's scaled x0.00107)" when memory.budgets_for scaled it.
+  auto budget = [&](bool fit, U bytes, double scale) {
+    if (fit) return " (budget fit: " + gb(bytes) + ")";
+    if (budgets_for.empty() || scale >= 1) return " (budget " + gb(bytes) + ")";
+    return " (budget " + gb(bytes) + ": " + budgets_for + "'s scaled " + factor(scale) + ")";
+  };
   const std::size_t n = layer_bytes.size();
   out += "memory plan\n";
+  if (!budgets_for.empty())
+    out += "  budgets are " + budgets_for + "'s (memory.budgets_for), scaled to this model: trunk " +
+           factor(trunk_scale) + ", experts " + factor(expert_scale) + "\n";
   line("trunk pinned", pinned_bytes,
        std::to_string(pinned_count) + "/" + std::to_string(n) + " layers resident, largest first" +
-           (trunk_fit ? " (budget fit: " + gb(trunk_budget) + ")" : " (budget " + gb(trunk_budget) + ")"));
+           budget(trunk_fit, trunk_budget, trunk_scale));
   line("trunk ring", ring_slots * ring_slot_bytes,
        ring_slots == 0 ? "none: every layer pinned"
                        : std::to_string(ring_slots) + " x " + gb(ring_slot_bytes) + " slots for " +
@@ -344,7 +379,7 @@ std::string MemoryPlan::table() const {
              (lm_head_chunk_rows != 0 ? " buffers shared with lm_head" : " buffers"));
   line("expert cache", expert_bytes(),
        std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " +
-           gb(expert_slot_bytes) + (expert_fit ? " (budget fit: " : " (budget ") + gb(expert_budget) + ")" +
+           gb(expert_slot_bytes) + budget(expert_fit, expert_budget, expert_scale) +
            (expert_slots == min_expert_slots && streams_experts() ? ", raised to top-k" : ""));
   line("embedding", embedding_bytes, lm_head_chunk_rows != 0 || streams_trunk() || streams_experts()
                                          ? "rows read per token"
