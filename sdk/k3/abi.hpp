@@ -18,7 +18,9 @@
 // Within 3, additive and optional (no bump: a plugin built without it loads and works as
 // before): CachePrefetchListener (cache_prefetch.hpp), found by dynamic_cast.
 // 4 HostServices::stop_requested, StatusCode::timed_out and ::interrupted (not retried by
-// the host), shard names of an http(s) model.path percent-encoded in their URIs.
+// the host), shard names of an http(s) model.path percent-encoded in their URIs;
+//   and the parameter description is k3::sdk::ParamDescriptor (was the global
+//   K3ParamDescriptor; the same layout): everything a plugin names is in the SDK's namespace.
 #pragma once
 #include <cstdint>
 
@@ -47,7 +49,7 @@ struct K3PluginDescriptor {
   std::uint32_t abi;       ///< K3_PLUGIN_ABI the plugin was built with. Must stay first.
   const char* kind;        ///< "storage", "cache", "kernels" or "tokenizer"
   const char* name;        ///< unique plugin name, e.g. "posix"
-  const char* version;     ///< the plugin's own version, free text
+  const char* version;     ///< the plugin's own version, MAJOR.MINOR.PATCH ("1.0.0")
   const char* toolchain;   ///< K3_TOOLCHAIN when built
   int (*score)(void);      ///< kernels: 0 = cannot run on this CPU, higher = preferred.
                            ///< Others: may be null (treated as 1). Must run no ISA code.
@@ -63,15 +65,17 @@ enum K3ParamType : std::uint32_t {
   K3_PARAM_PATH = 6,     ///< a file, folder or URI, as the plugin reads it (pipelines tag it !path)
 };
 
-/// K3ParamDescriptor::flags.
+/// ParamDescriptor::flags.
 #define K3_PARAM_REQUIRED 1u  ///< creation fails without it (an empty value counts as absent)
 /// On a family "p.*" only: its keys are the parameters of the storage plugin that the string
 /// parameter `p` names (a decorator's inner.*), so the host checks them against that plugin.
 #define K3_PARAM_STORAGE_PARAMS 2u
+}  // extern "C"
 
+namespace k3::sdk {
 /// One parameter a plugin accepts. Every string is static, NUL-terminated, and stays valid
-/// while the library is loaded. \since ABI 3
-struct K3ParamDescriptor {
+/// while the library is loaded. \since ABI 3 (as the global K3ParamDescriptor until ABI 4)
+struct ParamDescriptor {
   const char* key;            ///< "queue_depth"; "inner.*" stands for every key starting "inner."
   std::uint32_t type;         ///< a K3ParamType
   const char* default_value;  ///< as a pipeline writes it ("32", "false", "none", "" = empty);
@@ -81,10 +85,12 @@ struct K3ParamDescriptor {
   const char* meaning;        ///< one line: what it does, with units
   std::uint32_t flags;        ///< K3_PARAM_REQUIRED, K3_PARAM_STORAGE_PARAMS, or 0
 };
+}  // namespace k3::sdk
 
+extern "C" {
 /// What `k3_plugin_params` points at: the plugin's parameter table. \since ABI 3
 struct K3PluginParams {
   std::uint32_t count;              ///< entries in `items` (0: the plugin takes no parameters)
-  const K3ParamDescriptor* items;   ///< nullptr when count is 0
+  const k3::sdk::ParamDescriptor* items;  ///< nullptr when count is 0
 };
 }

@@ -1,5 +1,5 @@
 // k3host plugin SDK: a plugin's parameters — the table that describes them
-// (K3ParamDescriptor, abi.hpp) and the reader that checks and reads them through it.
+// (k3::sdk::ParamDescriptor, abi.hpp) and the reader that checks and reads them through it.
 // \since ABI 3
 //
 // One table serves three readers, so type, range, default and meaning are written once:
@@ -7,7 +7,7 @@
 // before the factory runs (an error then points at the parameter's file:line:col), and the
 // factory reads its parameters through ParamReader with it:
 //
-//   constexpr K3ParamDescriptor kParams[] = {
+//   constexpr k3::sdk::ParamDescriptor kParams[] = {
 //       k3::sdk::param::integer("queue_depth", "32", "[1, 4096]", "ring entries per read() call"),
 //       k3::sdk::param::boolean("direct", "false", "open files with O_DIRECT"),
 //   };
@@ -59,36 +59,36 @@ struct Param {
 
 /// Table entries, one function per type (the struct stays plain C data).
 namespace param {
-constexpr K3ParamDescriptor string(const char* key, const char* default_value, const char* meaning) {
+constexpr ParamDescriptor string(const char* key, const char* default_value, const char* meaning) {
   return {key, K3_PARAM_STRING, default_value, nullptr, meaning, 0};
 }
-constexpr K3ParamDescriptor path(const char* key, const char* default_value, const char* meaning) {
+constexpr ParamDescriptor path(const char* key, const char* default_value, const char* meaning) {
   return {key, K3_PARAM_PATH, default_value, nullptr, meaning, 0};
 }
-constexpr K3ParamDescriptor integer(const char* key, const char* default_value, const char* interval,
+constexpr ParamDescriptor integer(const char* key, const char* default_value, const char* interval,
                                     const char* meaning) {
   return {key, K3_PARAM_INTEGER, default_value, interval, meaning, 0};
 }
-constexpr K3ParamDescriptor number(const char* key, const char* default_value, const char* interval,
+constexpr ParamDescriptor number(const char* key, const char* default_value, const char* interval,
                                    const char* meaning) {
   return {key, K3_PARAM_NUMBER, default_value, interval, meaning, 0};
 }
-constexpr K3ParamDescriptor boolean(const char* key, const char* default_value, const char* meaning) {
+constexpr ParamDescriptor boolean(const char* key, const char* default_value, const char* meaning) {
   return {key, K3_PARAM_BOOL, default_value, nullptr, meaning, 0};
 }
-constexpr K3ParamDescriptor choice(const char* key, const char* default_value, const char* choices,
+constexpr ParamDescriptor choice(const char* key, const char* default_value, const char* choices,
                                    const char* meaning) {
   return {key, K3_PARAM_ENUM, default_value, choices, meaning, 0};
 }
 /// "inner.*": every key under the prefix, passed on elsewhere (read with ParamReader::forwarded).
-constexpr K3ParamDescriptor family(const char* key_star, const char* meaning) {
+constexpr ParamDescriptor family(const char* key_star, const char* meaning) {
   return {key_star, K3_PARAM_STRING, nullptr, nullptr, meaning, 0};
 }
 /// A decorator's "inner.*": the parameters of the storage plugin that "inner" names.
-constexpr K3ParamDescriptor storage_params(const char* key_star, const char* meaning) {
+constexpr ParamDescriptor storage_params(const char* key_star, const char* meaning) {
   return {key_star, K3_PARAM_STRING, nullptr, nullptr, meaning, K3_PARAM_STORAGE_PARAMS};
 }
-constexpr K3ParamDescriptor required(K3ParamDescriptor d) {
+constexpr ParamDescriptor required(ParamDescriptor d) {
   d.flags |= K3_PARAM_REQUIRED;
   return d;
 }
@@ -162,13 +162,13 @@ inline bool parse_interval(std::string_view text, Interval& out) noexcept {
   return true;
 }
 
-inline bool is_family(const K3ParamDescriptor& d) noexcept {
+inline bool is_family(const ParamDescriptor& d) noexcept {
   const std::string_view k = text_of(d.key);
   return k.size() >= 2 && k.substr(k.size() - 2) == ".*";
 }
 
 /// True when `key` is `d`'s key, or lies under `d`'s family prefix ("inner.*" takes "inner.x").
-inline bool describes(const K3ParamDescriptor& d, std::string_view key) noexcept {
+inline bool describes(const ParamDescriptor& d, std::string_view key) noexcept {
   const std::string_view k = text_of(d.key);
   if (!is_family(d)) return k == key;
   const std::string_view prefix = k.substr(0, k.size() - 1);  // "inner."
@@ -207,7 +207,7 @@ inline const char* param_type_name(std::uint32_t type) noexcept {
 
 /// What `d` allows, for people: "1–4096", "(0, 1]", ">= 0", "none, buffered"; "" when any
 /// text of its type goes.
-inline std::string allowed_text(const K3ParamDescriptor& d) {
+inline std::string allowed_text(const ParamDescriptor& d) {
   const std::string_view allowed = detail::text_of(d.allowed);
   if (d.type == K3_PARAM_ENUM) {
     std::string out;
@@ -228,7 +228,7 @@ inline std::string allowed_text(const K3ParamDescriptor& d) {
 
 /// Why `value` is not acceptable for `d` ("0 is out of range 1–4096", "expected an integer,
 /// got 'x'"), or "" when it is. A family entry accepts anything: its keys are described elsewhere.
-inline std::string value_problem(const K3ParamDescriptor& d, std::string_view value) {
+inline std::string value_problem(const ParamDescriptor& d, std::string_view value) {
   const std::string shown(value);
   const std::string_view allowed = detail::text_of(d.allowed);
   switch (d.type) {
@@ -268,13 +268,13 @@ inline std::string value_problem(const K3ParamDescriptor& d, std::string_view va
 
 /// "queue_depth: 0 is out of range 1–4096 (ring entries per read() call)": a problem with
 /// one parameter, quoting its description.
-inline std::string quoted_problem(const K3ParamDescriptor& d, std::string_view problem) {
+inline std::string quoted_problem(const ParamDescriptor& d, std::string_view problem) {
   return std::string(detail::text_of(d.key)) + ": " + std::string(problem) + " (" + std::string(detail::text_of(d.meaning)) +
          ")";
 }
 
 /// The entry that describes `key` (its own, or a family's), or nullptr.
-inline const K3ParamDescriptor* find_param(std::span<const K3ParamDescriptor> table, std::string_view key) noexcept {
+inline const ParamDescriptor* find_param(std::span<const ParamDescriptor> table, std::string_view key) noexcept {
   for (const auto& d : table)
     if (!detail::is_family(d) && detail::text_of(d.key) == key) return &d;
   for (const auto& d : table)
@@ -286,9 +286,9 @@ inline const K3ParamDescriptor* find_param(std::span<const K3ParamDescriptor> ta
 /// 1–4096"), or "" when it is: keys present and unique, known types, a meaning for each,
 /// intervals and choices that parse, defaults the entry itself accepts. The host refuses a
 /// library whose table is not well-formed.
-inline std::string table_problem(std::span<const K3ParamDescriptor> table) {
+inline std::string table_problem(std::span<const ParamDescriptor> table) {
   for (std::size_t i = 0; i < table.size(); ++i) {
-    const K3ParamDescriptor& d = table[i];
+    const ParamDescriptor& d = table[i];
     const std::string_view key = detail::text_of(d.key);
     const std::string where = key.empty() ? "entry " + std::to_string(i) : std::string(key);
     if (key.empty()) return where + ": no key";
@@ -303,7 +303,7 @@ inline std::string table_problem(std::span<const K3ParamDescriptor> table) {
         return where + ": a family of keys has no type, default, range or requirement of its own";
       if ((d.flags & K3_PARAM_STORAGE_PARAMS) != 0) {
         const std::string_view name_key = key.substr(0, key.size() - 2);  // "inner" of "inner.*"
-        const K3ParamDescriptor* named = nullptr;
+        const ParamDescriptor* named = nullptr;
         for (const auto& e : table)
           if (detail::text_of(e.key) == name_key) named = &e;
         if (named == nullptr || named->type != K3_PARAM_STRING)
@@ -340,17 +340,17 @@ inline std::string table_problem(std::span<const K3ParamDescriptor> table) {
 /// Remembers which keys were read, so the factory can report the rest as unknown.
 class ParamReader {
  public:
-  ParamReader(std::span<const Param> params, std::span<const K3ParamDescriptor> table)
+  ParamReader(std::span<const Param> params, std::span<const ParamDescriptor> table)
       : params_(params), table_(table), used_(params.size(), false) {
     for (const Param& p : params_) {
-      const K3ParamDescriptor* d = find_param(table_, p.key);
+      const ParamDescriptor* d = find_param(table_, p.key);
       if (d == nullptr || detail::is_family(*d)) continue;  // unknown keys: unused() reports them
       if (const std::string problem = value_problem(*d, p.value); !problem.empty()) {
         status_ = Status::error(StatusCode::invalid_argument, quoted_problem(*d, problem));
         return;
       }
     }
-    for (const K3ParamDescriptor& d : table_) {
+    for (const ParamDescriptor& d : table_) {
       if ((d.flags & K3_PARAM_REQUIRED) == 0) continue;
       const long i = find(detail::text_of(d.key));
       if (i < 0 || params_[static_cast<std::size_t>(i)].value.empty()) {
@@ -370,7 +370,7 @@ class ParamReader {
 
   /// A string, path or enum parameter: its value, else the table's default, else "".
   std::string get_string(std::string_view key) {
-    const K3ParamDescriptor& d = spec(key, K3_PARAM_STRING, K3_PARAM_PATH, K3_PARAM_ENUM);
+    const ParamDescriptor& d = spec(key, K3_PARAM_STRING, K3_PARAM_PATH, K3_PARAM_ENUM);
     if (const long i = mark(key); i >= 0) return std::string(params_[static_cast<std::size_t>(i)].value);
     return std::string(detail::text_of(d.default_value));
   }
@@ -379,7 +379,7 @@ class ParamReader {
   /// must hold every value of the key's interval.
   template <class Int>
   Int get_int(std::string_view key) {
-    const K3ParamDescriptor& d = integer_spec<Int>(key);
+    const ParamDescriptor& d = integer_spec<Int>(key);
     if (const long i = mark(key); i >= 0) return to_int<Int>(params_[static_cast<std::size_t>(i)].value);
     if (d.default_value == nullptr) drift(key, "has no default in the table: read it with a fallback");
     return to_int<Int>(d.default_value);
@@ -388,7 +388,7 @@ class ParamReader {
   /// (a default that depends on another parameter, or a "never" the interval cannot spell).
   template <class Int>
   Int get_int(std::string_view key, Int fallback) {
-    const K3ParamDescriptor& d = integer_spec<Int>(key);
+    const ParamDescriptor& d = integer_spec<Int>(key);
     if (d.default_value != nullptr) drift(key, "has a default in the table: read it without a fallback");
     if (const long i = mark(key); i >= 0) return to_int<Int>(params_[static_cast<std::size_t>(i)].value);
     return fallback;
@@ -396,7 +396,7 @@ class ParamReader {
 
   /// A number parameter: its value, else the table's default (which must exist).
   double get_double(std::string_view key) {
-    const K3ParamDescriptor& d = spec(key, K3_PARAM_NUMBER, K3_PARAM_NUMBER, K3_PARAM_NUMBER);
+    const ParamDescriptor& d = spec(key, K3_PARAM_NUMBER, K3_PARAM_NUMBER, K3_PARAM_NUMBER);
     const long i = mark(key);
     if (i < 0 && d.default_value == nullptr) drift(key, "has no default in the table");
     double v = 0;
@@ -406,7 +406,7 @@ class ParamReader {
 
   /// A bool parameter: its value, else the table's default (which must exist).
   bool get_bool(std::string_view key) {
-    const K3ParamDescriptor& d = spec(key, K3_PARAM_BOOL, K3_PARAM_BOOL, K3_PARAM_BOOL);
+    const ParamDescriptor& d = spec(key, K3_PARAM_BOOL, K3_PARAM_BOOL, K3_PARAM_BOOL);
     const long i = mark(key);
     if (i < 0 && d.default_value == nullptr) drift(key, "has no default in the table");
     const std::string_view v = i >= 0 ? params_[static_cast<std::size_t>(i)].value : detail::text_of(d.default_value);
@@ -432,7 +432,7 @@ class ParamReader {
   /// invalid_argument "key: problem (meaning)": for a check the table cannot express (one
   /// parameter bounded by another, a file that must exist).
   [[nodiscard]] Status refuse(std::string_view key, std::string_view problem) const {
-    const K3ParamDescriptor* d = find_param(table_, key);
+    const ParamDescriptor* d = find_param(table_, key);
     if (d == nullptr) drift(key, "is refused but not described");
     return Status::error(StatusCode::invalid_argument, quoted_problem(*d, problem));
   }
@@ -448,11 +448,11 @@ class ParamReader {
  private:
   [[noreturn]] static void drift(std::string_view key, std::string_view what) {
     throw std::logic_error("parameter '" + std::string(key) + "' " + std::string(what) +
-                           " (the factory and its K3ParamDescriptor table disagree)");
+                           " (the factory and its ParamDescriptor table disagree)");
   }
 
-  const K3ParamDescriptor& spec(std::string_view key, std::uint32_t t1, std::uint32_t t2, std::uint32_t t3) const {
-    const K3ParamDescriptor* d = find_param(table_, key);
+  const ParamDescriptor& spec(std::string_view key, std::uint32_t t1, std::uint32_t t2, std::uint32_t t3) const {
+    const ParamDescriptor* d = find_param(table_, key);
     if (d == nullptr || detail::is_family(*d)) drift(key, "is read but not described");
     if (d->type != t1 && d->type != t2 && d->type != t3)
       drift(key, std::string("is described as ") + param_type_name(d->type) + " but read as another type");
@@ -460,9 +460,9 @@ class ParamReader {
   }
 
   template <class Int>
-  const K3ParamDescriptor& integer_spec(std::string_view key) const {
+  const ParamDescriptor& integer_spec(std::string_view key) const {
     static_assert(std::is_integral_v<Int> && !std::is_same_v<Int, bool>, "get_int reads into an integer type");
-    const K3ParamDescriptor& d = spec(key, K3_PARAM_INTEGER, K3_PARAM_INTEGER, K3_PARAM_INTEGER);
+    const ParamDescriptor& d = spec(key, K3_PARAM_INTEGER, K3_PARAM_INTEGER, K3_PARAM_INTEGER);
     // Every value the interval allows must fit `Int`; a side without a bound reaches the
     // limit of what the text can say (+-(2^64 - 1)).
     detail::Interval iv;
@@ -510,7 +510,7 @@ class ParamReader {
   }
 
   std::span<const Param> params_;
-  std::span<const K3ParamDescriptor> table_;
+  std::span<const ParamDescriptor> table_;
   std::vector<bool> used_;
   Status status_;
 };

@@ -10,7 +10,7 @@
 //                                               std::vector<std::string>& unknown_params);
 //          Interface is StorageBackend, CachePolicy, KernelSet or Tokenizer. It fills `out`
 //          and lists the parameter keys it did not read (ParamReader::unused()).
-// table    a C array of K3ParamDescriptor (abi.hpp), the same one the factory hands its
+// table    a C array of k3::sdk::ParamDescriptor (abi.hpp), the same one the factory hands its
 //          ParamReader, so the description cannot drift from the code.
 // score    int(*)(void) or nullptr; kernels: 0 = cannot run here. Must execute no ISA code
 //          beyond the baseline (compile it in a TU built with baseline flags).

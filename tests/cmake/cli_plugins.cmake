@@ -23,7 +23,8 @@ if(CMAKE_SCRIPT_MODE_FILE)
 
   if(CASE STREQUAL "every-plugin")
     # Every plugin `k3host plugins` lists has its block in `--params`, with a table or
-    # "(no parameters)": every plugin of this build describes its parameters.
+    # "(no parameters)": every plugin of this build describes its parameters; and each one's
+    # version is MAJOR.MINOR.PATCH.
     k3_run(plugins)
     if(NOT code EQUAL 0)
       message(FATAL_ERROR "k3host plugins failed\n${shown}")
@@ -44,6 +45,11 @@ if(CMAKE_SCRIPT_MODE_FILE)
       list(GET fields 0 kind)
       list(GET fields 1 name)
       list(GET fields 2 version)
+      # One form of version for every plugin k3host ships: MAJOR.MINOR.PATCH, as --version
+      # prints k3host's own.
+      if(NOT version MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+$")
+        message(FATAL_ERROR "${kind} ${name} has version '${version}', not MAJOR.MINOR.PATCH\n${shown}")
+      endif()
       string(REGEX MATCH "(^|\n)${kind} ${name} ${version}  [^\n]*k3-${kind}-${name}\\.so\n(  KEY +TYPE +DEFAULT +ALLOWED +MEANING\n|  \\(no parameters\\)\n)"
              block "${out}")
       if(NOT block)
@@ -109,7 +115,7 @@ function(k3_cli_plugins_test name code)
 endfunction()
 
 # 1-3. The descriptions, printed without creating anything.
-add_test(NAME "cli-plugins: --params describes every plugin the listing shows"
+add_test(NAME "cli-plugins: --params describes every plugin the listing shows; every version is MAJOR.MINOR.PATCH"
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:k3host> -DCASE=every-plugin -P ${CMAKE_CURRENT_LIST_FILE}
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 k3_cli_plugins_test("--params NAME prints that plugin only" 0

@@ -2,10 +2,10 @@
 # target into <build>/lib/cmake/k3sdk (sdk/CMakeLists.txt). Configure the example plugin
 # (sdk/examples/clock) with -Dk3sdk_DIR pointing there and nothing else, check that the SDK
 # came from there with the source tree's headers, build it, check its exports, and let the
-# build tree's k3host list it through K3_PLUGIN_PATH.
+# build tree's k3host list it through K3_PLUGIN_PATH and run the guide's last steps with it.
 # Included by tests/CMakeLists.txt (registers the test); run by ctest with cmake -P.
 if(NOT CMAKE_SCRIPT_MODE_FILE)
-  add_test(NAME "sdk: example plugin builds out of tree against the build tree's SDK and is listed"
+  add_test(NAME "sdk: example plugin builds out of tree against the build tree's SDK, is listed and runs the guide's last steps"
            COMMAND ${CMAKE_COMMAND}
              -DBUILD_DIR=${CMAKE_BINARY_DIR}
              -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
@@ -14,7 +14,7 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
              -DCXX=${CMAKE_CXX_COMPILER}
              -DK3HOST=$<TARGET_FILE:k3host>
              -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties("sdk: example plugin builds out of tree against the build tree's SDK and is listed"
+  set_tests_properties("sdk: example plugin builds out of tree against the build tree's SDK, is listed and runs the guide's last steps"
                        PROPERTIES TIMEOUT 600)
   return()
 endif()
@@ -67,5 +67,8 @@ string(REGEX MATCH "\n[ \t]*cache[ \t]+clock[ \t]+1\\.0\\.0[ \t]+[0-9]+[ \t]+[^\
 if(NOT listed OR NOT listed MATCHES "${example_build}/k3-cache-clock\\.so")
   message(FATAL_ERROR "k3host plugins does not list the example from ${example_plugin}:\n${run_output}")
 endif()
-message(STATUS "out-of-tree example: built against the build tree's SDK (${package}) and listed")
+# 4. The guide's last steps with the build's k3host, from an empty folder (lib/clock_guide.cmake).
+include(${SOURCE_DIR}/tests/cmake/lib/clock_guide.cmake)
+k3_clock_guide(${K3HOST} ${example_build} ${WORK_DIR}/guide ${SOURCE_DIR})
+message(STATUS "out-of-tree example: built against the build tree's SDK (${package}), listed and used")
 file(REMOVE_RECURSE ${WORK_DIR})

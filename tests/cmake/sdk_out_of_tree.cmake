@@ -1,10 +1,11 @@
 # The SDK works out of tree: install the build into a temporary prefix, check the install
 # holds the SDK package, libk3core, k3host and the plugins, configure and build the example
 # plugin (sdk/examples/clock) against that prefix alone, check its exports, then let the
-# INSTALLED k3host list it (K3_PLUGIN_PATH) and the plugin-host test load and drive it.
+# INSTALLED k3host list it (K3_PLUGIN_PATH) and the plugin-host test load and drive it, and
+# run the guide's last steps (a streamed run with the policy, k3host sim) from an empty folder.
 # Included by tests/CMakeLists.txt (registers the test); run by ctest with cmake -P.
 if(NOT CMAKE_SCRIPT_MODE_FILE)
-  add_test(NAME "sdk: example plugin builds out of tree against the installed SDK and loads"
+  add_test(NAME "sdk: example plugin builds out of tree against the installed SDK, loads and runs the guide's last steps"
            COMMAND ${CMAKE_COMMAND}
              -DBUILD_DIR=${CMAKE_BINARY_DIR}
              -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
@@ -16,7 +17,7 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
              -DCXX=${CMAKE_CXX_COMPILER}
              -DLOADER_TEST=$<TARGET_FILE:k3test-plugin_host>
              -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties("sdk: example plugin builds out of tree against the installed SDK and loads"
+  set_tests_properties("sdk: example plugin builds out of tree against the installed SDK, loads and runs the guide's last steps"
                        PROPERTIES TIMEOUT 600)
   return()
 endif()
@@ -101,4 +102,8 @@ endif()
 # 5. The host creates the policy and drives it (tests/unit/plugin_host/out_of_tree_example.cpp).
 run("loading the example" ${CMAKE_COMMAND} -E env K3_EXAMPLE_PLUGIN_DIR=${example_build}
     ${LOADER_TEST} "[out-of-tree]")
-message(STATUS "out-of-tree example: built against ${prefix}, listed and loaded")
+# 6. The guide's last steps with the installed k3host, from an empty folder: a streamed run
+#    with the policy, then k3host sim on that run's trace (lib/clock_guide.cmake).
+include(${SOURCE_DIR}/tests/cmake/lib/clock_guide.cmake)
+k3_clock_guide(${prefix}/${BINDIR}/k3host ${example_build} ${WORK_DIR}/guide ${SOURCE_DIR})
+message(STATUS "out-of-tree example: built against ${prefix}, listed, loaded and used")

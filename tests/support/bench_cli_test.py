@@ -20,7 +20,9 @@ CASE:
              equal to the printed means' ratio); one pipeline through the global --config
              before `bench` has no ratio row and 3 run rows with -r 3.
   table      the default table: one row per run, mean ± sd per pipeline and a B/A column that
-             matches the printed means within their rounding; -q hides the progress.
+             matches the printed means within their rounding; every sd has at most two
+             significant digits and no more decimals than its mean, or is 0; -q hides the
+             progress.
   reload     --reload: every repetition in a fresh worker, same ids as the kept workers.
   interrupt  SIGINT during a bench far too long to finish: exit 5, the repetitions done are
              printed as JSON with "interrupted": true, and a warning says how many; a worker
@@ -268,6 +270,19 @@ def case_table(opts):
         check(math.isclose(q, mb / ma, rel_tol=2e-3, abs_tol=1.5e-3), "%s: B/A %s, printed means give %.4f" % (
             label, cells[3], mb / ma), r)
         checked += 1
+    # Every "mean ± sd": the sd rounded to what is meaningful next to its mean (docs/benchmarks.md,
+    # "k3host bench"): at most two significant digits, no more decimals than the mean, and "0"
+    # when it rounds to nothing, never 0.000000000000143.
+    summary = lines[lines.index(head[0]) + 1:]
+    spreads = 0
+    for line in summary:
+        for mean, sd in re.findall(r"(-?[0-9.]+) ± ([0-9.]+)", line):
+            decimals = lambda t: len(t.split(".")[1]) if "." in t else 0
+            digits = sd.replace(".", "").lstrip("0") if "." in sd else sd.rstrip("0")
+            check(sd == "0" or (0 < len(digits) <= 2 and decimals(sd) <= decimals(mean)),
+                  "%r: the sd %s is not rounded to its mean %s" % (line, sd, mean), r)
+            spreads += 1
+    check(spreads >= 18, "only %d mean ± sd cells" % spreads, r)
     hit = [l for l in lines if l.startswith("expert-cache hit rate")]
     check(len(hit) == 1 and re.search(r"hit rate +n/a +[0-9.]+ ± [0-9.]+% +n/a$", hit[0]), "hit rate row", r)
     check("generated ids identical in all 2 repetitions" in r.out, "the table does not say the ids are identical", r)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # OpenMP wait policies on a busy machine (docs/benchmarks.md, "OpenMP wait policy").
 #
-# Runs one demo job (default: presets/laptop.yaml, 32 tokens, warm page cache) with each
+# Runs one demo job (default: presets/laptop.yaml, 32 tokens, warm page cache; the demo held
+# resident with memory.budgets_for=model, as when these results were taken) with each
 # wait policy, on an idle machine and with BUSY CPU-bound loops pinned one per CPU (the
 # "two other processes were busy" case), interleaved round by round so that the machine's
 # drift spreads over every row. Per run: the wall time of the k3host process and, from the
@@ -111,7 +112,7 @@ run() {  # run POLICY LOAD ROUND → one line of runs.tsv
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046
   set +e
-  env $(policy_env "$policy") timeout "$TIMEOUT" "$K3HOST" --config "$CONFIG" -m demo -q \
+  env $(policy_env "$policy") timeout "$TIMEOUT" "$K3HOST" --config "$CONFIG" -m demo --set memory.budgets_for=model -q \
     --set job.max_new_tokens="$TOKENS" --out "$out" "${EXTRA[@]}" >/dev/null 2>"$WORK/$policy-$load-$round.err"
   code=$?
   set -e
@@ -122,7 +123,7 @@ run() {  # run POLICY LOAD ROUND → one line of runs.tsv
 
 : >"$WORK/runs.tsv"
 echo "# warm-up (writes the demo checkpoint on a first run, fills the page cache)" >&2
-env -u OMP_WAIT_POLICY OMP_WAIT_POLICY=passive "$K3HOST" --config "$CONFIG" -m demo -q --set job.max_new_tokens=1 \
+env -u OMP_WAIT_POLICY OMP_WAIT_POLICY=passive "$K3HOST" --config "$CONFIG" -m demo --set memory.budgets_for=model -q --set job.max_new_tokens=1 \
   "${EXTRA[@]}" >/dev/null
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -136,7 +137,7 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "# $K3HOST --config $CONFIG -m demo -q --set job.max_new_tokens=$TOKENS ${EXTRA[*]}"
+echo "# $K3HOST --config $CONFIG -m demo --set memory.budgets_for=model -q --set job.max_new_tokens=$TOKENS ${EXTRA[*]}"
 echo "# $START, commit $COMMIT, $(nproc) CPUs, busy loops: $BUSY, rounds: $ROUNDS, load average (1/5/15 min) before $LOAD_BEFORE, after $LOAD_AFTER"
 python3 - "$WORK/runs.tsv" "$BASELINE" "$TIMEOUT" "$POLICIES" "$LOADS" <<'EOF'
 import json, statistics, sys

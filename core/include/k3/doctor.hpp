@@ -1,16 +1,19 @@
 // `k3host doctor` (docs/doctor.md): what this machine can do for K3 with a given pipeline.
 // It probes the CPU (the ISA extensions the kernel sets test, and which set the host picks),
 // the cores and memory and their cgroup limits, the OpenMP wait policy in effect, the disk
-// under model.path (random O_DIRECT reads the size of one routed expert) and how much of the
-// checkpoint the page cache holds, and measures the kernel set's matrix-product rate. Then
-// it plans every preset (presets/*.yaml) for the pipeline's model, and for the released K3,
-// recommends the largest whose plan fits the usable memory with a margin, and predicts each
-// one's seconds per token from the plan's bytes per token and the measured rates.
+// under model.path and how much of the checkpoint the page cache holds. Then, for the
+// pipeline's model and for the released K3, each on its own shapes: the disk's rate for
+// random O_DIRECT reads of one of its routed experts and the kernel set's matrix-product
+// rate on its matrices; it plans every preset (presets/*.yaml) for it, recommends the
+// largest whose plan fits the usable memory with a margin, and predicts each one's seconds
+// per token from the plan's bytes per token and that model's rates. So the K3 forecast is
+// the same whatever model the pipeline names.
 //
 //   k3::DoctorReport r = k3::run_doctor(pipeline, options);
 //   std::fputs(r.text().c_str(), stdout);   // or r.json()
 //   return r.exit_code();                   // 0 ok, 6 warnings only, else the first error's code
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -29,9 +32,9 @@ class Pipeline;
 inline constexpr double kDoctorMemoryMargin = 0.9;
 
 struct DoctorOptions {
-  double seconds = 3;                    ///< the disk test, split between depth 1 and io_depth
+  double seconds = 3;                    ///< the disk tests in all: split between the models' request sizes, then depths
   unsigned io_depth = 8;                 ///< requests in flight in the second pass
-  double compute_seconds = 0.5;          ///< the kernel-rate test, split between bf16 and MXFP4
+  double compute_seconds = 0.5;          ///< the kernel-rate test per model, split between bf16 and MXFP4
   std::optional<double> assume_ram_gb;   ///< plan against this usable memory (GB) instead of measuring
   std::filesystem::path presets_dir;     ///< the presets/*.yaml to choose from
   bool full_model = true;                ///< also forecast the released K3 (geometry k3)
@@ -69,10 +72,48 @@ struct DoctorForecast {
   [[nodiscard]] std::uint64_t bytes_per_token() const { return trunk_bytes + expert_bytes + table_bytes; }
 };
 
+/// A matrix shape measured by the compute test.
+struct DoctorShape {
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+};
+
+/// The shapes a model's kernel rates are measured on (core/src/doctor/kernel_rate.cpp),
+/// taken from its config.
+struct DoctorKernelShapes {
+  DoctorShape bf16;                    ///< a dense-FFN matrix (intermediate × hidden), rows capped at 32 MiB
+  std::size_t bf16_rows_of_model = 0;  ///< the model's intermediate size (the uncapped rows)
+  std::vector<DoctorShape> expert;     ///< one routed expert, MXFP4: gate [I, L], up [I, L], down [L, I]
+  [[nodiscard]] std::size_t bf16_bytes() const;    ///< one BF16 matrix
+  [[nodiscard]] std::size_t expert_bytes() const;  ///< one expert's packed nibbles and scales
+  [[nodiscard]] bool operator==(const DoctorKernelShapes& o) const {
+    auto same = [](const std::vector<DoctorShape>& a, const std::vector<DoctorShape>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i].rows != b[i].rows || a[i].cols != b[i].cols) return false;
+      return true;
+    };
+    return bf16.rows == o.bf16.rows && bf16.cols == o.bf16.cols && bf16_rows_of_model == o.bf16_rows_of_model &&
+           same(expert, o.expert);
+  }
+};
+
+/// What a model's forecast was computed from: the disk read in requests of its own expert
+/// slot, and the kernel set on its own shapes. Two models with the same shapes share one
+/// measurement; a model never borrows another's.
+struct DoctorMeasurement {
+  std::uint64_t disk_request_bytes = 0;  ///< its 4096-aligned expert slot (0: the disk was not read)
+  double disk_bytes_per_second = 0;      ///< the best pass of that test
+  DoctorKernelShapes shapes;
+  double bf16_bytes_per_second = 0;      ///< weights multiplied per second, the run's threads
+  double mxfp4_bytes_per_second = 0;
+};
+
 struct DoctorModel {
   std::string name;                     ///< geometry or checkpoint folder name
   std::string source;                   ///< "checkpoint <uri>" or "geometry <file>"
   bool primary = false;                 ///< the pipeline's own model (errors count only here)
+  DoctorMeasurement measured;           ///< the rates its forecasts use
   std::vector<DoctorForecast> presets;  ///< smallest first (list_presets order)
   DoctorForecast pipeline;              ///< the pipeline's own memory section
   std::string recommended;              ///< empty when no preset fits
@@ -97,11 +138,11 @@ struct DoctorReport {
   std::string model_path;         ///< model.path as the run reads it
   bool checkpoint_present = false;
   std::vector<std::filesystem::path> shards;
-  std::optional<machine::DiskBench> disk;
+  /// The disk tests, one per distinct expert slot size of the models (the pipeline's first);
+  /// empty when the disk was not measured.
+  std::vector<machine::DiskBench> disks;
   std::string disk_skipped;       ///< why the disk was not measured
   machine::PageCacheState page_cache;
-  double bf16_bytes_per_second = 0;   ///< weights multiplied per second, the run's threads
-  double mxfp4_bytes_per_second = 0;
   std::vector<DoctorModel> models;    ///< the pipeline's model first, then K3
   std::vector<DoctorFinding> findings;
 

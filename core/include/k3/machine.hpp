@@ -117,6 +117,11 @@ struct DiskBench {
 /// temporary file can be read.
 DiskBench bench_disk(const DiskBenchOptions& options);
 
+/// The same test for each request size in turn (options.request_bytes is ignored), each for
+/// options.seconds ÷ the number of sizes; sizes the given files cannot serve share one
+/// temporary file, written once for the largest.
+std::vector<DiskBench> bench_disk(const DiskBenchOptions& options, const std::vector<std::uint64_t>& request_sizes);
+
 /// The file system type of `path` by name ("ext4", "tmpfs", "nfs", ...).
 std::string filesystem_name(const std::filesystem::path& path);
 

@@ -36,10 +36,23 @@ struct PlanInputs {
   std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
   std::int64_t speculative_draft = 0;     ///< job.speculative.max_draft: verification journals
   std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
+  /// memory.budgets_for: the model whose bytes the fixed budgets are. Unset: this model's.
+  /// Set (k3): a model with fewer trunk (expert) bytes gets trunk_gb (expert_cache_gb)
+  /// scaled by its share, never scaled up; "fit" budgets are never scaled.
+  struct BudgetsFor {
+    std::string name;                     ///< the geometry ("k3")
+    std::uint64_t trunk_bytes = 0;        ///< its trunk layers, as the plan holds them
+    std::uint64_t expert_bytes = 0;       ///< all its routed experts' slots
+  };
+  std::optional<BudgetsFor> budgets_for;
 };
 
 /// memory.* and job.prefill_chunk of a loaded pipeline.
 PlanInputs plan_inputs(const Pipeline& pipeline);
+
+/// The sizes memory.budgets_for scales by: the trunk and expert bytes of geometry `name`
+/// (configs/models/<name>.yaml).
+PlanInputs::BudgetsFor budgets_of(const std::string& geometry);
 
 /// What this process may still use: min(MemAvailable, cgroup memory.max - memory.current).
 /// `source` (optional) receives a short description of where the figure came from.
@@ -92,7 +105,11 @@ RunBufferSizes run_buffer_sizes(const ModelConfig& config, std::int64_t chunk, s
 struct MemoryPlan {
   std::uint64_t available = 0;
   std::string available_source;
-  std::uint64_t trunk_budget = 0, expert_budget = 0;  ///< after "fit" sizing
+  std::uint64_t trunk_budget = 0, expert_budget = 0;  ///< after "fit" sizing and scaling
+  /// memory.budgets_for: whose bytes the fixed budgets were ("" this model's), and the
+  /// factor each was scaled by (1 when not scaled).
+  std::string budgets_for;
+  double trunk_scale = 1, expert_scale = 1;
   bool trunk_fit = false, expert_fit = false;          ///< sized from available memory
 
   // Trunk: every layer's non-expert tensors as held in memory.

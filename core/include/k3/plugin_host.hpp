@@ -47,7 +47,7 @@ struct PluginInfo {
   bool describes_params = false;
   /// The parameters it takes, in its table's order (checked well-formed when loaded). The
   /// strings point into the library, which stays mapped until the process exits.
-  std::vector<K3ParamDescriptor> params;
+  std::vector<k3::sdk::ParamDescriptor> params;
 };
 
 /// A library on the search path that cannot be used, with the one-line reason.

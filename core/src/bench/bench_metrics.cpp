@@ -58,18 +58,21 @@ double bench_metric(const BenchSample& s, BenchMetric m) {
 }
 
 MeanSd mean_sd(const std::vector<double>& values) {
+  // About the first value, so that equal values give their value and an sd of exactly 0
+  // (their plain sum ÷ n can be off by an ulp, and the sd then 1e-13 instead of 0).
   MeanSd out;
-  double sum = 0;
+  double first = nan_value, offsets = 0;
   for (const double v : values)
     if (!std::isnan(v)) {
-      sum += v;
+      if (out.n == 0) first = v;
+      offsets += v - first;
       ++out.n;
     }
   if (out.n == 0) {
     out.mean = out.sd = nan_value;
     return out;
   }
-  out.mean = sum / static_cast<double>(out.n);
+  out.mean = first + offsets / static_cast<double>(out.n);
   if (out.n < 2) return out;
   double squares = 0;
   for (const double v : values)

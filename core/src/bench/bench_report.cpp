@@ -52,20 +52,39 @@ std::string exact(double v) {
 
 // ---- the table -------------------------------------------------------------------------
 
-/// 4 significant digits (whole numbers from 1000 on), never with an exponent.
-std::string number(double v) {
-  if (std::isnan(v)) return "n/a";
+/// The decimals that give `v` `digits` significant digits (none from 10^digits on, at most 15).
+int decimals_for(double v, int digits) {
   const double a = std::fabs(v);
-  if (a >= 1000) return printf_string("%.0f", v);
-  if (a >= 100) return printf_string("%.1f", v);
-  if (a >= 10) return printf_string("%.2f", v);
-  if (a >= 1) return printf_string("%.3f", v);
-  if (a == 0) return "0";
-  // 4 significant digits as plain decimals: 0.0001208, never 1.208e-04.
-  const int decimals = std::min(15, 3 - static_cast<int>(std::floor(std::log10(a))));
+  if (a == 0 || std::isnan(a)) return 0;
+  return std::clamp(digits - 1 - static_cast<int>(std::floor(std::log10(a))), 0, 15);
+}
+
+std::string with_decimals(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
+}
+
+/// 4 significant digits (whole numbers from 1000 on), never with an exponent: 0.0001208,
+/// never 1.208e-04.
+std::string number(double v) {
+  if (std::isnan(v)) return "n/a";
+  if (v == 0) return "0";
+  return with_decimals(v, decimals_for(v, 4));
+}
+
+/// An sd beside a mean printed with `mean_decimals`: two significant digits, never more
+/// decimals than the mean has, and "0" when that rounds to zero (equal repetitions, or a
+/// spread below the mean's last digit): 852.2 ± 0 kB, never ± 0.000000000000143.
+std::string spread(double sd, int mean_decimals) {
+  if (std::isnan(sd)) return "n/a";
+  const int decimals = std::min(mean_decimals, decimals_for(sd, 2));
+  if (decimals == 0 && sd >= 100) {  // whole: two significant digits too (1234 -> 1200)
+    const double unit = std::pow(10.0, std::floor(std::log10(sd)) - 1);
+    sd = std::round(sd / unit) * unit;
+  }
+  const std::string text = with_decimals(sd, decimals);
+  return text.find_first_of("123456789") == std::string::npos ? "0" : text;
 }
 
 /// The decimal unit that suits `bytes`, and its size (k3/units.hpp: one unit system everywhere).
@@ -78,6 +97,9 @@ std::pair<const char*, double> byte_unit(double bytes) {
 
 /// `v` in `unit` (of `size` bytes): whole bytes below 1 kB.
 std::string in_unit(double v, double size) { return size == 1.0 ? printf_string("%.0f", v) : number(v / size); }
+
+/// The decimals in_unit() gives `v`.
+int unit_decimals(double v, double size) { return size == 1.0 || v == 0 ? 0 : decimals_for(v / size, 4); }
 
 std::string bytes_text(double bytes) {
   if (std::isnan(bytes)) return "n/a";
@@ -92,13 +114,12 @@ std::string cell(BenchMetric m, double v) {
 
 std::string mean_sd_cell(BenchMetric m, const MeanSd& ms) {
   if (std::isnan(ms.mean)) return "n/a";
-  if (bench_metric_is_rate(m))
-    return printf_string("%.1f", 100.0 * ms.mean) + " ± " + printf_string("%.1f%%", 100.0 * ms.sd);
+  if (bench_metric_is_rate(m)) return printf_string("%.1f", 100.0 * ms.mean) + " ± " + spread(100.0 * ms.sd, 1) + "%";
   if (bench_metric_info(m).bytes) {
     const auto [unit, size] = byte_unit(ms.mean);
-    return in_unit(ms.mean, size) + " ± " + in_unit(ms.sd, size) + " " + unit;
+    return in_unit(ms.mean, size) + " ± " + spread(ms.sd / size, unit_decimals(ms.mean, size)) + " " + unit;
   }
-  return number(ms.mean) + " ± " + number(ms.sd);
+  return number(ms.mean) + " ± " + spread(ms.sd, ms.mean == 0 ? 0 : decimals_for(ms.mean, 4));
 }
 
 /// Columns padded to their widest cell; the first `left` columns left-aligned, the rest right.

@@ -171,16 +171,22 @@ int precedence(const Origin& o, const std::vector<std::string>& files) {
 }
 
 /// After validation: model.path takes model.demo_path's folder (keeping its own origin, so
-/// messages still say "-m demo" or the file line), and model.geometry becomes demo unless it
-/// was set where model.path was or later: a preset's geometry belongs to the preset's model,
-/// not to the synthetic one, but `path: demo` with `geometry: tiny` in one file means tiny.
+/// messages still say "-m demo" or the file line), and model.geometry becomes demo and
+/// memory.budgets_for k3 (the demo stands in for K3: a preset's budgets are scaled to it)
+/// unless each was set where model.path was or later: a preset's geometry belongs to the
+/// preset's model, not to the synthetic one, but `path: demo` with `geometry: tiny` in one
+/// file means tiny.
 void select_demo(ConfigNode& root, const std::vector<std::string>& files) {
   ConfigNode& path = *config::lookup(root, "model.path");
   path.text = config::lookup(root, "model.demo_path")->text;
-  ConfigNode& geometry = *config::lookup(root, "model.geometry");
-  if (precedence(geometry.origin, files) < precedence(path.origin, files)) {
-    geometry.text = std::string(kDemoWord);
-    geometry.origin = path.origin;
+  const std::pair<const char*, std::string_view> implied[] = {{"model.geometry", kDemoWord},
+                                                               {"memory.budgets_for", "k3"}};
+  for (const auto& [key, value] : implied) {
+    ConfigNode& node = *config::lookup(root, key);
+    if (precedence(node.origin, files) < precedence(path.origin, files)) {
+      node.text = std::string(value);
+      node.origin = path.origin;
+    }
   }
 }
 

@@ -100,6 +100,13 @@ std::vector<KeySpec> build_schema() {
       {"memory.expert_cache_gb", T::budget, "1", between(0, 4096), {},
        "Budget for the routed-expert cache, GB (1e9 bytes), or fit",
        "1 GB is the laptop floor; presets set their own"},
+      {"memory.budgets_for", T::choice, "model", {}, {"model", "k3"},
+       "Whose bytes trunk_gb and expert_cache_gb are: model, this model's; k3, the released K3's, so a smaller "
+       "model gets each budget scaled by its size (its trunk bytes over K3's, its expert bytes over K3's; at least "
+       "one ring slot and top-k expert slots) and a preset streams it as it streams K3; `model.path: demo` (-m "
+       "demo) sets k3 unless set with it or later",
+       "a budget is memory this machine gives; the synthetic demo stands in for K3, so its presets are K3's scaled "
+       "down (docs/pipelines.md, \"Presets\")"},
       {"memory.stream_embedding", T::boolean, "false", {}, {},
        "Stream embedding rows and lm_head chunks from storage instead of keeping them resident",
        "resident is faster; only the ultra preset needs the memory back"},

@@ -18,7 +18,8 @@
 #include <k3/units.hpp>
 
 #include "doctor/forecast.hpp"
-#include "doctor/kernel_rate.hpp"
+#include "doctor/context.hpp"
+#include "doctor/measure.hpp"
 #include "doctor/report_format.hpp"
 #include "io/uri.hpp"
 
@@ -52,17 +53,8 @@ std::string DoctorReport::recommended() const {
 
 namespace {
 
-struct Context {
-  const Pipeline& p;
-  const DoctorOptions& o;
-  DoctorReport& r;
-  void add(const char* section, DoctorSeverity s, std::string message, int code = 0) const {
-    r.findings.push_back({section, s, std::move(message), code});
-  }
-  void status(const std::string& line) const {
-    if (o.on_status) o.on_status(line);
-  }
-};
+using doctor::Context;
+using doctor::ModelToForecast;
 
 int code_of(const Error& e) { return static_cast<int>(e.code()); }
 
@@ -176,49 +168,6 @@ fs::path locate_checkpoint(const Context& c) {
   return {};
 }
 
-/// The read test in `folder` (the shards when there are any) with requests of `request_bytes`,
-/// then the page cache's share of the shards.
-void measure_disk(const Context& c, const fs::path& folder, std::uint64_t request_bytes) {
-  DoctorReport& r = c.r;
-  machine::DiskBenchOptions bo;
-  bo.files = r.shards;
-  bo.scratch_folder = folder;
-  bo.request_bytes = request_bytes;
-  bo.seconds = c.o.seconds;
-  bo.depths = {1, c.o.io_depth};
-  c.status("reading " + folder.string() + " for " + doctor::fixed(c.o.seconds, 1) + " s (" + format_bytes(request_bytes) +
-           " requests, O_DIRECT)");
-  try {
-    r.disk = machine::bench_disk(bo);
-  } catch (const Error& e) {
-    r.disk_skipped = e.what();
-    c.add("disk", DoctorSeverity::error, std::string("the read test failed: ") + e.what(), code_of(e));
-    return;
-  }
-  const auto& d = *r.disk;
-  const std::string rate = format_bytes(static_cast<std::uint64_t>(d.best_bytes_per_second())) + "/s";
-  const bool in_memory = d.filesystem == "tmpfs" || d.filesystem == "ramfs";
-  const std::string what = std::string(d.o_direct ? "O_DIRECT" : "buffered") + " reads of " + format_bytes(d.request_bytes) +
-                           " on " + d.filesystem + ": " + rate + (in_memory ? " (this file system is memory)" : "");
-  if (d.direct_refused)
-    c.add("disk", DoctorSeverity::warning, "the checkpoint's shards cannot be read with O_DIRECT: " + d.note + "; " + what);
-  else
-    c.add("disk", DoctorSeverity::ok, what + (d.temporary_file ? " (" + d.note + ")" : ""));
-  if (!r.shards.empty()) {
-    r.page_cache = machine::page_cache_state(r.shards);
-    const auto& pc = r.page_cache;
-    c.add("page_cache", DoctorSeverity::ok,
-          format_bytes(pc.resident) + " of the checkpoint's " + format_bytes(pc.bytes) + " is in the page cache (" +
-              doctor::fixed(pc.bytes ? 100.0 * static_cast<double>(pc.resident) / static_cast<double>(pc.bytes) : 0, 1) +
-              "%)");
-  }
-}
-
-struct ModelToForecast {
-  ModelConfig config;
-  DoctorModel info;
-};
-
 /// The pipeline's model (its checkpoint's config.json when it is there, else
 /// model.geometry), then the released K3 unless it is the same.
 std::vector<ModelToForecast> models_of(const Context& c, PluginHost& host) {
@@ -272,8 +221,9 @@ struct PresetInputs {
   bool fixed = true;
 };
 
-/// Each preset's memory section with the pipeline's context and prefill chunk (they size
-/// the KV cache and the buffers, which the preset does not choose).
+/// Each preset's memory section with the pipeline's context, prefill chunk and
+/// memory.budgets_for (they size the KV cache and the buffers, and say whose bytes the
+/// budgets are, which the preset does not choose).
 std::vector<PresetInputs> preset_inputs(const Context& c) {
   std::vector<PresetInputs> out;
   const PlanInputs mine = plan_inputs(c.p);
@@ -283,6 +233,7 @@ std::vector<PresetInputs> preset_inputs(const Context& c) {
     pi.inputs = plan_inputs(pp);
     pi.inputs.context = mine.context;
     pi.inputs.prefill_chunk = mine.prefill_chunk;
+    pi.inputs.budgets_for = mine.budgets_for;  // -m demo: the presets are K3's, scaled to the demo
     pi.fixed = pi.inputs.trunk_gb.has_value() && pi.inputs.expert_cache_gb.has_value();
     pi.info = std::move(info);
     out.push_back(std::move(pi));
@@ -321,10 +272,13 @@ std::string auto_note(const DoctorModel& m, const DoctorForecast& chosen) {
   return {};
 }
 
-void forecast_models(const Context& c, std::vector<ModelToForecast>& models, const doctor::Rates& rates) {
+void forecast_models(const Context& c, std::vector<ModelToForecast>& models) {
   DoctorReport& r = c.r;
   const std::vector<PresetInputs> presets = preset_inputs(c);
   for (auto& m : models) {
+    // Each model's forecast from its own measurement (measure.cpp).
+    const DoctorMeasurement& mm = m.info.measured;
+    const doctor::Rates rates{mm.disk_bytes_per_second, mm.bf16_bytes_per_second, mm.mxfp4_bytes_per_second};
     c.status("planning every preset for " + m.info.name);
     for (const auto& pi : presets)
       m.info.presets.push_back(
@@ -397,37 +351,14 @@ DoctorReport run_doctor(const Pipeline& p, const DoctorOptions& o) {
   check_memory(c);
   check_openmp(c);
 
-  // The disk test reads requests the size of one routed expert of the model a run plans (its
-  // 4096-aligned slot, as the expert cache reads them).
+  // Each model is measured on its own shapes: the disk in requests of its expert slot, the
+  // kernel set on its matrices (measure.cpp).
   const fs::path folder = locate_checkpoint(c);
   std::vector<ModelToForecast> models = models_of(c, host);
-  if (!folder.empty()) {
-    std::uint64_t request = 1u << 20;
-    if (!models.empty()) {
-      PlanInputs in = plan_inputs(p);
-      in.available = 1ull << 40;
-      try {
-        request = std::max<std::uint64_t>(4096, plan_memory(models.front().config, in).expert_slot_bytes);
-      } catch (const Error&) {
-        // The pipeline's own plan is reported with the presets.
-      }
-    }
-    measure_disk(c, folder, request);
-  }
-
-  doctor::Rates rates;
-  if (r.disk) rates.disk_bytes_per_second = r.disk->best_bytes_per_second();
-  if (kernels && !models.empty()) {
-    c.status("measuring kernel set " + r.kernels_chosen + " on " + std::to_string(r.threads) + " threads");
-    const auto k = doctor::measure_kernel_rates(*kernels, models.front().config, r.threads, o.compute_seconds);
-    r.bf16_bytes_per_second = rates.bf16_bytes_per_second = k.bf16_bytes_per_second;
-    r.mxfp4_bytes_per_second = rates.mxfp4_bytes_per_second = k.mxfp4_bytes_per_second;
-    c.add("compute", DoctorSeverity::ok,
-          r.kernels_chosen + " on " + std::to_string(r.threads) + " threads multiplies " +
-              format_bytes(static_cast<std::uint64_t>(k.bf16_bytes_per_second)) + "/s of BF16 weights, " +
-              format_bytes(static_cast<std::uint64_t>(k.mxfp4_bytes_per_second)) + "/s of MXFP4 weights");
-  }
-  forecast_models(c, models, rates);
+  doctor::set_shapes(c, models);
+  if (!folder.empty()) doctor::measure_disks(c, folder, models);
+  if (kernels) doctor::measure_compute(c, *kernels, models);
+  forecast_models(c, models);
   for (auto& m : models) r.models.push_back(std::move(m.info));
   return r;
 }

@@ -29,6 +29,40 @@ json forecast_json(const DoctorForecast& f) {
   return j;
 }
 
+nlohmann::json disk_test_json(const machine::DiskBench& d) {
+  nlohmann::json passes = nlohmann::json::array();
+  for (const auto& p : d.passes)
+    passes.push_back({{"depth", p.depth}, {"requests", p.requests}, {"bytes", p.bytes}, {"seconds", p.seconds},
+                      {"bytes_per_second", p.bytes_per_second()}});
+  return {{"folder", d.folder.string()},
+          {"filesystem", d.filesystem},
+          {"temporary_file", d.temporary_file},
+          {"o_direct", d.o_direct},
+          {"note", d.note},
+          {"request_bytes", d.request_bytes},
+          {"span_bytes", d.span_bytes},
+          {"passes", passes},
+          {"bytes_per_second", d.best_bytes_per_second()}};
+}
+
+json shape_json(const DoctorShape& s) { return {{"rows", s.rows}, {"cols", s.cols}}; }
+
+/// What a model's forecasts were computed from: the request size its disk rate was read
+/// with, and the shapes its kernel rates were measured on.
+json measured_json(const DoctorMeasurement& m) {
+  json bf16 = shape_json(m.shapes.bf16);
+  bf16["rows_of_model"] = m.shapes.bf16_rows_of_model;
+  bf16["bytes"] = m.shapes.bf16_bytes();
+  json matrices = json::array();
+  for (const auto& e : m.shapes.expert) matrices.push_back(shape_json(e));
+  return {{"disk_request_bytes", m.disk_request_bytes == 0 ? json(nullptr) : json(m.disk_request_bytes)},
+          {"disk_bytes_per_second", or_null(m.disk_bytes_per_second)},
+          {"bf16", bf16},
+          {"mxfp4_expert", {{"matrices", matrices}, {"bytes", m.shapes.expert_bytes()}}},
+          {"bf16_bytes_per_second", or_null(m.bf16_bytes_per_second)},
+          {"mxfp4_bytes_per_second", or_null(m.mxfp4_bytes_per_second)}};
+}
+
 }  // namespace
 
 std::string DoctorReport::json() const {
@@ -64,24 +98,14 @@ std::string DoctorReport::json() const {
                  {"reexec_error", openmp.reexec_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.reexec_error)},
                  {"summary", openmp.describe()}};
   nlohmann::json disk_j = {{"model_path", model_path}, {"checkpoint_present", checkpoint_present}, {"shards", shards.size()}};
-  if (disk) {
-    nlohmann::json passes = nlohmann::json::array();
-    for (const auto& p : disk->passes)
-      passes.push_back({{"depth", p.depth}, {"requests", p.requests}, {"bytes", p.bytes}, {"seconds", p.seconds},
-                        {"bytes_per_second", p.bytes_per_second()}});
-    disk_j.update({{"tested", true},
-                   {"folder", disk->folder.string()},
-                   {"filesystem", disk->filesystem},
-                   {"temporary_file", disk->temporary_file},
-                   {"o_direct", disk->o_direct},
-                   {"note", disk->note},
-                   {"request_bytes", disk->request_bytes},
-                   {"span_bytes", disk->span_bytes},
-                   {"passes", passes},
-                   {"bytes_per_second", disk->best_bytes_per_second()},
-                   {"skipped", nullptr}});
+  if (!disks.empty()) {
+    // The keys of the pipeline's model's test, then every test (one per expert size).
+    disk_j.update(disk_test_json(disks.front()));
+    nlohmann::json tests = nlohmann::json::array();
+    for (const auto& d : disks) tests.push_back(disk_test_json(d));
+    disk_j.update({{"tested", true}, {"tests", tests}, {"skipped", nullptr}});
   } else {
-    disk_j.update({{"tested", false}, {"bytes_per_second", nullptr}, {"skipped", disk_skipped}});
+    disk_j.update({{"tested", false}, {"bytes_per_second", nullptr}, {"tests", nlohmann::json::array()}, {"skipped", disk_skipped}});
   }
   j["disk"] = disk_j;
   j["page_cache"] = {{"files", page_cache.files},
@@ -90,10 +114,13 @@ std::string DoctorReport::json() const {
                      {"resident_fraction", page_cache.bytes ? static_cast<double>(page_cache.resident) /
                                                                   static_cast<double>(page_cache.bytes)
                                                             : 0.0}};
+  // The pipeline's model's rates (each model's own: models[].measured).
+  const DoctorMeasurement none;
+  const DoctorMeasurement& first = models.empty() ? none : models.front().measured;
   j["compute"] = {{"kernel_set", kernels_chosen},
                   {"threads", threads},
-                  {"bf16_bytes_per_second", or_null(bf16_bytes_per_second)},
-                  {"mxfp4_bytes_per_second", or_null(mxfp4_bytes_per_second)}};
+                  {"bf16_bytes_per_second", or_null(first.bf16_bytes_per_second)},
+                  {"mxfp4_bytes_per_second", or_null(first.mxfp4_bytes_per_second)}};
   nlohmann::json models_j = nlohmann::json::array();
   for (const auto& m : models) {
     nlohmann::json presets = nlohmann::json::array();
@@ -101,6 +128,7 @@ std::string DoctorReport::json() const {
     models_j.push_back({{"name", m.name},
                         {"source", m.source},
                         {"primary", m.primary},
+                        {"measured", measured_json(m.measured)},
                         {"presets", presets},
                         {"pipeline", forecast_json(m.pipeline)},
                         {"recommended", m.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.recommended)}});

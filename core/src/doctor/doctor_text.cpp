@@ -17,6 +17,8 @@ std::string rate(double bytes_per_second) {
   return bytes_per_second > 0 ? format_bytes(static_cast<std::uint64_t>(bytes_per_second)) + "/s" : "not measured";
 }
 
+std::string shape(const DoctorShape& s) { return std::to_string(s.rows) + " x " + std::to_string(s.cols); }
+
 std::string secs(double s) { return s > 0 ? fixed(s, s < 0.1 ? 4 : 3) : "-"; }
 
 void forecast_row(std::string& out, const DoctorForecast& f, bool recommended) {
@@ -67,34 +69,45 @@ std::string DoctorReport::text() const {
   out += "\nOpenMP\n  " + openmp.describe() + "\n";
 
   out += "\nDisk (model.path " + model_path + ")\n";
-  if (disk) {
-    out += "  " + (disk->temporary_file ? std::string("a temporary file") : std::to_string(shards.size()) + " shard files") +
-           " in " + disk->folder.string() + " on " + disk->filesystem + ", " +
-           (disk->o_direct ? "O_DIRECT" : "buffered") + " random reads of " + format_bytes(disk->request_bytes) + " over " +
-           format_bytes(disk->span_bytes) + "\n";
-    if (!disk->note.empty()) out += "  " + disk->note + "\n";
-    for (const auto& p : disk->passes) {
+  for (const auto& d : disks) {
+    std::string who;  // the models read in this request size
+    for (const auto& m : models)
+      if (m.measured.disk_request_bytes == d.request_bytes) who += (who.empty() ? "" : " and ") + m.name;
+    out += "  " + (d.temporary_file ? std::string("a temporary file") : std::to_string(shards.size()) + " shard files") +
+           " in " + d.folder.string() + " on " + d.filesystem + ", " + (d.o_direct ? "O_DIRECT" : "buffered") +
+           " random reads of " + format_bytes(d.request_bytes) + (who.empty() ? "" : " (one expert of " + who + ")") +
+           " over " + format_bytes(d.span_bytes) + "\n";
+    if (!d.note.empty()) out += "  " + d.note + "\n";
+    for (const auto& p : d.passes) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "  depth %-3u %12s  (%llu reads in %.2f s, %.3f ms each)\n", p.depth,
                     rate(p.bytes_per_second()).c_str(), static_cast<unsigned long long>(p.requests), p.seconds,
                     p.requests ? 1e3 * p.seconds * p.depth / static_cast<double>(p.requests) : 0.0);
       out += buf;
     }
-  } else {
-    out += "  not measured: " + disk_skipped + "\n";
   }
+  if (disks.empty()) out += "  not measured: " + disk_skipped + "\n";
   if (page_cache.files != 0)
     out += "  page cache: " + format_bytes(page_cache.resident) + " of " + format_bytes(page_cache.bytes) + " resident (" +
            fixed(page_cache.bytes ? 100.0 * static_cast<double>(page_cache.resident) / static_cast<double>(page_cache.bytes) : 0, 1) +
            "%)\n";
 
   out += "\nCompute\n  " + (kernels_chosen.empty() ? std::string("no kernel set") : kernels_chosen) + " on " +
-         std::to_string(threads) + " threads: BF16 " + rate(bf16_bytes_per_second) + ", MXFP4 " +
-         rate(mxfp4_bytes_per_second) + " of weights multiplied\n";
+         std::to_string(threads) + " threads, weights multiplied per second, on each model's shapes\n";
+  for (const auto& m : models) {
+    const DoctorKernelShapes& s = m.measured.shapes;
+    std::string experts;
+    for (const auto& e : s.expert) experts += (experts.empty() ? "" : ", ") + shape(e);
+    out += "  " + m.name + ": BF16 " + rate(m.measured.bf16_bytes_per_second) + " (" + shape(s.bf16) +
+           (s.bf16.rows < s.bf16_rows_of_model ? " of " + std::to_string(s.bf16_rows_of_model) + " rows" : "") +
+           "), MXFP4 " + rate(m.measured.mxfp4_bytes_per_second) + " (experts of " + experts + ")\n";
+  }
 
   for (const auto& m : models) {
     out += "\nPresets for " + m.name + " (" + m.source + "); fits = plan <= " + fixed(100 * kDoctorMemoryMargin, 0) +
-           "% of " + format_bytes(usable_memory) + "\n";
+           "% of " + format_bytes(usable_memory) + "\n  rates: disk " + rate(m.measured.disk_bytes_per_second) +
+           (m.measured.disk_request_bytes ? " (" + format_bytes(m.measured.disk_request_bytes) + " reads)" : std::string()) +
+           ", BF16 " + rate(m.measured.bf16_bytes_per_second) + ", MXFP4 " + rate(m.measured.mxfp4_bytes_per_second) + "\n";
     char head[240];
     std::snprintf(head, sizeof head, "  %-12s %10s  %-4s  %10s  %6s  %9s  %9s  %9s\n", "preset", "plan", "fits",
                   "read/token", "hits", "I/O s", "compute s", "s/token");

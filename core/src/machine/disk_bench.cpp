@@ -237,33 +237,58 @@ std::string filesystem_name(const fs::path& path) {
   return buf;
 }
 
-DiskBench bench_disk(const DiskBenchOptions& o) {
-  DiskBench b;
-  b.request_bytes = align_up(std::max<std::uint64_t>(o.request_bytes, 1));
+std::vector<DiskBench> bench_disk(const DiskBenchOptions& o, const std::vector<std::uint64_t>& request_sizes) {
   const std::vector<unsigned> depths = o.depths.empty() ? std::vector<unsigned>{1} : o.depths;
-  std::optional<Span> span;
-  if (!o.files.empty()) {
-    b.folder = o.files.front().parent_path();
-    span = open_direct(o.files, b.request_bytes, b.note, b.direct_refused);
-    if (span) b.o_direct = true;
+  const double each = o.seconds / static_cast<double>(std::max<std::size_t>(1, request_sizes.size())) /
+                      static_cast<double>(depths.size());
+  std::uint64_t largest = 0;
+  for (const auto r : request_sizes) largest = std::max(largest, align_up(std::max<std::uint64_t>(r, 1)));
+  // The temporary file, written once (sized for the largest request) for every size the
+  // given files cannot serve; each span reads it through its own descriptor.
+  OwnedFd scratch;
+  std::uint64_t scratch_bytes = o.scratch_bytes;
+  bool scratch_direct = false;
+  std::vector<DiskBench> out;
+  for (const auto requested : request_sizes) {
+    DiskBench b;
+    b.request_bytes = align_up(std::max<std::uint64_t>(requested, 1));
+    std::optional<Span> span;
+    if (!o.files.empty()) {
+      b.folder = o.files.front().parent_path();
+      span = open_direct(o.files, b.request_bytes, b.note, b.direct_refused);
+      if (span) b.o_direct = true;
+    }
+    if (!span) {
+      b.folder = o.scratch_folder;
+      if (!scratch) {
+        scratch = scratch_file(o.scratch_folder, scratch_bytes, largest);
+        OwnedFd probe(::dup(scratch.get()));
+        if (!probe) throw RuntimeError(o.scratch_folder.string() + ": dup of the temporary test file failed: " + std::strerror(errno));
+        span = scratch_span(std::move(probe), o.scratch_folder, scratch_bytes, b.request_bytes, scratch_direct);
+      } else {
+        Span s;
+        OwnedFd fd(::dup(scratch.get()));
+        if (!fd) throw RuntimeError(o.scratch_folder.string() + ": dup of the temporary test file failed: " + std::strerror(errno));
+        s.drop_after_read = !scratch_direct;
+        add_target(s, std::move(fd), o.scratch_folder / "(temporary file)", file_slots(scratch_bytes, b.request_bytes));
+        span = std::move(s);
+      }
+      b.o_direct = scratch_direct;
+      b.temporary_file = true;
+      const std::string how = b.o_direct ? "read with O_DIRECT"
+                                         : "read buffered, each range dropped from the page cache after it is read "
+                                           "(this file system refuses O_DIRECT)";
+      b.note = (b.note.empty() ? "" : b.note + ": ") + "measured on a temporary file of " + format_bytes(scratch_bytes) +
+               " in " + o.scratch_folder.string() + ", " + how;
+    }
+    b.filesystem = filesystem_name(b.folder);
+    b.span_bytes = span->slots() * kAlign;
+    for (const unsigned d : depths) b.passes.push_back(run_pass(*span, b.request_bytes, std::max(1u, d), each));
+    out.push_back(std::move(b));
   }
-  if (!span) {
-    b.folder = o.scratch_folder;
-    std::uint64_t bytes = o.scratch_bytes;
-    OwnedFd fd = scratch_file(o.scratch_folder, bytes, b.request_bytes);
-    span = scratch_span(std::move(fd), o.scratch_folder, bytes, b.request_bytes, b.o_direct);
-    b.temporary_file = true;
-    const std::string how = b.o_direct ? "read with O_DIRECT"
-                                       : "read buffered, each range dropped from the page cache after it is read "
-                                         "(this file system refuses O_DIRECT)";
-    b.note = (b.note.empty() ? "" : b.note + ": ") + "measured on a temporary file of " +
-             format_bytes(bytes) + " in " + o.scratch_folder.string() + ", " + how;
-  }
-  b.filesystem = filesystem_name(b.folder);
-  b.span_bytes = span->slots() * kAlign;
-  const double each = o.seconds / static_cast<double>(depths.size());
-  for (const unsigned d : depths) b.passes.push_back(run_pass(*span, b.request_bytes, std::max(1u, d), each));
-  return b;
+  return out;
 }
+
+DiskBench bench_disk(const DiskBenchOptions& o) { return bench_disk(o, {o.request_bytes}).front(); }
 
 }  // namespace k3::machine

@@ -49,12 +49,12 @@ std::vector<ParamIssue> check_at(const PluginInfo& info, const PluginParams& par
 
 /// The issues of the keys a family with K3_PARAM_STORAGE_PARAMS forwards ("inner.*"),
 /// checked against the storage plugin its name parameter ("inner") names.
-std::vector<ParamIssue> check_forwarded(const K3ParamDescriptor& family, const std::span<const K3ParamDescriptor> table,
+std::vector<ParamIssue> check_forwarded(const k3::sdk::ParamDescriptor& family, const std::span<const k3::sdk::ParamDescriptor> table,
                                         const PluginParams& params, const PluginHost& host, int depth) {
   const std::string prefix(family.key, std::string_view(family.key).size() - 1);  // "inner."
   const std::string name_key = prefix.substr(0, prefix.size() - 1);                 // "inner"
   std::string name;
-  if (const K3ParamDescriptor* named = sdk::find_param(table, name_key); named != nullptr && named->default_value)
+  if (const k3::sdk::ParamDescriptor* named = sdk::find_param(table, name_key); named != nullptr && named->default_value)
     name = named->default_value;
   PluginParams inner;
   for (const auto& [key, value] : params) {
@@ -78,10 +78,10 @@ std::vector<ParamIssue> check_at(const PluginInfo& info, const PluginParams& par
                                  int depth) {
   std::vector<ParamIssue> out;
   if (!info.describes_params) return out;
-  const std::span<const K3ParamDescriptor> table(info.params);
+  const std::span<const k3::sdk::ParamDescriptor> table(info.params);
   const std::string who = std::string(to_string(info.kind)) + " plugin '" + info.name + "' ";
   for (const auto& [key, value] : params) {
-    const K3ParamDescriptor* d = sdk::find_param(table, key);
+    const k3::sdk::ParamDescriptor* d = sdk::find_param(table, key);
     if (d == nullptr) {
       out.push_back({key, false, who + unknown_params_message(info, {key})});
       continue;

@@ -17,12 +17,12 @@ std::size_t width(const std::string& s) {
   return n;
 }
 
-std::string type_of(const K3ParamDescriptor& d) {
+std::string type_of(const k3::sdk::ParamDescriptor& d) {
   return sdk::detail::is_family(d) ? "forwarded" : sdk::param_type_name(d.type);
 }
 
 /// The default as a table cell; `markdown` puts values in code spans.
-std::string default_of(const K3ParamDescriptor& d, bool markdown) {
+std::string default_of(const k3::sdk::ParamDescriptor& d, bool markdown) {
   if ((d.flags & K3_PARAM_REQUIRED) != 0) return markdown ? "*required*" : "required";
   if (sdk::detail::is_family(d)) return "";
   if (d.default_value == nullptr) return markdown ? "*unset*" : "unset";

@@ -209,7 +209,7 @@ void Registry::load(Candidate& c) noexcept {
       if (table.count > kMaxParams || (table.count > 0 && table.items == nullptr))
         return refuse("has a parameter table of " + std::to_string(table.count) +
                       " entries that cannot be read (build it with K3_PLUGIN_PARAMS)");
-      const std::span<const K3ParamDescriptor> items(table.items, table.count);
+      const std::span<const k3::sdk::ParamDescriptor> items(table.items, table.count);
       if (const std::string problem = sdk::table_problem(items); !problem.empty())
         return refuse("has a malformed parameter table: " + problem);
       info.describes_params = true;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include <k3/error.hpp>
@@ -44,6 +46,46 @@ U held_bytes(const TensorGroup& g) {
     if (t.dtypes.has(DType::bf16)) n += elements * element_size(DType::f32);
   }
   return n;
+}
+
+/// What a plan needs of the tensor table: each layer's bytes whole and without its dense
+/// FFN, one expert's slot, the tensor count. Walking the table costs ~0.3 s for K3 (half a
+/// million tensor names), and `k3host doctor` plans K3 once per preset, so the sizes are
+/// kept per architecture (the fingerprint covers every config field) for the process.
+struct GeometrySizes {
+  std::vector<U> layer_bytes, layer_core_bytes;
+  U expert_slot_bytes = 0;
+  U tensors = 0;
+};
+
+const GeometrySizes& geometry_sizes(const ModelConfig& c) {
+  static std::mutex mutex;
+  static std::map<std::uint64_t, GeometrySizes> known;
+  const std::uint64_t key = c.fingerprint();
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+  }
+  GeometrySizes g;
+  const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
+  g.layer_bytes.assign(layers, 0);
+  g.layer_core_bytes.assign(layers, 0);
+  bool have_expert = false;
+  for_each_tensor_group(c, [&](TensorGroup&& group) {
+    if (group.kind == TensorGroup::Kind::layer_trunk) {
+      const auto li = static_cast<std::size_t>(group.layer);
+      g.layer_bytes[li] = held_bytes(group);
+      std::erase_if(group.tensors, [](const TensorSpec& t) { return t.part == TensorPart::dense_ffn; });
+      g.layer_core_bytes[li] = held_bytes(group);
+    }
+    if (group.kind == TensorGroup::Kind::routed_expert && !have_expert) {
+      g.expert_slot_bytes = align_up(held_bytes(group), kSlotAlign);
+      have_expert = true;
+    }
+  });
+  g.tensors = geometry_census(c).tensors;
+  const std::lock_guard lock(mutex);
+  return known.try_emplace(key, std::move(g)).first->second;  // std::map: references stay valid
 }
 
 U gb_to_bytes(double gb) { return static_cast<U>(std::floor(gb * 1e9)); }
@@ -162,7 +204,16 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.row_chunk_bytes = static_cast<std::uint64_t>(std::llround(p.get_double("memory.row_chunk_mb") * 1e6));
   in.prefill_chunk = p.get_int("job.prefill_chunk");
   in.speculative_draft = p.get_string("job.mode") == "incremental" ? p.get_int("job.speculative.max_draft") : 0;
+  const std::string budgets_for = p.get_string("memory.budgets_for");
+  if (budgets_for != "model") in.budgets_for = budgets_of(budgets_for);
   return in;
+}
+
+PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
+  const ModelConfig c = load_geometry(geometry).config;
+  const GeometrySizes& g = geometry_sizes(c);
+  const U experts = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
+  return {geometry, std::accumulate(g.layer_bytes.begin(), g.layer_bytes.end(), U{0}), experts * g.expert_slot_bytes};
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
@@ -173,22 +224,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   p.stream_embedding = in.stream_embedding;
 
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
-  p.layer_bytes.assign(layers, 0);
-  p.layer_core_bytes.assign(layers, 0);
-  bool have_expert = false;
-  for_each_tensor_group(c, [&](TensorGroup&& g) {
-    if (g.kind == TensorGroup::Kind::layer_trunk) {
-      const auto li = static_cast<std::size_t>(g.layer);
-      p.layer_bytes[li] = held_bytes(g);
-      std::erase_if(g.tensors, [](const TensorSpec& t) { return t.part == TensorPart::dense_ffn; });
-      p.layer_core_bytes[li] = held_bytes(g);
-    }
-    if (g.kind == TensorGroup::Kind::routed_expert && !have_expert) {
-      p.expert_slot_bytes = align_up(held_bytes(g), kSlotAlign);
-      have_expert = true;
-    }
-  });
-  const GeometryCensus census = geometry_census(c);
+  const GeometrySizes& sizes = geometry_sizes(c);
+  p.layer_bytes = sizes.layer_bytes;
+  p.layer_core_bytes = sizes.layer_core_bytes;
+  p.expert_slot_bytes = sizes.expert_slot_bytes;
   p.experts_total = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
   p.min_expert_slots = std::min<U>(static_cast<U>(c.num_experts_per_token), p.experts_total);
 
@@ -215,12 +254,24 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   // (plan_buffers.cpp), allocated once per session, plus the logits and the generator's copy.
   p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
   p.buffer_bytes = p.buffers.bytes() + 2 * V * 4;
-  p.overhead_bytes = kPluginCodeBytes + census.tensors * kIndexBytesPerTensor;
+  p.overhead_bytes = kPluginCodeBytes + sizes.tensors * kIndexBytesPerTensor;
 
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   const U experts_all = p.experts_total * p.expert_slot_bytes;
-  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && gb_to_bytes(*in.trunk_gb) >= trunk_all &&
-                                gb_to_bytes(*in.expert_cache_gb) >= experts_all;
+  // memory.budgets_for: budgets written for a larger model are scaled by this one's share of
+  // it, trunk and experts each (never up); the plan's floors (a ring slot, top-k experts)
+  // still hold below.
+  if (in.budgets_for) {
+    p.budgets_for = in.budgets_for->name;
+    auto share = [](U mine, U theirs) { return theirs == 0 ? 1.0 : std::min(1.0, static_cast<double>(mine) / static_cast<double>(theirs)); };
+    p.trunk_scale = share(trunk_all, in.budgets_for->trunk_bytes);
+    p.expert_scale = share(experts_all, in.budgets_for->expert_bytes);
+  }
+  const auto trunk_given = [&] { return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.trunk_gb)) * p.trunk_scale)); };
+  const auto experts_given = [&] {
+    return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.expert_cache_gb)) * p.expert_scale));
+  };
+  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all && experts_given() >= experts_all;
 
   // Tables: resident when everything is; otherwise an embedding row per token is read on
   // demand (a token needs one row of the table), and lm_head stays resident unless
@@ -263,14 +314,14 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
     p.trunk_budget = std::min(trunk_all, usable > min_cache ? usable - min_cache : 0);
     p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
   } else if (p.trunk_fit) {
-    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+    p.expert_budget = experts_given();
     p.trunk_budget = usable > p.expert_budget ? usable - p.expert_budget : 0;
   } else if (p.expert_fit) {
-    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
+    p.trunk_budget = trunk_given();
     p.expert_budget = usable > p.trunk_budget ? usable - p.trunk_budget : 0;
   } else {
-    p.trunk_budget = gb_to_bytes(*in.trunk_gb);
-    p.expert_budget = gb_to_bytes(*in.expert_cache_gb);
+    p.trunk_budget = trunk_given();
+    p.expert_budget = experts_given();
   }
 
   {
@@ -297,11 +348,25 @@ std::string MemoryPlan::table() const {
     std::snprintf(buf, sizeof buf, "  %-18s %12s   %s\n", what.c_str(), gb(bytes).c_str(), note.c_str());
     out += buf;
   };
+  auto factor = [](double scale) {
+    char b[32];
+    std::snprintf(b, sizeof b, "x%.3g", scale);
+    return std::string(b);
+  };
+  // "(budget 3.2 MB: k3's scaled x0.00107)" when memory.budgets_for scaled it.
+  auto budget = [&](bool fit, U bytes, double scale) {
+    if (fit) return " (budget fit: " + gb(bytes) + ")";
+    if (budgets_for.empty() || scale >= 1) return " (budget " + gb(bytes) + ")";
+    return " (budget " + gb(bytes) + ": " + budgets_for + "'s scaled " + factor(scale) + ")";
+  };
   const std::size_t n = layer_bytes.size();
   out += "memory plan\n";
+  if (!budgets_for.empty())
+    out += "  budgets are " + budgets_for + "'s (memory.budgets_for), scaled to this model: trunk " +
+           factor(trunk_scale) + ", experts " + factor(expert_scale) + "\n";
   line("trunk pinned", pinned_bytes,
        std::to_string(pinned_count) + "/" + std::to_string(n) + " layers resident, largest first" +
-           (trunk_fit ? " (budget fit: " + gb(trunk_budget) + ")" : " (budget " + gb(trunk_budget) + ")"));
+           budget(trunk_fit, trunk_budget, trunk_scale));
   line("trunk ring", ring_slots * ring_slot_bytes,
        ring_slots == 0 ? "none: every layer pinned"
                        : std::to_string(ring_slots) + " x " + gb(ring_slot_bytes) + " slots for " +
@@ -314,7 +379,7 @@ std::string MemoryPlan::table() const {
              (lm_head_chunk_rows != 0 ? " buffers shared with lm_head" : " buffers"));
   line("expert cache", expert_bytes(),
        std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " +
-           gb(expert_slot_bytes) + (expert_fit ? " (budget fit: " : " (budget ") + gb(expert_budget) + ")" +
+           gb(expert_slot_bytes) + budget(expert_fit, expert_budget, expert_scale) +
            (expert_slots == min_expert_slots && streams_experts() ? ", raised to top-k" : ""));
   line("embedding", embedding_bytes, lm_head_chunk_rows != 0 || streams_trunk() || streams_experts()
                                          ? "rows read per token"

@@ -9,7 +9,7 @@
 
 namespace {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     k3::sdk::param::integer("halve_every", "0", "[0, )",
                             "requests between two halvings of every resident count; 0 = 4 x capacity"),
 };

@@ -146,5 +146,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::CachePolicy
 
 }  // namespace k3::cache::lru
 
-K3_PLUGIN(cache, "lru", "1.0", k3::cache::lru::create, nullptr)
+K3_PLUGIN(cache, "lru", "1.0.0", k3::cache::lru::create, nullptr)
 K3_PLUGIN_NO_PARAMS()

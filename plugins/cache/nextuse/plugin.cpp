@@ -9,7 +9,7 @@
 
 namespace {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     k3::sdk::param::integer("sample", "64", "[1, 4096]",
                             "evictable keys scored per eviction (drawn at random; all of them when the cache holds no more)"),
     k3::sdk::param::integer("oldest", "8", "[0, 4096]",

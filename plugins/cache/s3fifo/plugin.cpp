@@ -12,7 +12,7 @@ namespace {
 using k3::sdk::Status;
 using k3::sdk::StatusCode;
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     k3::sdk::param::number("small_ratio", "0.1", "(0, 1]",
                            "SMALL (probation) queue target as a fraction of the slots, at least 1 slot; the paper's 10 %"),
     k3::sdk::param::number("ghost_ratio", "1", "[0, 16]",

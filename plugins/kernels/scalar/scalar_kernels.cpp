@@ -57,5 +57,5 @@ int score() { return 1; }
 
 }  // namespace k3::kernels::scalar_set
 
-K3_PLUGIN(kernels, "scalar", "1.0", k3::kernels::scalar_set::create, k3::kernels::scalar_set::score)
+K3_PLUGIN(kernels, "scalar", "1.0.0", k3::kernels::scalar_set::create, k3::kernels::scalar_set::score)
 K3_PLUGIN_NO_PARAMS()

@@ -16,10 +16,10 @@ namespace k3::storage::local {
 
 /// The two table entries every decorator has: which backend it wraps (default
 /// `default_name`), and the keys forwarded to it.
-constexpr K3ParamDescriptor inner_name(const char* default_name) {
+constexpr k3::sdk::ParamDescriptor inner_name(const char* default_name) {
   return sdk::param::string("inner", default_name, "the wrapped storage backend (any storage plugin, decorators included)");
 }
-inline constexpr K3ParamDescriptor kInnerKeys = sdk::param::storage_params(
+inline constexpr k3::sdk::ParamDescriptor kInnerKeys = sdk::param::storage_params(
     "inner.*", "the inner backend's parameters, forwarded without the prefix (inner.inner.x goes two levels down)");
 
 /// Creates the inner backend `name` with `forwarded` (ParamReader::forwarded("inner.")).

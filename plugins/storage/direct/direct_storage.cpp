@@ -170,7 +170,7 @@ class DirectBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::direct {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::integer("threads", "2", "[1, 64]",
                         "readers per batch, the calling thread included; 1 reads the batch in order on the caller"),
     sdk::param::choice("fallback", "none", "none|buffered",
@@ -194,5 +194,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::direct
 
-K3_PLUGIN(storage, "direct", "1.0", k3::storage::direct::create, nullptr)
+K3_PLUGIN(storage, "direct", "1.0.0", k3::storage::direct::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::direct::kParams)

@@ -146,7 +146,7 @@ Status parse_offsets(std::string_view text, std::vector<std::uint64_t>& out) {
 
 namespace k3::storage::faulty {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     local::inner_name("posix"),
     local::kInnerKeys,
     sdk::param::integer("seed", "0", "[0, )", "selects the fault pattern (faults are a function of seed, offset and length)"),
@@ -190,5 +190,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::faulty
 
-K3_PLUGIN(storage, "faulty", "1.0", k3::storage::faulty::create, nullptr)
+K3_PLUGIN(storage, "faulty", "1.0.0", k3::storage::faulty::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::faulty::kParams)

@@ -186,7 +186,7 @@ Status secret_header(const std::string& name, bool bearer, std::vector<std::stri
 
 namespace k3::storage::http {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::integer("connections", "8", "[1, 256]", "connections to the server (the pool; requests beyond it queue)"),
     sdk::param::integer("connect_timeout_ms", "10000", "[1, 600000]", "TCP + TLS handshake timeout in ms"),
     sdk::param::integer("low_speed_bytes", "1024", "[0, 1073741824]",
@@ -281,5 +281,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::http
 
-K3_PLUGIN(storage, "http", "1.0", k3::storage::http::create, nullptr)
+K3_PLUGIN(storage, "http", "1.0.0", k3::storage::http::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::http::kParams)

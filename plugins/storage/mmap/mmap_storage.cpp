@@ -116,7 +116,7 @@ class MmapBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::mmap {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::choice("advice", "normal", "normal|random|sequential|willneed",
                        "madvise hint for the whole mapping; a refused hint is logged and ignored (speed, never bytes)"),
 };
@@ -137,5 +137,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::mmap
 
-K3_PLUGIN(storage, "mmap", "1.0", k3::storage::mmap::create, nullptr)
+K3_PLUGIN(storage, "mmap", "1.0.0", k3::storage::mmap::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::mmap::kParams)

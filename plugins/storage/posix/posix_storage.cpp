@@ -138,5 +138,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::posix
 
-K3_PLUGIN(storage, "posix", "1.0", k3::storage::posix::create, nullptr)
+K3_PLUGIN(storage, "posix", "1.0.0", k3::storage::posix::create, nullptr)
 K3_PLUGIN_NO_PARAMS()

@@ -166,7 +166,7 @@ class SyntheticBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::synthetic {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     local::inner_name("posix"),
     local::kInnerKeys,
     sdk::param::integer("seed", "0", "[0, )", "the values' seed: the same seed gives the same bytes on every host"),
@@ -188,5 +188,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::synthetic
 
-K3_PLUGIN(storage, "synthetic", "1.0", k3::storage::synthetic::create, nullptr)
+K3_PLUGIN(storage, "synthetic", "1.0.0", k3::storage::synthetic::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::synthetic::kParams)

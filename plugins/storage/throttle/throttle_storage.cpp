@@ -100,7 +100,7 @@ class ThrottleBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::throttle {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     local::inner_name("posix"),
     local::kInnerKeys,
     sdk::param::number("bandwidth_mbps", "0", "[0, )", "link bandwidth in MB/s (10^6 bytes per second); 0 = unlimited"),
@@ -127,5 +127,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::throttle
 
-K3_PLUGIN(storage, "throttle", "1.0", k3::storage::throttle::create, nullptr)
+K3_PLUGIN(storage, "throttle", "1.0.0", k3::storage::throttle::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::throttle::kParams)

@@ -462,7 +462,7 @@ class TieredBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::tiered {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::required(sdk::param::path("dir", nullptr, "the local directory that holds the tier; created when missing")),
     local::inner_name("http"),
     local::kInnerKeys,
@@ -505,5 +505,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::tiered
 
-K3_PLUGIN(storage, "tiered", "1.0", k3::storage::tiered::create, nullptr)
+K3_PLUGIN(storage, "tiered", "1.0.0", k3::storage::tiered::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::tiered::kParams)

@@ -312,7 +312,7 @@ class UringBackend final : public k3::sdk::StorageBackend {
 
 namespace k3::storage::uring {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::integer("queue_depth", "32", "[1, 4096]",
                         "io_uring submission queue depth: ring entries and reads in flight per read() call"),
     sdk::param::boolean("direct", "false",
@@ -343,5 +343,5 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
 }  // namespace k3::storage::uring
 
-K3_PLUGIN(storage, "uring", "1.0", k3::storage::uring::create, nullptr)
+K3_PLUGIN(storage, "uring", "1.0.0", k3::storage::uring::create, nullptr)
 K3_PLUGIN_PARAMS(k3::storage::uring::kParams)

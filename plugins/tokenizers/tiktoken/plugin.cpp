@@ -35,7 +35,7 @@ std::string read_through_host(sdk::HostServices* host, const std::string& uri, c
 
 }  // namespace
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::required(sdk::param::path(
         "model", nullptr,
         "the rank file, one '<base64 token> <rank>' per line; k3host fills in <model.path>/tiktoken.model")),
@@ -97,5 +97,5 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
 
 }  // namespace k3::tiktoken
 
-K3_PLUGIN(tokenizer, "tiktoken", "1.0", k3::tiktoken::create, nullptr)
+K3_PLUGIN(tokenizer, "tiktoken", "1.0.0", k3::tiktoken::create, nullptr)
 K3_PLUGIN_PARAMS(k3::tiktoken::kParams)

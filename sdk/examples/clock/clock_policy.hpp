@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <k3/cache_policy.hpp>
+#include <k3/plugin.hpp>  // the SDK's one include
 
 namespace clock_example {
 

@@ -10,7 +10,7 @@
 
 namespace {
 
-constexpr K3ParamDescriptor kParams[] = {
+constexpr k3::sdk::ParamDescriptor kParams[] = {
     k3::sdk::param::boolean("insert_referenced", "true",
                             "a key loaded on its own miss starts with its reference bit set (a prefetched key never does)"),
 };

@@ -14,9 +14,8 @@ struct Budget {
   bool stream_embedding;
 };
 
-// The table in docs/pipelines.md, copied by hand — except ultra's trunk:
-// 1.6 GB instead of 2.5, so that the full K3 plan stays within the issue's 3 GB target (one
-// ring slot of the 1.27 GB MLA layer; docs/streaming.md).
+// The table in docs/pipelines.md, copied by hand. Ultra's trunk is 1.6 GB so that the full
+// K3 plan stays within 3 GB (one ring slot of the 1.27 GB MLA layer; docs/streaming.md).
 const std::map<std::string, Budget>& design_table() {
   static const std::map<std::string, Budget> table{
       {"ultra", {"1.6", "0.31", true}},    {"laptop", {"3", "1", false}},  {"desktop", {"16", "10", false}},
@@ -136,6 +135,12 @@ TEST_CASE("model.path demo selects the synthetic demo at model.demo_path, with i
   CHECK(p.get_string("model.geometry") == "demo");
   CHECK(p.where("model.path") == "-m demo");
   CHECK(p.where("model.geometry") == "-m demo");
+  // The demo stands in for K3: the preset's budgets are K3's, scaled to it.
+  CHECK(p.get_string("memory.budgets_for") == "k3");
+  CHECK(p.where("memory.budgets_for") == "-m demo");
+  const k3::Pipeline own_bytes = k3::load_pipeline(
+      "laptop", std::vector<k3::Override>{{"model.path=demo", "-m demo"}, {"memory.budgets_for=model", "--set"}});
+  CHECK(own_bytes.get_string("memory.budgets_for") == "model");
   // A geometry the command line chose stays (a synthetic tiny model at the demo location).
   const k3::Pipeline tiny = k3::load_pipeline("laptop", std::vector<std::string>{"model.path=demo", "model.geometry=tiny"});
   CHECK(tiny.get_path("model.path") == demo);
@@ -144,6 +149,7 @@ TEST_CASE("model.path demo selects the synthetic demo at model.demo_path, with i
   const k3::Pipeline folder = k3::load_pipeline("laptop", std::vector<std::string>{"model.path=./demo"});
   CHECK(folder.get_path("model.path") == (fs::current_path() / "demo").lexically_normal());
   CHECK(folder.get_string("model.geometry") == "fortune");
+  CHECK(folder.get_string("memory.budgets_for") == "model");
 
   // A pipeline without model.path (and without extends) runs the demo: the schema default.
   k3test::TempDir dir;

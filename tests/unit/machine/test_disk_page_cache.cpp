@@ -100,6 +100,40 @@ TEST_CASE("disk: files all smaller than one request fall back to a temporary fil
   CHECK(b.note.find("no file is as large as one request") != std::string::npos);
 }
 
+TEST_CASE("disk: several request sizes: the files serve the sizes they hold, one temporary file the rest") {
+  // As the doctor reads for two models: a small expert the shards hold, and K3's, which
+  // they do not; each size gets its own passes and its share of the seconds.
+  FakeRoot dir("disk-sizes");
+  write_random(dir.path() / "shard.safetensors", 256 << 10);
+  const std::size_t before = entries(dir.path());
+  m::DiskBenchOptions o;
+  o.files = {dir.path() / "shard.safetensors"};
+  o.scratch_folder = dir.path();
+  o.scratch_bytes = 8 << 20;
+  o.seconds = 0.2;
+  o.depths = {1, 2};
+  const std::vector<m::DiskBench> tests = m::bench_disk(o, {8192, 3 << 20, 5000});
+  REQUIRE(tests.size() == 3);
+  CHECK(tests[0].request_bytes == 8192);
+  CHECK(tests[1].request_bytes == (3u << 20));
+  CHECK(tests[2].request_bytes == 8192);  // rounded up to 4096
+  CHECK(tests[1].temporary_file);
+  CHECK(tests[1].note.find("no file is as large as one request") != std::string::npos);
+  // The file holds four of the largest request (span: the offsets a whole request fits at).
+  CHECK(tests[1].span_bytes + tests[1].request_bytes - 4096 >= 4 * tests[1].request_bytes);
+  for (const auto& t : tests) {
+    CAPTURE(t.request_bytes, t.note);
+    REQUIRE(t.passes.size() == 2);
+    for (const auto& p : t.passes) {
+      CHECK(p.requests > 0);
+      CHECK(p.bytes == p.requests * t.request_bytes);
+      CHECK(p.seconds < 0.2);  // a third of the seconds for each size, split between depths
+    }
+    if (!t.temporary_file) CHECK(t.folder == dir.path());
+  }
+  CHECK(entries(dir.path()) == before);
+}
+
 TEST_CASE("disk: a folder that does not exist is a RuntimeError naming it") {
   FakeRoot dir("disk-missing");
   m::DiskBenchOptions o;

@@ -57,7 +57,7 @@ std::vector<PluginInfo> shipped(const PluginHost& host) {
 }
 
 /// A value `d` accepts: its default, else the low end of its interval, else its first choice.
-std::string valid_value(const K3ParamDescriptor& d) {
+std::string valid_value(const k3::sdk::ParamDescriptor& d) {
   if (d.default_value != nullptr) return d.default_value;
   if (d.type == K3_PARAM_BOOL) return "true";
   if (d.type == K3_PARAM_ENUM) return std::string(d.allowed).substr(0, std::string(d.allowed).find('|'));

@@ -17,7 +17,7 @@ namespace param = k3::sdk::param;
 
 namespace {
 
-constexpr K3ParamDescriptor kTable[] = {
+constexpr k3::sdk::ParamDescriptor kTable[] = {
     param::integer("queue_depth", "32", "[1, 4096]", "io_uring submission queue depth"),
     param::number("ratio", "0.1", "(0, 1]", "a fraction"),
     param::boolean("direct", "false", "open with O_DIRECT"),
@@ -29,7 +29,7 @@ constexpr K3ParamDescriptor kTable[] = {
     param::storage_params("inner.*", "the inner backend's parameters"),
 };
 
-std::string problem(const K3ParamDescriptor& d, const char* value) { return k3::sdk::value_problem(d, value); }
+std::string problem(const k3::sdk::ParamDescriptor& d, const char* value) { return k3::sdk::value_problem(d, value); }
 
 }  // namespace
 
@@ -83,8 +83,8 @@ TEST_CASE("allowed_text reads intervals and choices for people", "[sdk][params]"
 
 TEST_CASE("table_problem refuses a table that contradicts itself", "[sdk][params]") {
   CHECK(k3::sdk::table_problem(kTable).empty());
-  auto one = [](K3ParamDescriptor d) {
-    const K3ParamDescriptor t[] = {d};
+  auto one = [](k3::sdk::ParamDescriptor d) {
+    const k3::sdk::ParamDescriptor t[] = {d};
     return k3::sdk::table_problem(t);
   };
   CHECK(one(param::integer("n", "0", "[1, 8]", "m")) == "n: the default 0 is out of range 1–8");
@@ -95,12 +95,12 @@ TEST_CASE("table_problem refuses a table that contradicts itself", "[sdk][params
   CHECK(one(param::integer("n", "1", "[1, 8]", "")) == "n: no meaning");
   CHECK(one(param::integer("", "1", "[1, 8]", "m")) == "entry 0: no key");
   CHECK(one(param::required(param::string("n", "x", "m"))) == "n: a required parameter has no default");
-  CHECK(one(K3ParamDescriptor{"n", 99, nullptr, nullptr, "m", 0}) == "n: unknown type 99");
-  CHECK(one(K3ParamDescriptor{"n", K3_PARAM_BOOL, "true", "[0, 1]", "m", 0}) ==
+  CHECK(one(k3::sdk::ParamDescriptor{"n", 99, nullptr, nullptr, "m", 0}) == "n: unknown type 99");
+  CHECK(one(k3::sdk::ParamDescriptor{"n", K3_PARAM_BOOL, "true", "[0, 1]", "m", 0}) ==
         "n: only integers, numbers and enums have allowed values");
   CHECK(one(param::storage_params("inner.*", "m")) ==
         "inner.*: forwards to the storage plugin named by 'inner', which the table does not describe as a string");
-  const K3ParamDescriptor twice[] = {param::boolean("a", "true", "m"), param::boolean("a", "false", "m")};
+  const k3::sdk::ParamDescriptor twice[] = {param::boolean("a", "true", "m"), param::boolean("a", "false", "m")};
   CHECK(k3::sdk::table_problem(twice) == "a: described twice");
 }
 
@@ -155,7 +155,7 @@ TEST_CASE("ParamReader makes every drift from the table a logic_error", "[sdk][p
 }
 
 TEST_CASE("ParamReader converts negative and full-width integers exactly", "[sdk][params]") {
-  constexpr K3ParamDescriptor table[] = {
+  constexpr k3::sdk::ParamDescriptor table[] = {
       param::integer("offset", "-5", "[-9223372036854775808, 9223372036854775807]", "signed"),
       param::integer("seed", "18446744073709551615", "[0, )", "unsigned"),
   };
