@@ -107,6 +107,16 @@ struct StepRecord {
   bool forward = true;  ///< the token was fed back (its successor computed); false for the last token
 };
 
+/// Why generation ended.
+enum class StopReason {
+  length,        ///< max_new_tokens generated (or 0 asked for)
+  eos,           ///< the model's EOS or one of settings.stop_tokens
+  context_full,  ///< the last token generated is one the context has no room to feed
+  interrupted,   ///< settings.stop
+};
+/// "length", "eos", "context_full", "interrupted": the run report's stop_reason.
+[[nodiscard]] const char* stop_reason_name(StopReason reason) noexcept;
+
 struct GenerateResult {
   std::vector<std::uint32_t> pending;    ///< the session's pending ids, fed first this run
   std::vector<std::uint32_t> prompt;     ///< then these ids (GenerateSettings::prompt)
@@ -115,6 +125,7 @@ struct GenerateResult {
   std::vector<StepRecord> steps;
   bool stopped_at_eos = false;  ///< ended at EOS or one of settings.stop_tokens
   bool interrupted = false;  ///< settings.stop ended the run early
+  StopReason stop_reason = StopReason::length;
   SpeculativeStats speculative;  ///< decode forward passes and drafts
 };
 
@@ -129,8 +140,15 @@ struct DecodeTiming {
 };
 [[nodiscard]] DecodeTiming decode_timing(const GenerateResult& result);
 
+/// UsageError when `ids` more ids (a prompt, with the session's pending ids) do not fit the
+/// context of `session` after what it already holds: such a prompt cannot even be fed.
+void require_context_room(const Session& session, std::size_t ids);
+
 /// Runs generation on `session` (which may already hold a resumed conversation): feeds
-/// the session's pending ids and the prompt, then generates. The last generated token is
+/// the session's pending ids and the prompt, then generates. A prompt that does not fit the
+/// context is a UsageError before anything is fed (require_context_room); generation stops
+/// at the context's end like at max_new_tokens (StopReason::context_full): the last token
+/// is the one whose feeding would need a position past the context. The last generated token is
 /// not fed (its successor is not needed): it is left as the session's pending id, and the
 /// rest of a prefill stopped by `settings.stop` too, so that the next generate() or a saved
 /// state continues exactly. Calls `on_token` after each generated token (for streaming

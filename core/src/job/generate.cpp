@@ -58,10 +58,11 @@ class DecodeLoop {
 
   /// `last`: the logits after the prompt.
   void run(std::vector<float>& last) {
+    r_.stop_reason = StopReason::length;
     if (g_.max_new_tokens <= 0) return;
     auto ts = Clock::now();
     std::uint32_t next = sample(last.data(), session_.position());
-    if (emit(next)) return finish(next, ts);
+    if (emit(next, session_.position())) return finish(next, ts);
     std::vector<float> logits;
     for (;;) {
       const std::vector<std::uint32_t> drafts = draft(next);
@@ -78,7 +79,7 @@ class DecodeLoop {
         r_.steps.push_back({next, seconds_since(ts), true});
         ts = Clock::now();
         next = sample(logits.data(), session_.position());
-        if (emit(next)) return finish(next, ts);
+        if (emit(next, session_.position())) return finish(next, ts);
         continue;
       }
       if (verify(next, drafts, logits, ts)) return;
@@ -91,15 +92,21 @@ class DecodeLoop {
   }
 
   /// Hands `t` out as generated; true when generation ends with it (EOS, a stop id, the
-  /// token limit, or a stop request).
-  bool emit(std::uint32_t t) {
+  /// token limit, a stop request, or the end of the context). `position` is where `t`
+  /// would be fed: a token with no room left in the context is the last one.
+  bool emit(std::uint32_t t, std::int64_t position) {
     r_.generated.push_back(t);
     if (on_token_) on_token_(t);
     const bool is_eos = g_.stop_at_eos && (t == g_.eos_token || std::find(g_.stop_tokens.begin(),
                                                                            g_.stop_tokens.end(), t) != g_.stop_tokens.end());
     r_.interrupted = !is_eos && stop_requested(g_);
     r_.stopped_at_eos = is_eos;
-    return is_eos || r_.interrupted || static_cast<std::int64_t>(r_.generated.size()) >= g_.max_new_tokens;
+    if (is_eos) r_.stop_reason = StopReason::eos;
+    else if (r_.interrupted) r_.stop_reason = StopReason::interrupted;
+    else if (static_cast<std::int64_t>(r_.generated.size()) >= g_.max_new_tokens) r_.stop_reason = StopReason::length;
+    else if (position >= session_.max_positions()) r_.stop_reason = StopReason::context_full;
+    else return false;
+    return true;
   }
 
   /// The last token: its successor is not needed now, so the conversation keeps it to feed
@@ -155,9 +162,10 @@ class DecodeLoop {
       r_.steps.push_back({next, seconds_since(ts), true});
       for (std::size_t i = 0; i <= drafts.size(); ++i) {
         ts = Clock::now();
-        const std::uint32_t t = sample(rows.data() + i * vocab_, pos0 + 1 + static_cast<std::int64_t>(i));
+        const std::int64_t at = pos0 + 1 + static_cast<std::int64_t>(i);
+        const std::uint32_t t = sample(rows.data() + i * vocab_, at);
         try {
-          ended = emit(t);
+          ended = emit(t, at);
         } catch (...) {
           // As in a sequential run: what came before t was fed, t was not.
           failure = std::current_exception();
@@ -200,6 +208,25 @@ class DecodeLoop {
 
 }  // namespace
 
+const char* stop_reason_name(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::length: return "length";
+    case StopReason::eos: return "eos";
+    case StopReason::context_full: return "context_full";
+    case StopReason::interrupted: return "interrupted";
+  }
+  return "length";
+}
+
+void require_context_room(const Session& session, std::size_t ids) {
+  const std::int64_t held = session.position(), room = session.max_positions() - held;
+  if (static_cast<std::int64_t>(ids) <= room) return;
+  throw UsageError("the prompt does not fit the context: " + std::to_string(ids) + " tokens" +
+                   (held > 0 ? " after the " + std::to_string(held) + " of the loaded conversation" : std::string()) +
+                   " exceed memory.context " + std::to_string(session.max_positions()) +
+                   " (raise it: -c/--context N)");
+}
+
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
   GenerateResult r;
   r.prompt = g.prompt;
@@ -214,6 +241,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
                          : "nothing to continue from: every id of the conversation was fed and its last logits are "
                            "not kept (a state saved after a prefill-only run); give a prompt to continue it");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
+  require_context_room(session, input.size());
   std::vector<float> logits, last;
   std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all
   if (!g.dump_logits.empty()) {
@@ -248,6 +276,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
       if (stop_requested(g)) {
         session.set_pending({input.begin() + static_cast<std::ptrdiff_t>(at), input.end()});
         r.interrupted = true;
+        r.stop_reason = StopReason::interrupted;
         r.prefill_seconds = seconds_since(t0);
         return r;
       }

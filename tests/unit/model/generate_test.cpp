@@ -196,3 +196,45 @@ TEST_CASE("generation stops at the end-of-sequence id", "[generate]") {
   const auto first_eos = std::find(ids.begin(), ids.end(), ids[2]) - ids.begin();
   CHECK(r.generated == std::vector<std::uint32_t>(ids.begin(), ids.begin() + first_eos + 1));
 }
+
+TEST_CASE("generation stops at the end of the context, and a prompt that does not fit is refused", "[generate]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  k3::GenerateSettings g;
+  g.prompt = {10, 11, 12, 13, 14};
+  g.max_new_tokens = 40;
+  g.stop_at_eos = false;
+  k3::Session roomy(m, 64);
+  const auto all = k3::generate(roomy, g);
+  REQUIRE(all.generated.size() == 40);
+  CHECK(all.stop_reason == k3::StopReason::length);
+  for (const auto mode : {k3::DecodeMode::incremental, k3::DecodeMode::recompute}) {
+    CAPTURE(mode == k3::DecodeMode::recompute);
+    g.mode = mode;
+    // 16 positions: the prompt's 5 and 10 generated ones are fed, the 11th is the last,
+    // whose successor would need a 17th; the ids are those of the roomy run.
+    k3::Session tight(m, 16);
+    const auto r = k3::generate(tight, g);
+    CHECK(r.stop_reason == k3::StopReason::context_full);
+    CHECK_FALSE(r.interrupted);
+    CHECK(r.generated == std::vector<std::uint32_t>(all.generated.begin(), all.generated.begin() + 12));
+    CHECK(tight.position() == 16);
+    CHECK(tight.pending() == std::vector<std::uint32_t>{r.generated.back()});
+    // The token limit and the context end together: the limit is what is reported.
+    g.max_new_tokens = 12;
+    k3::Session both(m, 16);
+    CHECK(k3::generate(both, g).stop_reason == k3::StopReason::length);
+    g.max_new_tokens = 40;
+  }
+  g.mode = k3::DecodeMode::incremental;
+  // A prompt exactly as long as the context still gives its one token.
+  k3::Session exact(m, 5);
+  const auto one = k3::generate(exact, g);
+  CHECK(one.generated == std::vector<std::uint32_t>{all.generated.front()});
+  CHECK(one.stop_reason == k3::StopReason::context_full);
+  // One more does not fit: refused before anything is fed.
+  k3::Session small(m, 4);
+  CHECK_THROWS_WITH(k3::generate(small, g), Catch::Contains("the prompt does not fit the context: 5 tokens exceed "
+                                                            "memory.context 4"));
+  CHECK(small.position() == 0);
+}

@@ -190,6 +190,29 @@ TEST_CASE("speculative decoding emits the ids of plain decoding, greedy and samp
   }
 }
 
+TEST_CASE("speculative decoding stops at the end of the context where plain decoding stops", "[speculative][stop]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, settings("auto", 2));
+  k3::GenerateSettings g = plain_settings(64);
+  const std::int64_t context = static_cast<std::int64_t>(kPrompt.size()) + 20;
+  k3::Session plain_session(m, context);
+  const k3::GenerateResult plain = k3::generate(plain_session, g);
+  REQUIRE(plain.stop_reason == k3::StopReason::context_full);
+  REQUIRE(plain.generated.size() == 21);  // 20 fed, the 21st has no room
+  for (const std::int64_t draft : {2, 8}) {
+    CAPTURE(draft);
+    g.speculative.max_draft = draft;
+    g.speculative.adaptive = false;
+    k3::Session session(m, context);
+    const k3::GenerateResult spec = k3::generate(session, g);
+    CHECK(spec.speculative.drafts_accepted > 0);
+    CHECK(spec.stop_reason == k3::StopReason::context_full);
+    CHECK(spec.generated == plain.generated);
+    CHECK(session.tokens() == plain_session.tokens());
+    CHECK(session.pending() == plain_session.pending());
+  }
+}
+
 TEST_CASE("speculative decoding ends where a sequential run ends: EOS, a stop request, a throwing callback",
           "[speculative][stop]") {
   k3::PluginHost host;
