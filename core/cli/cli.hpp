@@ -53,7 +53,7 @@ void add_pipeline_flags(CLI::App& app, GlobalOptions& global);
 std::vector<Override> pipeline_overrides(const GlobalOptions& global);
 
 
-/// The load progress redraw on stderr ("k3host: writing demo checkpoint:  42.0% (…)"), shown
+/// The load progress redraw on stderr ("[k3host] info: writing demo checkpoint:  42.0% (…)"), shown
 /// when info lines are (LoadHooks::on_progress; run_job.cpp).
 void show_load_progress(const std::string& what, std::uint64_t done, std::uint64_t total);
 

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // In the one log format, like every other error (CLI11 would print its own).
+    k3::log(k3::LogLevel::error, "", std::string(e.what()) + " (--help lists the options)");
     return static_cast<int>(k3::ExitCode::usage);
   }
 
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
       if (cmd.app->parsed()) return cmd.run();
     return run_job(global, run);
   } catch (const k3::Error& e) {
-    k3::log(k3::LogLevel::error, "", e.what());  // "k3host: error: ..." (and into the log file)
+    k3::log(k3::LogLevel::error, "", e.what());  // "[k3host] error: ..." (and into the log file)
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     k3::log(k3::LogLevel::error, "", std::string("internal error: ") + e.what());
