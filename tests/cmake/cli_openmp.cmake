@@ -110,3 +110,7 @@ add_test(NAME "cli-openmp: k3host applies passive once unless the user chose; th
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties("cli-openmp: k3host applies passive once unless the user chose; the ids do not change"
                      PROPERTIES FIXTURES_REQUIRED k3_cli_openmp_model)
+# Re-executing itself keeps the process's name (not "exe"), for ps, top, pgrep -x and ss -p.
+add_test(NAME "cli-openmp: the re-executed process is still called k3host (/proc/PID/comm, ps, pgrep -x)"
+         COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/process_name.sh $<TARGET_FILE:k3host> ${_k3_omp_work}-name
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
