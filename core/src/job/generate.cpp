@@ -61,7 +61,7 @@ class DecodeLoop {
     r_.stop_reason = StopReason::length;
     if (g_.max_new_tokens <= 0) return;
     auto ts = Clock::now();
-    std::uint32_t next = sample(last.data(), session_.position());
+    std::uint32_t next = sample(last.data(), session_.position(), session_.tokens());
     if (emit(next, session_.position())) return finish(next, ts);
     std::vector<float> logits;
     for (;;) {
@@ -78,7 +78,7 @@ class DecodeLoop {
         ++r_.speculative.plain_passes;
         r_.steps.push_back({next, seconds_since(ts), true});
         ts = Clock::now();
-        next = sample(logits.data(), session_.position());
+        next = sample(logits.data(), session_.position(), session_.tokens());
         if (emit(next, session_.position())) return finish(next, ts);
         continue;
       }
@@ -87,8 +87,9 @@ class DecodeLoop {
   }
 
  private:
-  std::uint32_t sample(const float* logits, std::int64_t position) {
-    return sampler_.sample(logits, g_.sampling, position);
+  /// `context`: every id before the one picked (what the repeat penalty looks back over).
+  std::uint32_t sample(const float* logits, std::int64_t position, std::span<const std::uint32_t> context) {
+    return sampler_.sample(logits, g_.sampling, position, context);
   }
 
   /// Hands `t` out as generated; true when generation ends with it (EOS, a stop id, the
@@ -153,6 +154,10 @@ class DecodeLoop {
     batch_.insert(batch_.end(), drafts.begin(), drafts.end());
     const std::int64_t pos0 = session_.position();
     const std::uint64_t accepted_before = r_.speculative.drafts_accepted;
+    // Row i picks the successor of batch_[i]: its context is what the session held, then
+    // batch_[0..i] (kept only when the repeat penalty needs it).
+    const bool penalizes = g_.sampling.penalizes();
+    if (penalizes) history_.assign(session_.tokens().begin(), session_.tokens().end());
     bool ended = false;
     std::exception_ptr failure;  // from on_token: thrown once the state is consistent
     session_.feed_tentative(batch_, logits, [&](std::span<const float> rows) {
@@ -163,7 +168,8 @@ class DecodeLoop {
       for (std::size_t i = 0; i <= drafts.size(); ++i) {
         ts = Clock::now();
         const std::int64_t at = pos0 + 1 + static_cast<std::int64_t>(i);
-        const std::uint32_t t = sample(rows.data() + i * vocab_, at);
+        if (penalizes) history_.push_back(batch_[i]);
+        const std::uint32_t t = sample(rows.data() + i * vocab_, at, history_);
         try {
           ended = emit(t, at);
         } catch (...) {
@@ -201,7 +207,7 @@ class DecodeLoop {
   GenerateResult& r_;
   Sampler sampler_;
   std::size_t vocab_;
-  std::vector<std::uint32_t> context_, batch_;
+  std::vector<std::uint32_t> context_, batch_, history_;
   DraftBudget budget_{static_cast<std::size_t>(std::max<std::int64_t>(0, g_.speculative.max_draft))};
   StepRecord finish_step_;
 };
