@@ -43,8 +43,6 @@ int main(int argc, char** argv) {
   HabitFlags habits;
   add_habit_flags(app, habits);
   add_log_options(app, global);
-  RunOptions run;
-  add_run_options(app, run);
 
   std::vector<Command> commands;
   commands.push_back(register_plugins(app, global));
@@ -59,6 +57,10 @@ int main(int argc, char** argv) {
   commands.push_back(register_bench(app, global));
   commands.push_back(register_doctor(app, global));
   commands.push_back(register_perplexity(app, global));
+  // After the subcommands: they would inherit the main job's help footer (Ctrl-C, exit 5),
+  // which is not their truth; each has its own.
+  RunOptions run;
+  add_run_options(app, run);
 
   try {
     // Checked first: CLI11 would read -cnv as -c nv (check_command_line).
