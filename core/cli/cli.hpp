@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -45,15 +46,41 @@ struct Command {
   std::function<int()> run;
 };
 
-/// -m/--model, -n/--max-tokens, -t/--threads, -c/--context, --temp, --top-p, --seed,
-/// -p/--prompt, -f/--file, --ids, --out, --save-state, --load-state, --dump-logits
-/// (pipeline_flags.cpp).
+/// -m/--model, -p/--prompt, -f/--file, --ids, -n/--max-tokens, -t/--threads, -c/--context,
+/// -b/--batch-size, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+/// -s/--seed, --ignore-eos, --model-draft, --draft-max, --draft-p-min, --out, --save-state,
+/// --load-state, --dump-logits, with llama.cpp's names as aliases (pipeline_flags.cpp).
 void add_pipeline_flags(CLI::App& app, GlobalOptions& global);
 /// The overrides they and --set make, flags first; an empty value is a UsageError.
 std::vector<Override> pipeline_overrides(const GlobalOptions& global);
+/// The flag that stands for `key` when it was given on the command line, else null.
+const PipelineFlag* given_flag(const GlobalOptions& global, std::string_view key);
+/// Token ids written "1,2,3", "1 2 3" or both ways, as words: {"1", "2", "3"}.
+std::vector<std::string> split_ids(const std::string& text);
+
+/// Other engines' habits that are not pipeline keys (habit_flags.cpp): -i/-cnv/--conversation
+/// starts `chat`; --no-conversation, --no-warmup and -ngl/--n-gpu-layers are accepted and
+/// change nothing (the last says so: there is no GPU).
+struct HabitFlags {
+  bool conversation = false;
+  bool no_conversation = false;
+  bool no_warmup = false;
+  CLI::Option* gpu_layers = nullptr;
+  std::string gpu_layers_value;
+};
+void add_habit_flags(CLI::App& app, HabitFlags& habits);
+/// After logging starts: the one-line notes of the flags that change nothing.
+void note_habit_flags(const HabitFlags& habits);
+/// The command line as CLI11 should parse it, checked first: a single-dash flag of several
+/// letters is one flag, never a short flag with its value glued on (-cnv is not -c nv, -ngl 99
+/// is not -n gl 99); the multi-letter flags of other engines that mean something here become
+/// their long names (-cnv --conversation, -ngl --n-gpu-layers, -md --model-draft); any other
+/// such flag, an unknown long flag, and the other engines' flags that mean nothing here are a
+/// UsageError that names the flag whole (with why, or the closest flag k3host has).
+std::vector<std::string> check_command_line(const CLI::App& app, int argc, const char* const* argv);
 
 
-/// The load progress redraw on stderr ("k3host: writing demo checkpoint:  42.0% (…)"), shown
+/// The load progress redraw on stderr ("[k3host] info: writing demo checkpoint:  42.0% (…)"), shown
 /// when info lines are (LoadHooks::on_progress; run_job.cpp).
 void show_load_progress(const std::string& what, std::uint64_t done, std::uint64_t total);
 

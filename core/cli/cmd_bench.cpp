@@ -52,13 +52,13 @@ std::vector<std::string> split_ids(const std::string& text) {
   return out;
 }
 
-/// The progress redraw on stderr ("k3host: bench: run 3/6: B repetition 2/3: token 5/16"),
+/// The progress redraw on stderr ("[bench] info: run 3/6: B repetition 2/3: token 5/16"),
 /// shown when info lines are (-q hides it), never in the log file. Called in the worker
 /// processes, one at a time.
 void show_bench_progress(const std::string& what, std::size_t done, std::size_t total) {
   if (!log_enabled(LogLevel::info)) return;
   static std::size_t shown = 0;  // length of the line being redrawn, to blank what is left of it
-  std::string line = "k3host: bench: " + what + ": " +
+  std::string line = "[bench] info: " + what + ": " +
                      (done == 0 ? std::string("prefill") : "token " + std::to_string(done) + "/" + std::to_string(total));
   const std::size_t length = line.size();
   if (length < shown) line.append(shown - length, ' ');

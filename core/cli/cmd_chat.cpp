@@ -640,6 +640,8 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
                   "At most N generated tokens per answer (default: as many as the context holds)")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
+  sub->footer("Exit codes: 0 after /quit or Ctrl-D, 5 when SIGTERM stopped an answer, 1 runtime failure, 2 a usage or "
+              "configuration error, 3 the plan does not fit. Also started by -i or -cnv (k3host --config PIPELINE -cnv).");
   return {sub, [&global, opt]() { return run_chat(global, *opt); }};
 }
 

@@ -70,7 +70,7 @@ Command register_doctor(CLI::App& app, GlobalOptions& global) {
             if (args->assume_ram_gb > 0) o.assume_ram_gb = args->assume_ram_gb;
             o.presets_dir = presets_folder(args->presets_dir);
             o.full_model = !args->no_full_model;
-            o.on_status = [](const std::string& s) { log(LogLevel::info, "", "doctor: " + s); };
+            o.on_status = [](const std::string& s) { log(LogLevel::info, "doctor", s); };
             const DoctorReport r = run_doctor(p, o);
             std::fputs(args->output == "json" ? r.json().c_str() : r.text().c_str(), stdout);
             std::fflush(stdout);

@@ -75,6 +75,9 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
                       "Gaussian weights, and decoding costs ~0.4 (huff) to ~0.6 (zstd) s of one core per GB. "
                       "The embedding, lm_head and final norm stay raw. See docs/streaming.md")
       ->check(CLI::IsMember(trunk_codec_names()));
+  sub->footer("OUT is written under a temporary name and renamed when complete: Ctrl-C ends it at once and leaves no "
+              "OUT (the next write of OUT removes the temporary). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
+              "error, a damaged checkpoint or an OUT it may not replace.");
   return {sub, [args]() {
             Progress progress;
             PackTrunkOptions o;

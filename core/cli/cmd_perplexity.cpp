@@ -44,7 +44,7 @@ void show_scoring_progress(std::int64_t scored, std::int64_t total) {
   const auto now = std::chrono::steady_clock::now();
   if (scored < total && now - last < std::chrono::milliseconds(200)) return;
   last = now;
-  std::fprintf(stderr, "\rk3host: perplexity: %5.1f%% (%lld of %lld tokens)%s",
+  std::fprintf(stderr, "\r[perplexity] info: %5.1f%% (%lld of %lld tokens)%s",
                100.0 * static_cast<double>(scored) / static_cast<double>(total), static_cast<long long>(scored),
                static_cast<long long>(total), scored >= total ? "\n" : "");
 }

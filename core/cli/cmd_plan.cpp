@@ -32,6 +32,8 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
                 "Plan the checkpoint at model.path (its config.json) instead of model.geometry");
   sub->add_option("--available-gb", args->available_gb,
                   "Plan against this much available memory (GB) instead of measuring it");
+  sub->footer("It writes nothing and reads no weights. Exit codes: 0 the plan fits, 2 a usage or configuration error, "
+              "3 the plan does not fit.");
   return {sub, [args, &global]() {
             if (global.config.empty())
               throw UsageError("plan: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");

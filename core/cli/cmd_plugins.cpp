@@ -89,6 +89,7 @@ Command register_plugins(CLI::App& app, GlobalOptions& global) {
   sub->add_flag("--markdown", args->markdown,
                 "With --params: print the Markdown tables that docs/pipelines.md embeds (paths and versions left out)")
       ->needs(params);
+  sub->footer("Exit codes: 0 ok, 2 a library was refused (listed with why) or a usage error.");
   return {sub, [&global, args, params]() {
             std::vector<std::filesystem::path> extra;
             if (!global.config.empty()) extra = load_pipeline(global.config, global.overrides).plugin_path();

@@ -153,6 +153,10 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");
+  sub->footer("Ctrl-C (SIGINT) or SIGTERM stops the server: it stops listening, the running generation ends at its next "
+              "token, waiting requests are answered 503, and it exits 0; a second signal exits at once with 5. Exit "
+              "codes: 0 stopped by a signal, 1 the address cannot be bound or a runtime failure, 2 a bad option or "
+              "pipeline, 3 the plan does not fit.");
   return {sub, [&global, cli]() { return run_serve(global, *cli); }};
 }
 

@@ -242,6 +242,9 @@ Command register_sim(CLI::App& app, GlobalOptions&) {
   sub->add_option("--seed", o->gen.seed, "Generator: random seed");
   sub->add_option("--recompute-prompt", o->gen.recompute_prompt,
                   "Generator: emulate full-recompute decode from a prompt of this many tokens (0 = off)");
+  sub->footer("It keeps no state: Ctrl-C ends it at once, and a file it was writing is never left half-written (its "
+              "temporary is removed by the next write of that file). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
+              "error or a bad trace.");
   return {sub, [o, sub]() { return o->generate.empty() ? simulate(*o) : generate(*o, *sub); }};
 }
 

@@ -81,6 +81,9 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
                                    "so a tiered backend holds them locally");
   warm->add_option("--experts", args->experts,
                    "Which routed experts: all (default), none, or LAYER:EXPERT / LAYER:* items, comma-separated");
+  warm->footer("Ctrl-C ends it at once: the blocks already in the tier stay, a block being written is never kept half "
+               "(it is renamed into place only when complete). Exit codes: 0 ok, 1 a read failed, 2 a usage or "
+               "configuration error.");
   return {sub, [args, &global, warm]() {
             if (!warm->parsed()) throw UsageError("storage: expected a subcommand (warm)");
             if (global.config.empty()) throw UsageError("storage warm: no pipeline given: use --config PRESET or --config FILE");

@@ -1,12 +1,13 @@
 // k3host tokenize: text -> ids (or ids -> text with --decode) through the tokenizer section
 // of a pipeline, for scripts and parity checks.
 //
-//   k3host tokenize [--config PIPELINE] [--set tokenizer.params.model=F] [--file F] [--decode]
-//                   [--special] [--lines]
+//   k3host tokenize [--config PIPELINE] [--set tokenizer.params.model=F] [--file F | -p TEXT | --ids IDS]
+//                   [--decode] [--special] [--lines]
 //
-// Input is the file or stdin, byte for byte. Encoding prints the ids space-separated on one
-// line; --decode reads whitespace-separated ids and writes the bytes they stand for, with
-// nothing added. --lines treats every input line (split at '\n', which is not part of the
+// Input is the file (--file, or the main job's --prompt-file), the text of -p/--prompt, or
+// stdin, byte for byte; --ids IDS decodes those ids. Encoding prints the ids space-separated
+// on one line; --decode reads ids separated by whitespace or commas (as --ids takes them)
+// and writes the bytes they stand for, with nothing added. --lines treats every input line (split at '\n', which is not part of the
 // line) on its own: one output line per input line, in both directions.
 // Without --config the default pipeline (configs/default.yaml of the data folder, the source
 // tree's or the installed one: k3/data_dir.hpp) is used. When the tokenizer
@@ -18,6 +19,7 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,9 +110,41 @@ std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
   return host.create_tokenizer(pipeline.get_string("tokenizer.plugin"), params);
 }
 
-int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
-  const std::string input = read_input_text(opt.file);  // checked before the tokenizer loads
+/// What to read: --file (or the main job's --prompt-file), -p TEXT, --ids IDS (which decodes),
+/// else stdin; two of them are a usage error rather than one silently ignored.
+struct TokenizeInput {
+  std::string file;
+  std::optional<std::string> text;
+  bool decode = false;
+};
+TokenizeInput tokenize_input(const GlobalOptions& global, const TokenizeOptions& opt) {
+  TokenizeInput in{opt.file, std::nullopt, opt.decode};
+  std::vector<std::string> given;
+  if (!opt.file.empty()) given.emplace_back("--file");
+  if (const PipelineFlag* f = given_flag(global, "job.prompt_file")) {
+    in.file = f->value;
+    given.emplace_back("--prompt-file");
+  }
+  if (const PipelineFlag* p = given_flag(global, "job.prompt")) {
+    in.text = p->value;
+    given.emplace_back("--prompt");
+  }
+  if (const PipelineFlag* ids = given_flag(global, "job.ids")) {
+    in.text = ids->value;
+    in.decode = true;
+    given.emplace_back("--ids");
+  }
+  if (given.size() > 1)
+    throw UsageError("tokenize: " + given[0] + " and " + given[1] + " both give the input; give one (or none: stdin)");
+  return in;
+}
+
+int run_tokenize(const GlobalOptions& global, const TokenizeOptions& options) {
+  const TokenizeInput in = tokenize_input(global, options);
+  TokenizeOptions opt = options;
+  opt.decode = in.decode;
   const std::shared_ptr<sdk::Tokenizer> tokenizer = make_tokenizer(global);
+  const std::string input = in.text ? *in.text : read_input_text(in.file);
   const auto units = units_of(input, opt.lines);
   std::string out;
   std::vector<std::uint32_t> ids;
@@ -120,14 +154,14 @@ int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
     ids.clear();
     if (opt.decode) {
       const std::string_view text = units[u];
+      // Ids are separated by whitespace, commas or both ("1 2 3", "1,2,3", "1, 2").
+      const auto separator = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ','; };
       std::size_t pos = 0;
       while (pos < text.size()) {
-        while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
-          ++pos;
+        while (pos < text.size() && separator(text[pos])) ++pos;
         if (pos == text.size()) break;
         std::size_t end = pos;
-        while (end < text.size() && text[end] != ' ' && text[end] != '\t' && text[end] != '\n' && text[end] != '\r')
-          ++end;
+        while (end < text.size() && !separator(text[end])) ++end;
         std::uint32_t id = 0;
         const auto res = std::from_chars(text.data() + pos, text.data() + end, id);
         if (res.ec != std::errc{} || res.ptr != text.data() + end)
@@ -156,10 +190,15 @@ int run_tokenize(const GlobalOptions& global, const TokenizeOptions& opt) {
 Command register_tokenize(CLI::App& app, GlobalOptions& global) {
   auto* sub = app.add_subcommand("tokenize", "Encode text to token ids (or decode ids) with the pipeline's tokenizer");
   auto opt = std::make_shared<TokenizeOptions>();
-  sub->add_option("--file,-f", opt->file, "Input file (default: stdin)");
-  sub->add_flag("--decode,-d", opt->decode, "Read token ids and write the text they stand for");
-  sub->add_flag("--special", opt->special, "Encode special-token text (<|im_end|>) as its id, not as plain text");
+  sub->add_option("--file,-f", opt->file, "Input file (default: stdin; or the text of -p TEXT, or --ids IDS to decode)");
+  sub->add_flag("--decode,-d", opt->decode,
+                "Read token ids, separated by spaces or commas, and write the text they stand for");
+  sub->add_flag("--special", opt->special,
+                "Encode special-token text (<|end_of_msg|>, <|open|>: docs/chat.md) as its id, not as plain text");
   sub->add_flag("--lines", opt->lines, "Treat each input line on its own (one output line per input line)");
+  sub->footer("It keeps no state: Ctrl-C ends it at once. Exit codes: 0 ok, 1 a read or write failed, 2 a usage or "
+              "configuration error or bad input (invalid UTF-8, a word that is not an id, an id outside the "
+              "vocabulary: named with its line and byte offset).");
   return {sub, [&global, opt]() { return run_tokenize(global, *opt); }};
 }
 

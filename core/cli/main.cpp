@@ -3,12 +3,29 @@
 // fit, 4 a routed expert failed to load, 5 interrupted, 6 `doctor` found warnings only.
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 
 #include "cli.hpp"
 #include "run_job.hpp"
+
+namespace {
+
+/// -i, -cnv, --conversation: `k3host chat` with the same pipeline. Chat has no prompt of its
+/// own; a prompt flag given with it would be silently lost, so it is refused.
+int run_conversation(const k3::cli::GlobalOptions& global, const std::vector<k3::cli::Command>& commands) {
+  for (const char* key : {"job.prompt", "job.prompt_file", "job.ids"})
+    if (k3::cli::given_flag(global, key) != nullptr)
+      throw k3::UsageError("--conversation (-i, -cnv) starts k3host chat, which takes no prompt: type it at the "
+                           "chat's prompt (a system prompt: k3host chat --system TEXT)");
+  for (const auto& cmd : commands)
+    if (cmd.app->get_name() == "chat") return cmd.run();
+  throw k3::UsageError("--conversation: this k3host has no chat command");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace k3::cli;
@@ -23,9 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
       ->take_all();
   add_pipeline_flags(app, global);
+  HabitFlags habits;
+  add_habit_flags(app, habits);
   add_log_options(app, global);
-  RunOptions run;
-  add_run_options(app, run);
 
   std::vector<Command> commands;
   commands.push_back(register_plugins(app, global));
@@ -40,15 +57,27 @@ int main(int argc, char** argv) {
   commands.push_back(register_bench(app, global));
   commands.push_back(register_doctor(app, global));
   commands.push_back(register_perplexity(app, global));
+  // After the subcommands: they would inherit the main job's help footer (Ctrl-C, exit 5),
+  // which is not their truth; each has its own.
+  RunOptions run;
+  add_run_options(app, run);
 
   try {
-    app.parse(argc, argv);
+    // Checked first: CLI11 would read -cnv as -c nv (check_command_line).
+    const std::vector<std::string> args = check_command_line(app, argc, argv);
+    std::vector<const char*> arg_ptrs;
+    for (const auto& a : args) arg_ptrs.push_back(a.c_str());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  } catch (const k3::UsageError& e) {
+    k3::log(k3::LogLevel::error, "", e.what());
+    return static_cast<int>(k3::ExitCode::usage);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // In the one log format, like every other error (CLI11 would print its own).
+    k3::log(k3::LogLevel::error, "", std::string(e.what()) + " (--help lists the options)");
     return static_cast<int>(k3::ExitCode::usage);
   }
 
@@ -56,11 +85,17 @@ int main(int argc, char** argv) {
     start_logging(global);
     global.overrides = pipeline_overrides(global);
     log_openmp_wait_policy();
+    note_habit_flags(habits);
     for (const auto& cmd : commands)
-      if (cmd.app->parsed()) return cmd.run();
+      if (cmd.app->parsed()) {
+        if (habits.conversation)
+          throw k3::UsageError("--conversation (-i, -cnv) starts k3host chat; it does not go with " + cmd.app->get_name());
+        return cmd.run();
+      }
+    if (habits.conversation) return run_conversation(global, commands);
     return run_job(global, run);
   } catch (const k3::Error& e) {
-    k3::log(k3::LogLevel::error, "", e.what());  // "k3host: error: ..." (and into the log file)
+    k3::log(k3::LogLevel::error, "", e.what());  // "[k3host] error: ..." (and into the log file)
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     k3::log(k3::LogLevel::error, "", std::string("internal error: ") + e.what());

@@ -42,9 +42,11 @@ std::filesystem::path presets_dir(const RunOptions& run) {
   return run.presets_dir.empty() ? default_presets_dir() : std::filesystem::path(run.presets_dir);
 }
 
-/// Per step: time, bytes read, true resident hit rate; then the whole-run I/O summary.
+/// Per step (with -v: one line per token is too many by default; the report has them all):
+/// time, bytes read, true resident hit rate. Then the whole-run I/O summary.
 void print_io_report(const JobReport& r) {
-  for (std::size_t i = 0; i < r.result.steps.size() && i < r.step_io.size(); ++i) {
+  const bool per_step = log_enabled(LogLevel::debug);
+  for (std::size_t i = 0; per_step && i < r.result.steps.size() && i < r.step_io.size(); ++i) {
     const auto& io = r.step_io[i];
     if (!r.result.steps[i].forward) {
       std::printf("step %3zu  %8.3f s  last token: sampled from step %zu's logits, no forward pass\n", i,
@@ -87,6 +89,29 @@ void print_io_report(const JobReport& r) {
   }
 }
 
+/// A piece of the job's text on stdout, flushed at once; the logger learns whether it left
+/// the line open (set_stdout_line_open), so that a log line never continues it. The line is
+/// marked open before the write: a log line in between then ends an empty line, never
+/// the text's.
+void write_text(const std::string& text) {
+  if (text.empty()) return;
+  set_stdout_line_open(true);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  set_stdout_line_open(text.back() != '\n');
+}
+
+/// Why generation ended, as the summary says it ("" for the token limit: that is what -n asked).
+std::string stop_note(const JobReport& r) {
+  switch (r.result.stop_reason) {
+    case StopReason::length: return "";
+    case StopReason::eos: return " (stopped at EOS)";
+    case StopReason::interrupted: return " (interrupted)";
+    case StopReason::context_full: return " (stopped: context full, " + std::to_string(r.context) + " tokens)";
+  }
+  return "";
+}
+
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
 /// `quiet` (-q) also leaves out stdout's prompt echo and summary: only the generated text.
 /// Ctrl-C or SIGTERM stops generation at the next token (or prefill chunk), or cuts a storage
@@ -109,19 +134,16 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
       std::printf("prompt: none, continuing the loaded conversation\n");
     else
       std::printf("prompt (%zu tokens): %s\n", ids.size(), text.c_str());
-    std::printf("output: ");
-    std::fflush(stdout);
+    write_text("output: ");
   };
-  hooks.on_token = [&](std::uint32_t, const std::string& text) {
-    std::fputs(text.c_str(), stdout);
-    std::fflush(stdout);
-  };
+  hooks.on_token = [&](std::uint32_t, const std::string& text) { write_text(text); };
   JobReport r;
   try {
     r = run_job(pipeline, hooks);
   } catch (const Error& e) {
     if (report_written.empty()) throw;
-    std::printf("\n");
+    if (!stdout_line_ended_by_log()) std::printf("\n");
+    set_stdout_line_open(false);
     std::fflush(stdout);
     log(LogLevel::error, "", e.what());
     const char* by = stop.signal_number() == SIGTERM ? "SIGTERM" : "Ctrl-C";
@@ -130,12 +152,12 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
             "the report of the failed run: " + report_written.string());
     return static_cast<int>(e.code());
   }
-  std::printf("\n");
+  // The text's last line ends here, unless a log line on the same terminal ended it already.
+  if (!stdout_line_ended_by_log()) std::printf("\n");
+  set_stdout_line_open(false);
   if (!quiet) {
-    std::printf("generated %zu tokens%s%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
-                r.result.generated.size(), r.result.stopped_at_eos ? " (stopped at EOS)" : "",
-                r.result.interrupted ? " (interrupted)" : "",
-                r.result.prefill_seconds, r.tokens_per_second, format_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
+    std::printf("generated %zu tokens%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
+                r.result.generated.size(), stop_note(r).c_str(), r.result.prefill_seconds, r.tokens_per_second, format_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
                 r.threads);
     print_io_report(r);
     if (const SpeculativeStats& sp = r.result.speculative; sp.verify_passes > 0)
@@ -198,7 +220,7 @@ void show_load_progress(const std::string& what, std::uint64_t done, std::uint64
   // A terminal redraw, not a log line: shown when info lines are, never in the log file.
   if (!log_enabled(LogLevel::info) || total == 0) return;
   done = std::min(done, total);
-  std::fprintf(stderr, "\rk3host: %s: %5.1f%% (%s of %s)%s", what.c_str(),
+  std::fprintf(stderr, "\r[k3host] info: %s: %5.1f%% (%s of %s)%s", what.c_str(),
                100.0 * static_cast<double>(done) / static_cast<double>(total), format_bytes(done).c_str(),
                format_bytes(total).c_str(), done >= total ? "\n" : "");
 }

@@ -17,12 +17,12 @@ struct sigaction g_old_int{}, g_old_term{};
 void on_signal(int sig) {
   if (g_stop.exchange(true)) {  // the second one: no half-written file, no temporary file
     remove_live_temporaries();
-    static const char bye[] = "\nk3host: interrupted again: exiting at once (nothing more is written)\n";
+    static const char bye[] = "\n[k3host] warning: interrupted again: exiting at once (nothing more is written)\n";
     (void)!write(STDERR_FILENO, bye, sizeof bye - 1);
     _exit(static_cast<int>(ExitCode::interrupted));
   }
   g_signal.store(sig);
-  static const char msg[] = "\nk3host: stopping at the next token (Ctrl-C again to quit at once)\n";
+  static const char msg[] = "\n[k3host] info: stopping at the next token (Ctrl-C again to quit at once)\n";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
 }
 

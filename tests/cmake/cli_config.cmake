@@ -37,7 +37,7 @@ k3_cli_config_test("a device as the pipeline is exit 2, never an endless read" 2
   STDERR "pipeline file: /dev/zero: a character device, not a pipeline file")
 k3_cli_config_test("a YAML syntax error is exit 2 with file:line:col" 2
   ARGS --config configs/test/bad-syntax.yaml --print-config
-  STDERR "k3host: error: configs/test/bad-syntax.yaml:[0-9]+:[0-9]+: YAML syntax error: ")
+  STDERR "\\[k3host\\] error: configs/test/bad-syntax.yaml:[0-9]+:[0-9]+: YAML syntax error: ")
 k3_cli_config_test("an unknown key is exit 2 with file:line:col and a suggestion" 2
   ARGS --config configs/test/bad-unknown-key.yaml --print-config
   STDERR "configs/test/bad-unknown-key.yaml:5:3: memory.expert_cache: unknown key \\(did you mean 'memory.expert_cache_gb'\\?\\)")

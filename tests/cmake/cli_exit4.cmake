@@ -142,7 +142,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
       message(FATAL_ERROR "an unrecoverable expert read: expected exit code 4\n${last_shown}")
     endif()
     k3_report("${WORK}/fail.json" ids)  # the run finished
-    set(named "k3host: error: routed expert failed: layer ${layer} expert ${expert}: read failed after 3 attempts: [^\n]*offset ${offset}")
+    set(named "\\[k3host\\] error: routed expert failed: layer ${layer} expert ${expert}: read failed after 3 attempts: [^\n]*offset ${offset}")
     if(NOT err MATCHES "${named}")
       message(FATAL_ERROR "stderr does not name layer ${layer} expert ${expert} (offset ${offset})\n${last_shown}")
     endif()

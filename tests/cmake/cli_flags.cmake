@@ -42,6 +42,51 @@ k3_cli_test("cli-flags: -c is the context, and a pipeline file given to it says 
 k3_cli_test("cli-flags: --version names the version, commit, compiler and runnable kernel sets" 0
   ARGS --version
   STDOUT "^k3host [0-9]+\\.[0-9]+\\.[0-9]+\ncommit [0-9a-f]+[^\n]*\ncompiler (GCC|Clang) [^\n]*build\nkernel sets this CPU runs: [^\n]*scalar[^\n]*\\(chosen by default: [a-z0-9]+\\)")
+# llama.cpp's habits (core/cli/pipeline_flags.cpp, habit_flags.cpp): its names for the same keys,
+# -n -1, -cnv and -ngl taken whole, the flags that mean nothing here refused naming them.
+k3_cli_test("cli-flags: llama.cpp's names land on their keys" 0
+  ARGS --config presets/laptop.yaml --ctx-size 64 --n-predict 5 -s 3 --top-k 5 --min-p 0.1 --repeat-penalty 1.1
+       --repeat-last-n 32 --temperature 0.5 --ignore-eos -b 16 -md models/draft --draft-max 3 --draft-p-min 0.1
+       --print-config
+  STDOUT "context: 64 +# --context 64\n.*max_new_tokens: 5 +# --max-tokens 5\n.*prefill_chunk: 16 +# --batch-size 16\n.*max_draft: 3 +# --draft-max 3\n.*draft_model: [^\n]*models/draft +# --model-draft models/draft\n.*draft_min_p: 0.1 +# --draft-p-min 0.1\n.*temperature: 0.5 +# --temp 0.5\n.*top_k: 5 +# --top-k 5\n.*min_p: 0.1 +# --min-p 0.1\n.*repeat_penalty: 1.1 +# --repeat-penalty 1.1\n.*repeat_last_n: 32 +# --repeat-last-n 32\n.*seed: 3 +# --seed 3\n.*stop_at_eos: false +# --ignore-eos\n")
+k3_cli_test("cli-flags: -n -1 is as many tokens as the context holds; -n32 is -n 32" 0
+  ARGS --config presets/laptop.yaml -n -1 -t1 --print-config
+  STDOUT "threads: 1 +# --threads 1\n.*max_new_tokens: 1048576 +# --max-tokens -1\n")
+k3_cli_test("cli-flags: --ids takes commas, spaces or both" 0
+  ARGS --config presets/laptop.yaml --ids "5, 17 99,3" --print-config
+  STDOUT "ids: \\[5, 17, 99, 3\\] +# --ids 5, 17 99,3\n")
+# Through sh: chat reads stdin, which must be at its end at once (Ctrl-D: exit 0).
+add_test(NAME "cli-flags: -cnv is one flag, never -c nv, and starts chat"
+         COMMAND sh -c "out=$(\"$0\" --config presets/laptop.yaml -cnv --set memory.context=64 </dev/null 2>&1); rc=$?; \
+                        echo \"$out\"; [ $rc -eq 0 ] && echo \"$out\" | grep -q '^k3host chat: .*fortune' && \
+                        ! echo \"$out\" | grep -q 'error'"
+                 $<TARGET_FILE:k3host>
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+k3_cli_test("cli-flags: -i starts chat too, and a prompt with it is refused rather than lost" 2
+  ARGS --config presets/laptop.yaml -i -p "hello"
+  STDERR "\\[k3host\\] error: --conversation \\(-i, -cnv\\) starts k3host chat, which takes no prompt")
+k3_cli_test("cli-flags: -ngl 99 is one flag, accepted with a note that there is no GPU" 0
+  ARGS --config presets/laptop.yaml -ngl 99 -n 2 --no-warmup
+  STDERR "\\[k3host\\] info: --n-gpu-layers 99: there is no GPU here. k3host runs every layer on the CPU\n"
+  STDOUT "generated 2 tokens")
+k3_cli_test("cli-flags: a single-dash flag of several letters is named whole" 2
+  ARGS --config presets/laptop.yaml -cfoo --print-config
+  STDERR "^\\[k3host\\] error: unknown flag -cfoo \\(a flag of several letters after one dash is read whole, never as -c foo\\)")
+k3_cli_test("cli-flags: grouped flags without a value still work (-vv)" 0
+  ARGS -vv --print-schema
+  STDERR "log level trace \\(from -v\\)")
+k3_cli_test("cli-flags: another engine's flag that means nothing here is refused, saying why" 2
+  ARGS --config presets/laptop.yaml --mlock --print-config
+  STDERR "^\\[k3host\\] error: --mlock: k3host does not lock memory")
+k3_cli_test("cli-flags: another engine's multi-letter flag is refused whole, saying why" 2
+  ARGS --config presets/laptop.yaml -tb 4 --print-config
+  STDERR "^\\[k3host\\] error: -tb: -t/--threads sets the threads of the prompt and of generation alike")
+k3_cli_test("cli-flags: an unknown flag suggests the closest one" 2
+  ARGS --config presets/laptop.yaml --n-predct 5 --print-config
+  STDERR "^\\[k3host\\] error: unknown flag --n-predct \\(did you mean --n-predict\\?\\)")
+k3_cli_test("cli-flags: a subcommand's own flag of a refused name is its own" 0
+  ARGS serve --help
+  STDOUT "--port")
 k3_cli_test("cli-flags: --help lists the short flags" 0
   ARGS --help
   STDOUT "-m,--model.*-p,--prompt.*-f,--file.*-n,--max-tokens.*-t,--threads.*-c,--context.*--temp.*--top-p.*--seed.*--version")

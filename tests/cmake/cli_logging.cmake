@@ -19,7 +19,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   set(model "${WORK}/model")
   set(job --config "${SRC}/configs/default.yaml" --set "model.path=${model}" --set model.generate_if_missing=false
       --set job.max_new_tokens=2 --set threads=1 --ids 5,17,99)
-  set(info_line "k3host: loading ")                # an info status line of the job
+  set(info_line "\\[k3host\\] info: loading ")                # an info status line of the job
   set(debug_line "\\[storage/posix\\] debug: opened ")  # a plugin's debug line
   set(stamp "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\\.[0-9][0-9][0-9] ")
 
@@ -38,18 +38,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
 
     k3_run(ARGS ${job} -q)
     k3_expect_code(0)
-    k3_expect_not("-q stderr" err "k3host: ")
+    k3_expect_not("-q stderr" err "\\[k3host\\] ")
     k3_expect_not("-q stdout" out "prompt|generated [0-9]+ tokens")
 
     k3_run(ARGS ${job} -v)
     k3_expect_code(0)
     k3_expect("-v stderr" err "${debug_line}")
-    k3_expect("-v stderr" err "k3host: debug: log level debug \\(from -v\\)")
+    k3_expect("-v stderr" err "\\[k3host\\] debug: log level debug \\(from -v\\)")
     k3_expect("-v stderr" err "${info_line}")
 
     k3_run(ARGS ${job} --log-level error)
     k3_expect_code(0)
-    k3_expect_not("--log-level error stderr" err "k3host: ")
+    k3_expect_not("--log-level error stderr" err "\\[k3host\\] ")
     k3_expect("--log-level error stdout" out "prompt \\(3 tokens\\)")  # the job's output is not the log
   elseif(CASE STREQUAL "env")
     k3_run(ENV K3_LOG_LEVEL=debug ARGS ${job})
@@ -59,7 +59,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
 
     k3_run(ENV K3_LOG_LEVEL=WARN ARGS ${job})
     k3_expect_code(0)
-    k3_expect_not("K3_LOG_LEVEL=WARN stderr" err "k3host: ")
+    k3_expect_not("K3_LOG_LEVEL=WARN stderr" err "\\[k3host\\] ")
 
     # A flag beats the environment, both ways.
     k3_run(ENV K3_LOG_LEVEL=warn ARGS ${job} -v)
@@ -73,7 +73,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     k3_run(ENV K3_LOG_LEVEL=loud ARGS ${job})
     k3_expect_code(2)
     k3_expect("K3_LOG_LEVEL=loud stderr" err
-              "^k3host: error: K3_LOG_LEVEL: 'loud' is not a log level \\(trace, debug, info, warn, error or off\\)\n$")
+              "^\\[k3host\\] error: K3_LOG_LEVEL: 'loud' is not a log level \\(trace, debug, info, warn, error or off\\)\n$")
   elseif(CASE STREQUAL "file")
     set(log "${WORK}/logs/run.log")
     file(REMOVE_RECURSE "${WORK}/logs")
@@ -83,8 +83,8 @@ if(CMAKE_SCRIPT_MODE_FILE)
       message(FATAL_ERROR "no log file ${log}\n${shown}")
     endif()
     file(READ "${log}" logged)
-    k3_expect("the log file" logged "^${stamp}k3host: debug: log level debug \\(from -v\\), also written to ")
-    k3_expect("the log file" logged "\n${stamp}k3host: loading ")
+    k3_expect("the log file" logged "^${stamp}\\[k3host\\] debug: log level debug \\(from -v\\), also written to ")
+    k3_expect("the log file" logged "\n${stamp}\\[k3host\\] info: loading ")
     k3_expect("the log file" logged "\n${stamp}${debug_line}")
     # Every line of the file starts with its timestamp; the terminal has the same lines without.
     string(REGEX MATCHALL "\n" newlines "\n${logged}")
@@ -101,13 +101,13 @@ if(CMAKE_SCRIPT_MODE_FILE)
     # An error reaches the file too; --log-timestamps puts the time on the terminal as well.
     k3_run(ARGS --config "${SRC}/configs/test/no-such-file.yaml" --log-file "${log}" --log-timestamps)
     k3_expect_code(2)
-    k3_expect("stderr with --log-timestamps" err "^${stamp}k3host: error: pipeline file ")
+    k3_expect("stderr with --log-timestamps" err "^${stamp}\\[k3host\\] error: pipeline file ")
     file(READ "${log}" logged)
-    k3_expect("the log file after an error" logged "\n${stamp}k3host: error: pipeline file [^\n]*does not exist\n$")
+    k3_expect("the log file after an error" logged "\n${stamp}\\[k3host\\] error: pipeline file [^\n]*does not exist\n$")
 
     k3_run(ARGS ${job} --log-file "${WORK}")  # a folder
     k3_expect_code(2)
-    k3_expect("stderr for a log file that is a folder" err "k3host: error: --log-file: [^\n]*: a folder, not a regular file")
+    k3_expect("stderr for a log file that is a folder" err "\\[k3host\\] error: --log-file: [^\n]*: a folder, not a regular file")
   elseif(CASE STREQUAL "usage")
     k3_run(ARGS --log-level chatty --print-schema)
     k3_expect_code(2)
@@ -125,7 +125,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     # The flags work after a subcommand too.
     k3_run(ARGS make-model -g tiny -o "${WORK}/model-again" -v)
     k3_expect_code(0)
-    k3_expect("make-model -v stderr" err "k3host: debug: log level debug \\(from -v\\)")
+    k3_expect("make-model -v stderr" err "\\[k3host\\] debug: log level debug \\(from -v\\)")
   else()
     message(FATAL_ERROR "unknown CASE '${CASE}'")
   endif()

@@ -59,7 +59,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     if(NOT code EQUAL 0)
       k3_fail("the run failed")
     endif()
-    k3_expect("-v stderr" err "k3host: debug: OpenMP wait policy passive, chosen by k3host")
+    k3_expect("-v stderr" err "\\[k3host\\] debug: OpenMP wait policy passive, chosen by k3host")
     k3_report(passive k3host ids_k3host)
     k3_runtime_starts(2 0)
 
@@ -68,7 +68,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     if(NOT code EQUAL 0)
       k3_fail("the run failed")
     endif()
-    k3_expect("-v stderr" err "k3host: debug: OpenMP wait policy active, set by the user \\(OMP_WAIT_POLICY=active")
+    k3_expect("-v stderr" err "\\[k3host\\] debug: OpenMP wait policy active, set by the user \\(OMP_WAIT_POLICY=active")
     k3_report(active user ids_active)
     k3_runtime_starts(1 30000000000)
 
@@ -110,3 +110,7 @@ add_test(NAME "cli-openmp: k3host applies passive once unless the user chose; th
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties("cli-openmp: k3host applies passive once unless the user chose; the ids do not change"
                      PROPERTIES FIXTURES_REQUIRED k3_cli_openmp_model)
+# Re-executing itself keeps the process's name (not "exe"), for ps, top, pgrep -x and ss -p.
+add_test(NAME "cli-openmp: the re-executed process is still called k3host (/proc/PID/comm, ps, pgrep -x)"
+         COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/process_name.sh $<TARGET_FILE:k3host> ${_k3_omp_work}-name
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

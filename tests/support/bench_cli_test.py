@@ -193,9 +193,9 @@ def case_json(opts):
         ma, mb = a["summary"][key]["mean"], b["summary"][key]["mean"]
         want = None if ma is None or mb is None or ma == 0 else mb / ma
         check(close(ratio[key], want), "B/A %s = %r, means give %r" % (key, ratio[key], want), r)
-    check("\r" not in r.out and "k3host: bench:" not in r.out, "progress on stdout", r)
-    check(re.search(r"k3host: bench: run 4/4: B repetition 2/2: token 4/4", r.err), "no progress on stderr", r)
-    check(re.search(r"k3host: bench: warm-up A: token 2/2", r.err), "no warm-up progress on stderr", r)
+    check("\r" not in r.out and "[bench] info:" not in r.out, "progress on stdout", r)
+    check(re.search(r"\[bench\] info: run 4/4: B repetition 2/2: token 4/4", r.err), "no progress on stderr", r)
+    check(re.search(r"\[bench\] info: warm-up A: token 2/2", r.err), "no warm-up progress on stderr", r)
     check(not os.path.exists(report), "bench wrote the job's report " + report, r)
 
 
@@ -253,7 +253,7 @@ def case_table(opts):
     r = k3host(opts, *ab_args(opts, "-r", "2", "-n", "3"))
     check(r.code == 0, "bench (table) failed", r)
     lines = r.out.splitlines()
-    check(lines[0].startswith("k3host: bench: ") is False and lines[0].startswith("k3host bench: 2 pipelines, 2 repetitions"),
+    check(lines[0].startswith("[bench] info: ") is False and lines[0].startswith("k3host bench: 2 pipelines, 2 repetitions"),
           "table title", r)
     run_rows = [l for l in lines if re.match(r"^[1-4] +[AB][12] ", l)]
     check(len(run_rows) == 4, "%d run rows, expected 4" % len(run_rows), r)
@@ -286,7 +286,7 @@ def case_table(opts):
     hit = [l for l in lines if l.startswith("expert-cache hit rate")]
     check(len(hit) == 1 and re.search(r"hit rate +n/a +[0-9.]+ ± [0-9.]+% +n/a$", hit[0]), "hit rate row", r)
     check("generated ids identical in all 2 repetitions" in r.out, "the table does not say the ids are identical", r)
-    check("k3host: bench: run 4/4: B repetition 2/2" in r.err and "bench:" not in r.out.replace("k3host bench:", ""),
+    check("[bench] info: run 4/4: B repetition 2/2" in r.err and "bench:" not in r.out.replace("k3host bench:", ""),
           "progress belongs on stderr", r)
 
     q = k3host(opts, *ab_args(opts, "-r", "1", "-n", "2", "-q"))
@@ -380,7 +380,7 @@ def case_interrupt(opts):
     check(len(workers) == 1, "expected one worker process, found %r" % workers)
     os.kill(workers[0], signal.SIGKILL)
     r = b.finish()
-    killed = r"k3host: error: bench: the worker process of [^\n]*a\.yaml was killed by signal 9 \([^)]*\) before it answered"
+    killed = r"\[k3host\] error: bench: the worker process of [^\n]*a\.yaml was killed by signal 9 \([^)]*\) before it answered"
     check(r.code == 1 and re.search(killed, r.err), "a killed worker: expected exit 1 naming it", r)
     check(r.out == "", "a failed bench printed a result", r)
 
@@ -404,7 +404,7 @@ def case_usage(opts):
     for args, message in cases:
         r = k3host(opts, *args)
         check(r.code == 2, "expected exit 2", r)
-        check(re.search(r"k3host: error: " + message, r.err), "stderr does not match %r" % message, r)
+        check(re.search(r"\[k3host\] error: " + message, r.err), "stderr does not match %r" % message, r)
         check(r.out == "", "stdout not empty for a usage error", r)
     h = k3host(opts, "bench", "--help")
     check(h.code == 0, "bench --help", h)

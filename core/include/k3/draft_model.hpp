@@ -56,6 +56,7 @@ class DraftModel {
   Sampler sampler_;
   std::vector<float> logits_;
   std::vector<std::uint32_t> drafts_;
+  std::vector<std::uint32_t> history_;  ///< context and drafts, for the repeat penalty
   std::uint64_t calls_ = 0, tokens_ = 0;
   std::mutex mutex_;
 };

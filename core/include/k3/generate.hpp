@@ -21,23 +21,47 @@ struct SamplingSettings {
   double temperature = 0.0;  ///< 0 = greedy (first index of the maximum logit)
   std::int64_t top_k = 0;    ///< 0 = no limit
   double top_p = 1.0;        ///< nucleus: smallest set with cumulative probability >= top_p
+  /// Keep only the tokens whose probability is at least min_p times the most likely one's
+  /// (after top_k and top_p, at the temperature); 0 = no limit.
+  double min_p = 0.0;
+  /// llama.cpp's repeat penalty, applied to the logits before anything else (greedy too):
+  /// the logit of every id among the last repeat_last_n ids of the context is divided by
+  /// it when positive, multiplied by it otherwise (in float). 1 = off.
+  double repeat_penalty = 1.0;
+  std::int64_t repeat_last_n = 64;  ///< ids the penalty looks back over; 0 = off, -1 = the whole context
   std::uint64_t seed = 0;    ///< the draw at position p uses a generator seeded by (seed, p)
+  /// Whether the repeat penalty changes anything (the sampler then needs the context).
+  [[nodiscard]] bool penalizes() const noexcept { return repeat_penalty != 1.0 && repeat_last_n != 0; }
 };
 
-/// Picks the next token from one row of logits. Deterministic for a given (seed, position).
-std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position);
+/// Picks the next token from one row of logits. Deterministic for a given (seed, position)
+/// and context: `context` is every id before the one being picked (the repeat penalty's
+/// window is its tail; unused while SamplingSettings::penalizes() is false).
+std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position,
+                           std::span<const std::uint32_t> context = {});
+
+/// The ids the repeat penalty looks back over: the last repeat_last_n of `context` (all of
+/// it for -1, none when the penalty is off).
+[[nodiscard]] std::span<const std::uint32_t> repeat_window(const SamplingSettings& s,
+                                                           std::span<const std::uint32_t> context) noexcept;
 
 /// sample_token over a fixed vocabulary with its working memory allocated once, so that
 /// picking a token allocates nothing. Draws exactly what sample_token draws.
 class Sampler {
  public:
   explicit Sampler(std::size_t vocab);
-  std::uint32_t sample(const float* logits, const SamplingSettings& s, std::int64_t position);
+  std::uint32_t sample(const float* logits, const SamplingSettings& s, std::int64_t position,
+                       std::span<const std::uint32_t> context = {});
 
  private:
+  /// The logits with the repeat penalty applied (a private copy), or `logits` itself.
+  const float* penalized(const float* logits, const SamplingSettings& s, std::span<const std::uint32_t> context);
+
   std::size_t vocab_;
   std::vector<std::uint32_t> order_;
   std::vector<double> p_;
+  std::vector<float> penalized_;        ///< allocated on the first penalized draw
+  std::vector<std::uint32_t> repeated_;  ///< the window's distinct ids
 };
 
 enum class DecodeMode { incremental, recompute };
@@ -107,6 +131,16 @@ struct StepRecord {
   bool forward = true;  ///< the token was fed back (its successor computed); false for the last token
 };
 
+/// Why generation ended.
+enum class StopReason {
+  length,        ///< max_new_tokens generated (or 0 asked for)
+  eos,           ///< the model's EOS or one of settings.stop_tokens
+  context_full,  ///< the last token generated is one the context has no room to feed
+  interrupted,   ///< settings.stop
+};
+/// "length", "eos", "context_full", "interrupted": the run report's stop_reason.
+[[nodiscard]] const char* stop_reason_name(StopReason reason) noexcept;
+
 struct GenerateResult {
   std::vector<std::uint32_t> pending;    ///< the session's pending ids, fed first this run
   std::vector<std::uint32_t> prompt;     ///< then these ids (GenerateSettings::prompt)
@@ -120,6 +154,7 @@ struct GenerateResult {
   /// forward pass: it is not the conversation's and must not be saved or fed again
   /// (reset() or load() it first). interrupted is true too.
   std::string cut;
+  StopReason stop_reason = StopReason::length;
   SpeculativeStats speculative;  ///< decode forward passes and drafts
 };
 
@@ -134,8 +169,15 @@ struct DecodeTiming {
 };
 [[nodiscard]] DecodeTiming decode_timing(const GenerateResult& result);
 
+/// UsageError when `ids` more ids (a prompt, with the session's pending ids) do not fit the
+/// context of `session` after what it already holds: such a prompt cannot even be fed.
+void require_context_room(const Session& session, std::size_t ids);
+
 /// Runs generation on `session` (which may already hold a resumed conversation): feeds
-/// the session's pending ids and the prompt, then generates. The last generated token is
+/// the session's pending ids and the prompt, then generates. A prompt that does not fit the
+/// context is a UsageError before anything is fed (require_context_room); generation stops
+/// at the context's end like at max_new_tokens (StopReason::context_full): the last token
+/// is the one whose feeding would need a position past the context. The last generated token is
 /// not fed (its successor is not needed): it is left as the session's pending id, and the
 /// rest of a prefill stopped by `settings.stop` too, so that the next generate() or a saved
 /// state continues exactly. Calls `on_token` after each generated token (for streaming

@@ -51,6 +51,7 @@ struct JobReport {
   std::string model;  ///< model.path: a folder or a URL, as the storage plugin reads it
   std::string kernels, storage, mode;
   int threads = 0;
+  std::int64_t context = 0;  ///< memory.context: positions the session holds
   std::string prompt_text;
   GenerateResult result;
   std::string generated_text;

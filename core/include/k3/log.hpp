@@ -1,6 +1,7 @@
 // The one logger, owned by core and written through spdlog. Lines go to stderr (stdout is
 // the job's output) and, when a log file is set, also to that file with a timestamp each.
-// A line says who wrote it: "k3host: loading ..." for the host itself, "[storage/posix]
+// Every line has one form, "[WHO] LEVEL: MESSAGE", and says who wrote it: "[k3host] info:
+// loading ..." for the host itself, "[serve] info: ..." for a part of it, "[storage/posix]
 // debug: opened ..." for a plugin. Per-item chatter is debug level; per-step numbers go to
 // the report, not the log.
 #pragma once
@@ -53,10 +54,18 @@ void set_log_file(const std::filesystem::path& file);
 /// Timestamps on the terminal lines too (off by default: the terminal stays clean).
 void set_log_timestamps(bool on);
 
-/// The text of one line as the terminal shows it. An empty component is the host itself:
-/// "k3host: MESSAGE" at info, "k3host: LEVEL: MESSAGE" otherwise; any other component reads
-/// "[COMPONENT] LEVEL: MESSAGE" (LEVEL is "warning" for warn).
+/// The text of one line as the terminal shows it: "[COMPONENT] LEVEL: MESSAGE" (LEVEL is
+/// "warning" for warn); an empty component is the host itself, "[k3host]".
 [[nodiscard]] std::string format_log_line(LogLevel level, std::string_view component, std::string_view message);
+
+/// The job's text on stdout is in the middle of a line (its last piece did not end in '\n').
+/// While it is, a log line written where stdout also goes (the same terminal, pipe or file)
+/// first ends that line on stderr, so the log line starts at the margin and the text is never
+/// glued to it. The job says false again when its text ends a line itself.
+void set_stdout_line_open(bool open) noexcept;
+/// True when a log line ended the job's open line of text (see above) and no text came
+/// after it: the job need not end that line again.
+[[nodiscard]] bool stdout_line_ended_by_log() noexcept;
 
 /// Writes one line (format_log_line) when `level` passes. Never throws: a line that cannot
 /// be written is lost, not the run.

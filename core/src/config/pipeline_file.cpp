@@ -1,7 +1,8 @@
 // resolve_pipeline_file(): what --config NAME|FILE names; the data folder's presets and
-// default pipeline (k3/data_dir.hpp).
+// default pipeline (k3/data_dir.hpp). A name that is no preset suggests the closest one.
 #include <algorithm>
 
+#include <k3/closest_name.hpp>
 #include <k3/data_dir.hpp>
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
@@ -31,8 +32,9 @@ fs::path resolve_pipeline_file(const std::string& name_or_path) {
   std::sort(names.begin(), names.end());
   std::string known;
   for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-  throw UsageError("pipeline '" + name_or_path + "' not found: no file ./" + name_or_path + " and no preset " +
-                   preset.string() +
+  const std::string near = closest_name(name_or_path, names);
+  throw UsageError("pipeline '" + name_or_path + "' not found" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                   ": no file ./" + name_or_path + " and no preset " + preset.string() +
                    (known.empty() ? " (the presets folder " + dir.string() + " is missing or empty: a broken install?)"
                                   : " (presets: " + known + ")"));
 }

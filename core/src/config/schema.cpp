@@ -179,6 +179,18 @@ std::vector<KeySpec> build_schema() {
       {"job.sampling.top_p", T::number, "1", Range{0, 1, true, false}, {},
        "Sample from the smallest set of tokens whose probability reaches p; 1 = no limit",
        "no truncation unless asked"},
+      {"job.sampling.min_p", T::number, "0", between(0, 1), {},
+       "Sample only among the tokens whose probability (after top_k and top_p, at the temperature) is at least "
+       "min_p times the most likely one's; 0 = no limit",
+       "no truncation unless asked"},
+      {"job.sampling.repeat_penalty", T::number, "1", Range{0, 100, true, false}, {},
+       "llama.cpp's repeat penalty, applied to the logits first (greedy too): the logit of each id among the last "
+       "job.sampling.repeat_last_n ids of the context (prompt included) is divided by it when positive, multiplied "
+       "by it otherwise; above 1 discourages repeats; 1 = off",
+       "the model's own distribution unless asked: at 1 no output changes"},
+      {"job.sampling.repeat_last_n", T::integer, "64", between(-1, 1048576), {},
+       "Ids of the context the repeat penalty looks back over; 0 = none, -1 = the whole context",
+       "llama.cpp's default window"},
       {"job.sampling.seed", T::integer, "0", at_least(0), {},
        "Seed of the sampling random stream; the same seed gives the same tokens", "a fixed seed keeps runs repeatable"},
       {"job.stop_at_eos", T::boolean, "true", {}, {},

@@ -74,11 +74,15 @@ std::vector<std::uint32_t> DraftModel::draft(std::span<const std::uint32_t> cont
   synced_ = session_->snapshot();
   auto position = static_cast<std::int64_t>(context.size());
   const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
+  // Drawn like the model's: with the repeat penalty over the context and the drafts so far.
+  const bool penalizes = sampling.penalizes();
+  if (penalizes) history_.assign(context.begin(), context.end());
   for (;;) {
-    const std::uint32_t t = sampler_.sample(logits_.data(), sampling, position);
+    const std::uint32_t t = sampler_.sample(logits_.data(), sampling, position, history_);
     // A token the draft model itself doubts is seldom the model's: stop before it.
     if (min_p > 0 && probability_of(std::span(logits_).first(vocab), t, sampling.temperature) < min_p) break;
     drafts_.push_back(t);
+    if (penalizes) history_.push_back(t);
     if (drafts_.size() == n) break;
     feed({&t, 1});
     ++position;

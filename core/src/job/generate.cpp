@@ -58,10 +58,11 @@ class DecodeLoop {
 
   /// `last`: the logits after the prompt.
   void run(std::vector<float>& last) {
+    r_.stop_reason = StopReason::length;
     if (g_.max_new_tokens <= 0) return;
     auto ts = Clock::now();
-    std::uint32_t next = sample(last.data(), session_.position());
-    if (emit(next)) return finish(next, ts);
+    std::uint32_t next = sample(last.data(), session_.position(), session_.tokens());
+    if (emit(next, session_.position())) return finish(next, ts);
     std::vector<float> logits;
     for (;;) {
       const std::vector<std::uint32_t> drafts = draft(next);
@@ -77,8 +78,8 @@ class DecodeLoop {
         ++r_.speculative.plain_passes;
         r_.steps.push_back({next, seconds_since(ts), true});
         ts = Clock::now();
-        next = sample(logits.data(), session_.position());
-        if (emit(next)) return finish(next, ts);
+        next = sample(logits.data(), session_.position(), session_.tokens());
+        if (emit(next, session_.position())) return finish(next, ts);
         continue;
       }
       if (verify(next, drafts, logits, ts)) return;
@@ -86,20 +87,27 @@ class DecodeLoop {
   }
 
  private:
-  std::uint32_t sample(const float* logits, std::int64_t position) {
-    return sampler_.sample(logits, g_.sampling, position);
+  /// `context`: every id before the one picked (what the repeat penalty looks back over).
+  std::uint32_t sample(const float* logits, std::int64_t position, std::span<const std::uint32_t> context) {
+    return sampler_.sample(logits, g_.sampling, position, context);
   }
 
   /// Hands `t` out as generated; true when generation ends with it (EOS, a stop id, the
-  /// token limit, or a stop request).
-  bool emit(std::uint32_t t) {
+  /// token limit, a stop request, or the end of the context). `position` is where `t`
+  /// would be fed: a token with no room left in the context is the last one.
+  bool emit(std::uint32_t t, std::int64_t position) {
     r_.generated.push_back(t);
     if (on_token_) on_token_(t);
     const bool is_eos = g_.stop_at_eos && (t == g_.eos_token || std::find(g_.stop_tokens.begin(),
                                                                            g_.stop_tokens.end(), t) != g_.stop_tokens.end());
     r_.interrupted = !is_eos && stop_requested(g_);
     r_.stopped_at_eos = is_eos;
-    return is_eos || r_.interrupted || static_cast<std::int64_t>(r_.generated.size()) >= g_.max_new_tokens;
+    if (is_eos) r_.stop_reason = StopReason::eos;
+    else if (r_.interrupted) r_.stop_reason = StopReason::interrupted;
+    else if (static_cast<std::int64_t>(r_.generated.size()) >= g_.max_new_tokens) r_.stop_reason = StopReason::length;
+    else if (position >= session_.max_positions()) r_.stop_reason = StopReason::context_full;
+    else return false;
+    return true;
   }
 
   /// The last token: its successor is not needed now, so the conversation keeps it to feed
@@ -146,6 +154,10 @@ class DecodeLoop {
     batch_.insert(batch_.end(), drafts.begin(), drafts.end());
     const std::int64_t pos0 = session_.position();
     const std::uint64_t accepted_before = r_.speculative.drafts_accepted;
+    // Row i picks the successor of batch_[i]: its context is what the session held, then
+    // batch_[0..i] (kept only when the repeat penalty needs it).
+    const bool penalizes = g_.sampling.penalizes();
+    if (penalizes) history_.assign(session_.tokens().begin(), session_.tokens().end());
     bool ended = false;
     std::exception_ptr failure;  // from on_token: thrown once the state is consistent
     session_.feed_tentative(batch_, logits, [&](std::span<const float> rows) {
@@ -155,9 +167,11 @@ class DecodeLoop {
       r_.steps.push_back({next, seconds_since(ts), true});
       for (std::size_t i = 0; i <= drafts.size(); ++i) {
         ts = Clock::now();
-        const std::uint32_t t = sample(rows.data() + i * vocab_, pos0 + 1 + static_cast<std::int64_t>(i));
+        const std::int64_t at = pos0 + 1 + static_cast<std::int64_t>(i);
+        if (penalizes) history_.push_back(batch_[i]);
+        const std::uint32_t t = sample(rows.data() + i * vocab_, at, history_);
         try {
-          ended = emit(t);
+          ended = emit(t, at);
         } catch (...) {
           // As in a sequential run: what came before t was fed, t was not.
           failure = std::current_exception();
@@ -193,7 +207,7 @@ class DecodeLoop {
   GenerateResult& r_;
   Sampler sampler_;
   std::size_t vocab_;
-  std::vector<std::uint32_t> context_, batch_;
+  std::vector<std::uint32_t> context_, batch_, history_;
   DraftBudget budget_{static_cast<std::size_t>(std::max<std::int64_t>(0, g_.speculative.max_draft))};
   StepRecord finish_step_;
 };
@@ -204,6 +218,25 @@ void run_generation(Session& session, const GenerateSettings& g, const std::func
                     std::chrono::steady_clock::time_point t0, GenerateResult& r);
 
 }  // namespace
+
+const char* stop_reason_name(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::length: return "length";
+    case StopReason::eos: return "eos";
+    case StopReason::context_full: return "context_full";
+    case StopReason::interrupted: return "interrupted";
+  }
+  return "length";
+}
+
+void require_context_room(const Session& session, std::size_t ids) {
+  const std::int64_t held = session.position(), room = session.max_positions() - held;
+  if (static_cast<std::int64_t>(ids) <= room) return;
+  throw UsageError("the prompt does not fit the context: " + std::to_string(ids) + " tokens" +
+                   (held > 0 ? " after the " + std::to_string(held) + " of the loaded conversation" : std::string()) +
+                   " exceed memory.context " + std::to_string(session.max_positions()) +
+                   " (raise it: -c/--context N)");
+}
 
 GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
   GenerateResult r;
@@ -219,6 +252,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
                          : "nothing to continue from: every id of the conversation was fed and its last logits are "
                            "not kept (a state saved after a prefill-only run); give a prompt to continue it");
   if (g.prefill_chunk < 1) throw UsageError("job.prefill_chunk must be >= 1");
+  require_context_room(session, input.size());
   std::optional<AtomicFile> dump;  // appears complete after the prefill, or not at all
   if (!g.dump_logits.empty()) {
     try {
@@ -236,6 +270,7 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   } catch (const Interrupted& e) {
     // A storage wait abandoned on the stop request: the forward pass it was in is cut.
     r.interrupted = true;
+    r.stop_reason = StopReason::interrupted;
     r.cut = e.what();
     if (r.prefill_seconds == 0) r.prefill_seconds = seconds_since(t0);
   }
@@ -268,6 +303,7 @@ void run_generation(Session& session, const GenerateSettings& g, const std::func
       if (stop_requested(g)) {
         session.set_pending({input.begin() + static_cast<std::ptrdiff_t>(at), input.end()});
         r.interrupted = true;
+        r.stop_reason = StopReason::interrupted;
         r.prefill_seconds = seconds_since(t0);
         return;
       }

@@ -204,7 +204,11 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   g.prompt = std::move(prompt.ids);
 
   Session session(model, p.get_int("memory.context"));
+  rep.context = session.max_positions();
   if (!load_state.empty()) session.load(load_state, p.get_bool("job.accept_unsound_state"));
+  // A prompt the context cannot hold is a usage error before anything is shown or fed; a
+  // long generation just stops at the context's end (StopReason::context_full).
+  require_context_room(session, session.pending().size() + g.prompt.size());
   if (hooks.on_prompt) hooks.on_prompt(rep.prompt_text, g.prompt);
   // A trace's prompt hash covers what this run feeds first: a resumed conversation's
   // pending ids, then the prompt.
@@ -319,6 +323,8 @@ std::string report_json(const JobReport& r) {
   // the lost experts of exit 4, a stop that cut a forward pass short); null when none.
   j["exit_code"] = r.exit_code;
   j["failure"] = r.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.failure);
+  j["stop_reason"] = stop_reason_name(r.result.stop_reason);
+  j["context"] = r.context;
   j["resumed_pending_ids"] = r.result.pending;
   j["pending_ids"] = r.pending;
   if (!r.trace_file.empty()) j["trace"] = r.trace_file.string();

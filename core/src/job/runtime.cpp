@@ -323,6 +323,9 @@ GenerateSettings generate_settings_of(const Pipeline& p, const ModelConfig& conf
   g.sampling.temperature = p.get_double("job.sampling.temperature");
   g.sampling.top_k = p.get_int("job.sampling.top_k");
   g.sampling.top_p = p.get_double("job.sampling.top_p");
+  g.sampling.min_p = p.get_double("job.sampling.min_p");
+  g.sampling.repeat_penalty = p.get_double("job.sampling.repeat_penalty");
+  g.sampling.repeat_last_n = p.get_int("job.sampling.repeat_last_n");
   g.sampling.seed = static_cast<std::uint64_t>(p.get_int("job.sampling.seed"));
   g.stop_at_eos = p.get_bool("job.stop_at_eos");
   g.eos_token = static_cast<std::uint32_t>(config.eos_token_id);

@@ -1,7 +1,10 @@
-// Token selection. Greedy = first index of the maximum. Sampling works in fp64 on a
-// private copy: logits / temperature, keep the top-k (ties → lower id), softmax, keep the
-// smallest prefix whose probability reaches top_p, then draw with a generator seeded by
-// (seed, position) so that a resumed run draws exactly what an uninterrupted one would.
+// Token selection. First llama.cpp's repeat penalty, when asked, on a float copy of the
+// logits: each distinct id among the last repeat_last_n of the context gets its logit divided
+// by the penalty when positive, multiplied otherwise. Greedy = first index of the maximum.
+// Sampling works in fp64 on a private copy: logits / temperature, keep the top-k (ties →
+// lower id), softmax, keep the smallest prefix whose probability reaches top_p, then those at
+// least min_p times the first, then draw with a generator seeded by (seed, position) so that
+// a resumed run draws exactly what an uninterrupted one would.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -28,15 +31,41 @@ double uniform01(std::uint64_t seed, std::int64_t position) {
 
 }  // namespace
 
-std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position) {
+std::uint32_t sample_token(const float* logits, std::size_t vocab, const SamplingSettings& s, std::int64_t position,
+                           std::span<const std::uint32_t> context) {
   Sampler sampler(vocab);
-  return sampler.sample(logits, s, position);
+  return sampler.sample(logits, s, position, context);
+}
+
+std::span<const std::uint32_t> repeat_window(const SamplingSettings& s, std::span<const std::uint32_t> context) noexcept {
+  if (!s.penalizes()) return {};
+  if (s.repeat_last_n < 0 || static_cast<std::uint64_t>(s.repeat_last_n) >= context.size()) return context;
+  return context.last(static_cast<std::size_t>(s.repeat_last_n));
 }
 
 Sampler::Sampler(std::size_t vocab) : vocab_(vocab), order_(vocab), p_(vocab) {}
 
-std::uint32_t Sampler::sample(const float* logits, const SamplingSettings& s, std::int64_t position) {
+const float* Sampler::penalized(const float* logits, const SamplingSettings& s, std::span<const std::uint32_t> context) {
+  const std::span<const std::uint32_t> window = repeat_window(s, context);
+  if (window.empty()) return logits;
+  penalized_.assign(logits, logits + vocab_);
+  repeated_.assign(window.begin(), window.end());
+  std::sort(repeated_.begin(), repeated_.end());
+  repeated_.erase(std::unique(repeated_.begin(), repeated_.end()), repeated_.end());
+  // In float, as llama.cpp does: the same bits for the same logits, on every machine.
+  const auto penalty = static_cast<float>(s.repeat_penalty);
+  for (const std::uint32_t id : repeated_) {
+    if (id >= vocab_) continue;  // not an id of this vocabulary: nothing to penalise
+    float& l = penalized_[id];
+    l = l <= 0.0f ? l * penalty : l / penalty;
+  }
+  return penalized_.data();
+}
+
+std::uint32_t Sampler::sample(const float* raw_logits, const SamplingSettings& s, std::int64_t position,
+                              std::span<const std::uint32_t> context) {
   const std::size_t vocab = vocab_;
+  const float* logits = penalized(raw_logits, s, context);
   if (s.temperature <= 0.0) {
     std::size_t best = 0;
     for (std::size_t i = 1; i < vocab; ++i)
@@ -67,6 +96,18 @@ std::uint32_t Sampler::sample(const float* logits, const SamplingSettings& s, st
     p.resize(keep);
     z = std::accumulate(p.begin(), p.end(), 0.0);
     for (double& v : p) v /= z;
+  }
+  if (s.min_p > 0.0) {
+    // p is in descending order: the kept tokens are a prefix, the first one always among them.
+    const double floor = s.min_p * p[0];
+    std::size_t n = 1;
+    while (n < keep && p[n] >= floor) ++n;
+    if (n < keep) {
+      keep = n;
+      p.resize(keep);
+      z = std::accumulate(p.begin(), p.end(), 0.0);
+      for (double& v : p) v /= z;
+    }
   }
   const double u = uniform01(s.seed, position);
   double cum = 0;

@@ -1,15 +1,20 @@
 // The logger behind k3/log.hpp: one spdlog logger with a stderr sink and, on request, a file
 // sink. This file formats the line itself (who wrote it, its level), so both sinks show the
-// same text and the file's pattern only adds the timestamp.
+// same text and the file's pattern only adds the timestamp. It also keeps a log line from
+// being glued to the job's text when stdout and stderr share a terminal.
 #include <k3/log.hpp>
 
 #include <spdlog/logger.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -148,19 +153,28 @@ void set_log_timestamps(bool on) {
 
 std::string format_log_line(LogLevel level, std::string_view component, std::string_view message) {
   const std::string_view label = level == LogLevel::warn ? "warning" : log_level_name(level);
+  const std::string_view who = component.empty() ? std::string_view("k3host") : component;
   std::string line;
-  line.reserve(component.size() + message.size() + 20);
-  if (component.empty()) {
-    line += "k3host: ";
-    if (level != LogLevel::info) line.append(label).append(": ");
-  } else {
-    line.append("[").append(component).append("] ").append(label).append(": ");
-  }
+  line.reserve(who.size() + message.size() + 20);
+  line.append("[").append(who).append("] ").append(label).append(": ");
   line += message;
   return line;
 }
 
 namespace {
+
+// What the job's stdout ends with (set_stdout_line_open): its text's line is closed, open,
+// or was closed by a log line.
+enum StdoutLine : int { kClosed, kOpen, kEndedByLog };
+std::atomic<int> g_stdout_line{kClosed};
+
+/// Whether stdout and stderr write to the same place (one terminal, pipe or file), where a
+/// log line would otherwise continue the job's open line of text.
+bool stdout_shares_stderr() {
+  struct stat out{}, err{};
+  if (::fstat(STDOUT_FILENO, &out) != 0 || ::fstat(STDERR_FILENO, &err) != 0) return false;
+  return out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+}
 
 void write_line(LogLevel level, std::string_view line) {
   std::shared_ptr<spdlog::logger> logger;
@@ -168,12 +182,23 @@ void write_line(LogLevel level, std::string_view line) {
     LoggerState& s = state();
     const std::lock_guard lock(s.mutex);
     logger = s.logger;
+    // The terminal's line must start at the margin: end the job's open line of text first
+    // (on stderr only: the log file never saw that text).
+    int open = kOpen;
+    if (g_stdout_line.load() == kOpen && stdout_shares_stderr() && g_stdout_line.compare_exchange_strong(open, kEndedByLog)) {
+      std::fflush(stdout);
+      std::fputc('\n', stderr);
+    }
   }
   // The sinks serialise whole lines, so lines from several threads never interleave.
   logger->log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
 }
 
 }  // namespace
+
+void set_stdout_line_open(bool open) noexcept { g_stdout_line.store(open ? kOpen : kClosed); }
+
+bool stdout_line_ended_by_log() noexcept { return g_stdout_line.load() == kEndedByLog; }
 
 void log(LogLevel level, std::string_view component, std::string_view message) noexcept {
   if (!log_enabled(level)) return;

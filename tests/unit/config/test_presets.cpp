@@ -174,7 +174,8 @@ TEST_CASE("a --config NAME: an existing file of that name wins over the preset",
   CHECK(threads == 3);
 }
 
-TEST_CASE("a --config NAME: an unknown name names both places tried and the presets there", "[presets][resolve][errors]") {
+TEST_CASE("a --config NAME: an unknown name names both places tried and the presets there, and the closest",
+          "[presets][resolve][errors]") {
   const fs::path presets = k3::default_presets_dir();
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(presets))
@@ -182,8 +183,15 @@ TEST_CASE("a --config NAME: an unknown name names both places tried and the pres
   std::sort(names.begin(), names.end());
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  const std::string expected = "pipeline 'lapton' not found: no file ./lapton and no preset " +
+  const std::string expected = "pipeline 'lapton' not found (did you mean 'laptop'?): no file ./lapton and no preset " +
                                (presets / "lapton.yaml").string() + " (presets: " + list + ")";
   CHECK(k3test::usage_error([] { (void)k3::resolve_pipeline_file("lapton"); }) == expected);
   CHECK(k3test::usage_error([] { (void)k3::load_pipeline("lapton"); }) == expected);
+  // Two letters swapped, and a case slip, are typos too; a name like none is not.
+  CHECK_THAT(k3test::usage_error([] { (void)k3::resolve_pipeline_file("lapotp"); }),
+             Catch::StartsWith("pipeline 'lapotp' not found (did you mean 'laptop'?): "));
+  CHECK_THAT(k3test::usage_error([] { (void)k3::resolve_pipeline_file("Desktop"); }),
+             Catch::StartsWith("pipeline 'Desktop' not found (did you mean 'desktop'?): "));
+  CHECK_THAT(k3test::usage_error([] { (void)k3::resolve_pipeline_file("quantum"); }),
+             Catch::StartsWith("pipeline 'quantum' not found: no file ./quantum and no preset "));
 }

@@ -235,7 +235,7 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
       CHECK(ids_of(report, "pending_ids") == std::vector<std::uint32_t>{first.back()});
       CHECK(report.at("state") == (out / "state.k3state").string());
       // One line on stderr says what happened and where things went.
-      CHECK_THAT(run.err(), Contains(std::string("k3host: warning: interrupted by ") + mode.by + " after " +
+      CHECK_THAT(run.err(), Contains(std::string("[k3host] warning: interrupted by ") + mode.by + " after " +
                                      std::to_string(first.size()) + " generated tokens; state saved to " +
                                      (out / "state.k3state").string()));
       CHECK(temporaries_in(out).empty());

@@ -1,8 +1,10 @@
 // Generation: incremental and full-recompute decoding emit the same ids; a run saved and
 // resumed (after its token limit, a stop request at a token or between prefill chunks)
-// emits exactly what an uninterrupted one does; EOS stops the run.
+// emits exactly what an uninterrupted one does; EOS and the end of the context stop the run;
+// the repeat penalty picks what an independent loop picks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <span>
 
@@ -195,4 +197,97 @@ TEST_CASE("generation stops at the end-of-sequence id", "[generate]") {
   CHECK(r.stopped_at_eos);
   const auto first_eos = std::find(ids.begin(), ids.end(), ids[2]) - ids.begin();
   CHECK(r.generated == std::vector<std::uint32_t>(ids.begin(), ids.begin() + first_eos + 1));
+}
+
+TEST_CASE("generation stops at the end of the context, and a prompt that does not fit is refused", "[generate]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  k3::GenerateSettings g;
+  g.prompt = {10, 11, 12, 13, 14};
+  g.max_new_tokens = 40;
+  g.stop_at_eos = false;
+  k3::Session roomy(m, 64);
+  const auto all = k3::generate(roomy, g);
+  REQUIRE(all.generated.size() == 40);
+  CHECK(all.stop_reason == k3::StopReason::length);
+  for (const auto mode : {k3::DecodeMode::incremental, k3::DecodeMode::recompute}) {
+    CAPTURE(mode == k3::DecodeMode::recompute);
+    g.mode = mode;
+    // 16 positions: the prompt's 5 and 10 generated ones are fed, the 11th is the last,
+    // whose successor would need a 17th; the ids are those of the roomy run.
+    k3::Session tight(m, 16);
+    const auto r = k3::generate(tight, g);
+    CHECK(r.stop_reason == k3::StopReason::context_full);
+    CHECK_FALSE(r.interrupted);
+    CHECK(r.generated == std::vector<std::uint32_t>(all.generated.begin(), all.generated.begin() + 12));
+    CHECK(tight.position() == 16);
+    CHECK(tight.pending() == std::vector<std::uint32_t>{r.generated.back()});
+    // The token limit and the context end together: the limit is what is reported.
+    g.max_new_tokens = 12;
+    k3::Session both(m, 16);
+    CHECK(k3::generate(both, g).stop_reason == k3::StopReason::length);
+    g.max_new_tokens = 40;
+  }
+  g.mode = k3::DecodeMode::incremental;
+  // A prompt exactly as long as the context still gives its one token.
+  k3::Session exact(m, 5);
+  const auto one = k3::generate(exact, g);
+  CHECK(one.generated == std::vector<std::uint32_t>{all.generated.front()});
+  CHECK(one.stop_reason == k3::StopReason::context_full);
+  // One more does not fit: refused before anything is fed.
+  k3::Session small(m, 4);
+  CHECK_THROWS_WITH(k3::generate(small, g), Catch::Contains("the prompt does not fit the context: 5 tokens exceed "
+                                                            "memory.context 4"));
+  CHECK(small.position() == 0);
+}
+
+TEST_CASE("the repeat penalty gives the ids of an independent greedy loop", "[generate]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, scalar());
+  const std::vector<std::uint32_t> prompt = {7, 8, 9, 7, 8, 9, 7, 8, 9, 7, 8};
+  constexpr float kPenalty = 3.0f;
+  constexpr std::size_t kWindow = 6;
+  constexpr std::int64_t kTokens = 24;
+  // Independently: feed, penalise the distinct ids among the last 6 of the context by hand
+  // (divide a positive logit, multiply a negative one), take the first maximum, feed it.
+  std::vector<std::uint32_t> expected;
+  {
+    k3::Session s(m, 64);
+    std::vector<float> logits;
+    s.feed(prompt, false, logits);
+    std::vector<std::uint32_t> context = prompt;
+    for (std::int64_t n = 0; n < kTokens; ++n) {
+      std::vector<float> row = logits;
+      std::vector<bool> done(row.size(), false);
+      for (std::size_t i = context.size() - std::min(kWindow, context.size()); i < context.size(); ++i) {
+        const std::uint32_t id = context[i];
+        if (done[id]) continue;
+        done[id] = true;
+        row[id] = row[id] <= 0.0f ? row[id] * kPenalty : row[id] / kPenalty;
+      }
+      const auto best = static_cast<std::uint32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      expected.push_back(best);
+      context.push_back(best);
+      if (n + 1 < kTokens) s.feed({&best, 1}, false, logits);
+    }
+  }
+  k3::GenerateSettings g;
+  g.prompt = prompt;
+  g.max_new_tokens = kTokens;
+  g.stop_at_eos = false;
+  k3::Session plain_session(m, 64);
+  const auto unpenalized = k3::generate(plain_session, g).generated;
+  CHECK(unpenalized != expected);  // the penalty changes this run: the check below means something
+  g.sampling.repeat_penalty = kPenalty;
+  g.sampling.repeat_last_n = kWindow;
+  for (const auto mode : {k3::DecodeMode::incremental, k3::DecodeMode::recompute}) {
+    CAPTURE(mode == k3::DecodeMode::recompute);
+    g.mode = mode;
+    k3::Session s(m, 64);
+    CHECK(k3::generate(s, g).generated == expected);
+  }
+  // A penalty of 1 is the plain run, bit for bit.
+  g.sampling.repeat_penalty = 1.0;
+  k3::Session one(m, 64);
+  CHECK(k3::generate(one, g).generated == unpenalized);
 }

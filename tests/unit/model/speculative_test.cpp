@@ -190,6 +190,57 @@ TEST_CASE("speculative decoding emits the ids of plain decoding, greedy and samp
   }
 }
 
+TEST_CASE("speculative decoding stops at the end of the context where plain decoding stops", "[speculative][stop]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, settings("auto", 2));
+  k3::GenerateSettings g = plain_settings(64);
+  const std::int64_t context = static_cast<std::int64_t>(kPrompt.size()) + 20;
+  k3::Session plain_session(m, context);
+  const k3::GenerateResult plain = k3::generate(plain_session, g);
+  REQUIRE(plain.stop_reason == k3::StopReason::context_full);
+  REQUIRE(plain.generated.size() == 21);  // 20 fed, the 21st has no room
+  for (const std::int64_t draft : {2, 8}) {
+    CAPTURE(draft);
+    g.speculative.max_draft = draft;
+    g.speculative.adaptive = false;
+    k3::Session session(m, context);
+    const k3::GenerateResult spec = k3::generate(session, g);
+    CHECK(spec.speculative.drafts_accepted > 0);
+    CHECK(spec.stop_reason == k3::StopReason::context_full);
+    CHECK(spec.generated == plain.generated);
+    CHECK(session.tokens() == plain_session.tokens());
+    CHECK(session.pending() == plain_session.pending());
+  }
+}
+
+TEST_CASE("with the repeat penalty, speculative decoding emits the ids of plain decoding", "[speculative][identity]") {
+  k3::PluginHost host;
+  k3::Model m(fortune(), host, settings("auto", 2));
+  for (const double temperature : {0.0, 0.9}) {
+    k3::GenerateSettings g = plain_settings(40);
+    g.sampling.temperature = temperature;
+    g.sampling.seed = 3;
+    g.sampling.repeat_penalty = 1.2;
+    g.sampling.repeat_last_n = 4;  // the fortune model repeats phrases longer than that: drafts are still kept
+    k3::Session plain_session(m, 256);
+    const k3::GenerateResult plain = k3::generate(plain_session, g);
+    k3::GenerateSettings unpenalized = g;
+    unpenalized.sampling.repeat_penalty = 1.0;
+    k3::Session other(m, 256);
+    CHECK(k3::generate(other, unpenalized).generated != plain.generated);  // the penalty is in effect
+    for (const std::int64_t draft : {2, 8}) {
+      CAPTURE(temperature, draft);
+      g.speculative.max_draft = draft;
+      g.speculative.adaptive = false;
+      k3::Session session(m, 256);
+      const k3::GenerateResult spec = k3::generate(session, g);
+      CHECK(spec.generated == plain.generated);
+      CHECK(spec.speculative.verify_passes > 0);
+      if (temperature == 0) CHECK(spec.speculative.drafts_accepted > 0);
+    }
+  }
+}
+
 TEST_CASE("speculative decoding ends where a sequential run ends: EOS, a stop request, a throwing callback",
           "[speculative][stop]") {
   k3::PluginHost host;

@@ -1,7 +1,12 @@
-// util/log: level names, which of flag, K3_LOG_LEVEL and default wins, the line format, and
-// the log file with its timestamps.
+// util/log: level names, which of flag, K3_LOG_LEVEL and default wins, the line format, the
+// log file with its timestamps, and a log line that never continues the job's open line of
+// text where stdout and stderr share a destination.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <regex>
 #include <string>
 
@@ -110,10 +115,11 @@ TEST_CASE("the level decides what is written, off writes nothing", "[util][log]"
   CHECK_FALSE(k3::log_enabled(LogLevel::error));
 }
 
-TEST_CASE("a line says who wrote it: the host plainly, a plugin in brackets with the level", "[util][log]") {
-  CHECK(k3::format_log_line(LogLevel::info, "", "loading models/tiny") == "k3host: loading models/tiny");
-  CHECK(k3::format_log_line(LogLevel::warn, "", "slow disk") == "k3host: warning: slow disk");
-  CHECK(k3::format_log_line(LogLevel::error, "", "bad file") == "k3host: error: bad file");
+TEST_CASE("every line has one form: who wrote it in brackets, then the level", "[util][log]") {
+  CHECK(k3::format_log_line(LogLevel::info, "", "loading models/tiny") == "[k3host] info: loading models/tiny");
+  CHECK(k3::format_log_line(LogLevel::warn, "", "slow disk") == "[k3host] warning: slow disk");
+  CHECK(k3::format_log_line(LogLevel::error, "", "bad file") == "[k3host] error: bad file");
+  CHECK(k3::format_log_line(LogLevel::info, "serve", "ready") == "[serve] info: ready");
   CHECK(k3::format_log_line(LogLevel::debug, "storage/posix", "opened a (3 bytes)") ==
         "[storage/posix] debug: opened a (3 bytes)");
   CHECK(k3::format_log_line(k3::from_sdk(k3::sdk::LogLevel::info), "cache/lru", "hi") == "[cache/lru] info: hi");
@@ -138,7 +144,7 @@ TEST_CASE("the log file gets every line that passes the level, each with its dat
 
   const std::string text = k3::test::read_whole(file);
   const std::string stamp = R"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} )";
-  const std::regex want(stamp + R"(k3host: first \{\} line\n)" + stamp +
+  const std::regex want(stamp + R"(\[k3host\] info: first \{\} line\n)" + stamp +
                         R"(\[storage/posix\] warning: from a plugin\n)" + stamp + "memory plan\n" + stamp +
                         "  trunk   1 GB\n");
   CHECK(std::regex_match(text, want));
@@ -151,7 +157,7 @@ TEST_CASE("the log file gets every line that passes the level, each with its dat
     k3::set_log_file({});
     const std::string again = k3::test::read_whole(file);
     CHECK(again.substr(0, text.size()) == text);
-    CHECK_THAT(again.substr(text.size()), Contains("k3host: second run"));
+    CHECK_THAT(again.substr(text.size()), Contains("[k3host] info: second run"));
   }
 }
 
@@ -161,4 +167,95 @@ TEST_CASE("a log file that cannot be opened is a usage error naming it", "[util]
   std::filesystem::create_directories(dir / "a-folder");
   CHECK_THROWS_AS(k3::set_log_file(dir / "a-folder"), k3::UsageError);
   CHECK_THROWS_WITH(k3::set_log_file(dir / "a-folder"), Contains("a-folder: a folder, not a regular file"));
+}
+
+namespace {
+
+/// Points stdout and stderr at two fresh pipes, or both at one, for the life of the object,
+/// and collects what each received.
+class Redirected {
+ public:
+  explicit Redirected(bool shared) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    saved_out_ = ::dup(STDOUT_FILENO);
+    saved_err_ = ::dup(STDERR_FILENO);
+    REQUIRE(::pipe(out_) == 0);
+    if (!shared) REQUIRE(::pipe(err_) == 0);
+    for (const int fd : {out_[0], err_[0]}) if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    ::dup2(out_[1], STDOUT_FILENO);
+    ::dup2(shared ? out_[1] : err_[1], STDERR_FILENO);
+  }
+  ~Redirected() { restore(); }
+  Redirected(const Redirected&) = delete;
+  Redirected& operator=(const Redirected&) = delete;
+
+  /// Restores stdout and stderr; returns what stdout's pipe (then stderr's) received.
+  std::pair<std::string, std::string> finish() {
+    restore();
+    return {drain(out_[0]), drain(err_[0])};
+  }
+
+ private:
+  void restore() {
+    if (saved_out_ < 0) return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::dup2(saved_out_, STDOUT_FILENO);
+    ::dup2(saved_err_, STDERR_FILENO);
+    for (int* fd : {&saved_out_, &saved_err_, &out_[1], &err_[1]})
+      if (*fd >= 0) ::close(std::exchange(*fd, -1));
+  }
+  static std::string drain(int& fd) {
+    std::string got;
+    if (fd < 0) return got;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    ::close(std::exchange(fd, -1));
+    return got;
+  }
+  int saved_out_ = -1, saved_err_ = -1;
+  int out_[2] = {-1, -1}, err_[2] = {-1, -1};
+};
+
+}  // namespace
+
+TEST_CASE("a log line never continues the job's open line of text where stdout and stderr meet", "[util][log]") {
+  const RestoreLogging restore;
+  k3::set_log_level(LogLevel::info);
+  SECTION("one destination: the text's line is ended on stderr first") {
+    Redirected both(true);
+    k3::set_stdout_line_open(true);
+    std::fputs("According to the", stdout);
+    std::fflush(stdout);
+    k3::log(LogLevel::info, "storage/http", "12 ranges");
+    const bool ended = k3::stdout_line_ended_by_log();
+    k3::log(LogLevel::info, "", "a second line");  // the line is no longer open: no empty line
+    k3::set_stdout_line_open(false);
+    const auto [out, err] = both.finish();
+    CHECK(out == "According to the\n[storage/http] info: 12 ranges\n[k3host] info: a second line\n");
+    CHECK(ended);
+  }
+  SECTION("two destinations: stdout keeps exactly the text, stderr exactly the lines") {
+    Redirected apart(false);
+    k3::set_stdout_line_open(true);
+    std::fputs("According to the", stdout);
+    std::fflush(stdout);
+    k3::log(LogLevel::info, "storage/http", "12 ranges");
+    const bool ended = k3::stdout_line_ended_by_log();
+    k3::set_stdout_line_open(false);
+    const auto [out, err] = apart.finish();
+    CHECK(out == "According to the");
+    CHECK(err == "[storage/http] info: 12 ranges\n");
+    CHECK_FALSE(ended);
+  }
+  SECTION("a closed line gets nothing added") {
+    Redirected both(true);
+    k3::set_stdout_line_open(false);
+    std::fputs("a whole line\n", stdout);
+    std::fflush(stdout);
+    k3::log(LogLevel::info, "", "next");
+    const auto [out, err] = both.finish();
+    CHECK(out == "a whole line\n[k3host] info: next\n");
+  }
 }
