@@ -15,8 +15,9 @@
 // behaviour, and update sdk/abi.lock (tools/sdk-abi-lock.sh); a test checks the two agree.
 // History: 1 the first SDK; 2 StorageBackend::list and HostServices::read_file;
 // 3 k3_plugin_params (K3ParamDescriptor), and ParamReader reads through that table.
-// Within 3, additive and optional (no bump: a plugin built without it loads and works as
-// before): CachePrefetchListener (cache_prefetch.hpp), found by dynamic_cast.
+// Within 3, additive and optional (no bump: a plugin built without them loads and works as
+// before), each found by dynamic_cast: CachePrefetchListener (cache_prefetch.hpp);
+// StorageFileVersion and StorageCounters (storage_extras.hpp).
 #pragma once
 #include <cstdint>
 

@@ -83,7 +83,18 @@ struct StreamStats {
   std::uint64_t lookahead_predicted = 0, lookahead_routed = 0, lookahead_correct = 0;
   double io_wait_seconds = 0;         ///< the compute thread waited for storage
   double read_seconds = 0;            ///< time inside storage reads, all threads
+  /// Time spent checking the bytes read from a packed trunk against its checksums, all
+  /// threads (0 without model.packed_trunk); the reader threads' part overlaps the compute.
+  double verify_seconds = 0;
   std::vector<std::string> expert_failures;  ///< "layer L expert E: ..." (ids unsound)
+};
+
+/// The checkpoint identity of a model (k3/checkpoint.hpp) and what computing it at open cost.
+struct CheckpointIdentity {
+  std::uint64_t value = 0;          ///< checkpoint_identity(config, index)
+  std::size_t shards = 0;           ///< shards hashed
+  std::uint64_t sampled_bytes = 0;  ///< tensor bytes read for the samples
+  double seconds = 0;               ///< reading and hashing the samples, summed over threads
 };
 
 /// Observes every routed-expert request: (position, layer, experts in top-k order).
@@ -111,6 +122,9 @@ class Model {
 
   [[nodiscard]] const ModelConfig& config() const noexcept;
   [[nodiscard]] const std::string& uri() const noexcept;
+  /// What the checkpoint's weights are: every file derived from it records this value
+  /// (docs/architecture.md, "Checkpoint identity").
+  [[nodiscard]] const CheckpointIdentity& identity() const noexcept;
   /// The storage backend the checkpoint is read through (for files next to it, e.g. the
   /// tokenizer's: PluginHost::set_file_storage).
   [[nodiscard]] const std::shared_ptr<sdk::StorageBackend>& storage() const noexcept;

@@ -1,6 +1,7 @@
 #include "streaming/tensor_reader.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -10,6 +11,11 @@
 
 namespace k3::model {
 namespace {
+
+std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
 
 std::string shape_str(const std::vector<std::uint64_t>& s) {
   std::string out = "[";
@@ -40,11 +46,17 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
   PackedLocations out;
   out.bin = trunk.bin_uri();
   out.bin_bytes = trunk.bin_bytes();
+  out.row_sums = trunk.row_sums();  // before the checks point into it; a move keeps its buffer
+  const std::span<const std::uint64_t> table(out.row_sums);
   for (const auto* runs : {&trunk.layers(), &trunk.globals()})
     for (const PackedRun& run : *runs) {
-      for (const PackedTensor& t : run.tensors)
-        out.where.emplace(t.name, Where{run.file_offset + (run.coded() ? t.coded_offset : t.offset), t.coded_bytes,
-                                        out.runs.size()});
+      for (const PackedTensor& t : run.tensors) {
+        const std::uint64_t offset = run.file_offset + (run.coded() ? t.coded_offset : t.offset);
+        trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset, run.coded(), t.xxh3, {}, t.row_bytes()};
+        if (t.row_sums >= 0)  // PackedTrunk::open checked the rows lie inside the table
+          check.rows = table.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
+        out.where.emplace(t.name, Where{offset, t.coded_bytes, out.runs.size(), std::move(check)});
+      }
       out.runs.push_back(run.name);
     }
   return out;
@@ -116,7 +128,8 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
 
 TensorSource TensorReader::locate(const TensorInfo& t) {
   const Source src = source_of(t, true);
-  return {&file(src.file), src.offset, file_name(src.file)};
+  const bool bin = src.file == index_.files().size();
+  return {&file(src.file), src.offset, file_name(src.file), bin ? &packed_->where.at(t.name).check : nullptr};
 }
 
 std::uint64_t TensorReader::layout() {
@@ -152,8 +165,13 @@ ReadPlan TensorReader::plan() {
   out.tensors.reserve(wanted_.size());
   for (const Wanted& w : wanted_) {
     std::size_t run = 0;
-    if (w.coded_bytes != 0) run = packed_->where.at(w.info->name).run;
-    out.tensors.push_back({w.info, w.buffer_offset, w.src_offset, w.coded_bytes, run});
+    const trunk_check::TensorCheck* check = nullptr;
+    if (w.src_file == index_.files().size()) {
+      const PackedLocations::Where& where = packed_->where.at(w.info->name);
+      run = where.run;
+      check = &where.check;
+    }
+    out.tensors.push_back({w.info, w.buffer_offset, w.src_offset, w.coded_bytes, run, check});
   }
   // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
   // in memory (alignment padding of a packed run) are merged into one request.
@@ -222,6 +240,14 @@ void TensorReader::read(const ReadPlan& plan, std::byte* base) {
         }
       throw RuntimeError(file_name(f.index) + ": reading tensor '" + tensor + "' failed: " + st.detail);
     }
+    // The bytes of a packed trunk reach no computation unchecked: each raw tensor here, each
+    // coded one as it is decoded (read_coded).
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const std::size_t h : f.order) {
+      const ReadPlan::Tensor& t = plan.tensors[h];
+      if (t.check != nullptr && t.coded_bytes == 0) t.check->whole(base + t.buffer_offset, t.info->nbytes);
+    }
+    verify_ns_ += elapsed_ns(t0);
     for (const ReadPlan::Request& r : f.requests)
       if (r.coded) read_coded(plan, f, r, base);
     bytes_read_ += f.bytes;
@@ -254,6 +280,9 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
     } catch (const RuntimeError& e) {
       throw RuntimeError(context() + e.what());
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    t.check->whole(base + t.buffer_offset, t.info->nbytes);  // what it decoded to, before anyone uses it
+    verify_ns_ += elapsed_ns(t0);
     at = t.src_offset + t.coded_bytes;
     raw_end = t.buffer_offset + t.info->nbytes;
   }

@@ -37,6 +37,7 @@
 #include <curl/curl.h>
 
 #include <k3/plugin.hpp>
+#include <k3/storage_extras.hpp>
 
 #include "curl_handles.hpp"
 #include "http_response.hpp"
@@ -505,12 +506,19 @@ class Transport {
   Counters counters_;
 };
 
-class HttpFile final : public k3::sdk::StorageFile {
+class HttpFile final : public k3::sdk::StorageFile, public k3::sdk::StorageFileVersion {
  public:
   HttpFile(std::shared_ptr<Transport> transport, Identity identity)
-      : transport_(std::move(transport)), identity_(std::move(identity)) {}
+      : transport_(std::move(transport)),
+        identity_(std::move(identity)),
+        version_(identity_.etag            ? "ETag " + *identity_.etag
+                 : identity_.last_modified ? "Last-Modified " + *identity_.last_modified
+                                           : std::string()) {}
 
   [[nodiscard]] std::uint64_t size() const noexcept override { return identity_.size; }
+  /// The validator recorded at open (sdk::StorageFileVersion): what a decorator that keeps
+  /// bytes (tiered) keys them by.
+  [[nodiscard]] std::string_view version() const noexcept override { return version_; }
   [[nodiscard]] std::uint32_t alignment() const noexcept override { return 1; }
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
@@ -563,6 +571,7 @@ class HttpFile final : public k3::sdk::StorageFile {
 
   std::shared_ptr<Transport> transport_;
   Identity identity_;  ///< read by the worker during run(); never written after open
+  std::string version_;  ///< "ETag <etag>", "Last-Modified <date>" or empty
 };
 
 class HttpBackend final : public k3::sdk::StorageBackend {
