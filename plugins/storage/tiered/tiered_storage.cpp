@@ -117,7 +117,7 @@ class Tier {
                      " from the inner backend; " + std::to_string(written_.load()) + " blocks written, " +
                      std::to_string(evicted_.load()) + " evicted, " + std::to_string(dropped_.load()) +
                      " not cached (writer busy or failing), " + std::to_string(bad_.load()) +
-                     " damaged blocks dropped and fetched again; " + std::to_string(total_bytes()) + " bytes in " +
+                     " torn or damaged blocks dropped and fetched again; " + std::to_string(total_bytes()) + " bytes in " +
                      s_.dir);
   }
 
