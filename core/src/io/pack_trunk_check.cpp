@@ -22,8 +22,9 @@ std::uint64_t digest(const void* data, std::uint64_t n) noexcept {
   return XXH3_64bits(data, static_cast<std::size_t>(n));
 }
 
-void TensorCheck::whole(const std::byte* data, std::uint64_t n) const {
-  const std::uint64_t h = digest(data, n);
+void TensorCheck::whole(const std::byte* data, std::uint64_t n) const { digest_is(digest(data, n), n); }
+
+void TensorCheck::digest_is(std::uint64_t h, std::uint64_t n) const {
   if (h == xxh3) return;
   throw RuntimeError(file + ": run '" + run + "', tensor '" + tensor + "': the " + std::to_string(n) + " bytes" +
                      (coded ? " decoded from the stream" : "") + " at offset " + std::to_string(offset) +

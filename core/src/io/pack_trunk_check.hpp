@@ -26,6 +26,8 @@ struct TensorCheck {
 
   /// Checks the whole tensor (`n` bytes at `data`).
   void whole(const std::byte* data, std::uint64_t n) const;
+  /// Checks a digest of the whole tensor (`n` bytes) computed by the caller, in pieces.
+  void digest_is(std::uint64_t h, std::uint64_t n) const;
   /// Checks rows [first, first + count) at `data` (the first of them at data[0]).
   /// RuntimeError when the tensor has no row checksums (a damaged trunk.json).
   void rows_at(const std::byte* data, std::uint64_t first, std::uint64_t count) const;

@@ -158,6 +158,13 @@ class TensorReader {
   /// decoded in overlap (on demo, 1-2 MiB pieces gave ~0.3 s/token where 32 MiB gave ~0.43),
   /// large enough for the disk.
   static constexpr std::uint64_t kCodedPiece = std::uint64_t{2} << 20;
+  /// A raw request from trunk.bin is read in pieces of this many bytes, each hashed while the
+  /// next is read, so checking a large layer (K3's are ~1.2 GB) costs about its last piece's
+  /// hash, not the layer's. Large enough that a piece is still many parallel ranges over
+  /// http (max_range_bytes, 8 MiB by default) and a smaller layer (demo's, fortune's) one read.
+  static constexpr std::uint64_t kRawPiece = std::uint64_t{64} << 20;
+  /// Another piece size than kRawPiece (the tests read small layers in many pieces).
+  void set_raw_piece(std::uint64_t bytes) noexcept { raw_piece_ = bytes > 0 ? bytes : kRawPiece; }
 
  private:
   struct Wanted {
@@ -176,6 +183,9 @@ class TensorReader {
   /// else its shard. `raw_only`: a coded tensor from its shard.
   [[nodiscard]] Source source_of(const TensorInfo& info, bool raw_only = false) const;
   void read_coded(const ReadPlan& plan, const ReadPlan::File& f, const ReadPlan::Request& r, std::byte* base);
+  /// The raw requests of `f` (trunk.bin) read in pieces of raw_piece_, each hashed into its
+  /// tensors' checksums while the next is read, every tensor checked once its last byte is in.
+  void read_raw_checked(const ReadPlan& plan, const ReadPlan::File& f, std::byte* base);
   [[nodiscard]] std::string file_name(std::uint32_t index) const;
 
   const CheckpointIndex& index_;
@@ -186,11 +196,14 @@ class TensorReader {
   std::vector<sdk::ReadRequest> batch_;  // read()'s requests, reserved by plan()
   // Made at the first coded read, kept: refilling a ring slot allocates nothing.
   std::unique_ptr<trunk_codec::Decoder> decoder_;
-  std::unique_ptr<trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded
+  std::unique_ptr<trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded or hashed
+  struct HashState;
+  std::unique_ptr<HashState> hash_;  // the XXH3 state of the tensor being checked (read_raw_checked)
   trunk_codec::FileInput::Buffers staging_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t coded_bytes_read_ = 0;
   std::uint64_t verify_ns_ = 0;
+  std::uint64_t raw_piece_ = kRawPiece;
 };
 
 }  // namespace k3::model

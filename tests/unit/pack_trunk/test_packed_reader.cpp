@@ -155,6 +155,47 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
   }
 }
 
+TEST_CASE("packed trunk: a layer read in many pieces, each hashed while the next is read, has the run's bytes, and "
+          "a flipped byte in any piece is caught", "[pack_trunk]") {
+  const fs::path model_dir = k3::test::test_model("tiny");
+  const fs::path packed_dir = pack("tiny");
+  const k3::ModelConfig c = k3::test::read_config(model_dir);
+  const k3::CheckpointIndex index = k3::test::open_index(model_dir);
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
+  const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
+  k3::PluginHost host;
+  CountingStorage counting(host.create_storage("posix", {}));
+  k3::model::TensorReader plain_reader(index, counting);
+  k3::model::TensorReader packed_reader(index, counting, &where);
+  packed_reader.set_raw_piece(1000);  // pieces that cut tensors anywhere, not at alignments
+  k3::model::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
+  for (std::size_t li = 0; li < static_cast<std::size_t>(c.num_hidden_layers); ++li) {
+    CAPTURE(li);
+    const std::uint64_t n = trunk.layers()[li].nbytes;
+    REQUIRE(packed.queue(li, false) == n);
+    (void)plain.queue(li, false);
+    k3::AlignedBuffer a(n), b(n);
+    k3::model::LayerWeights wa, wb;
+    counting.requests.clear();
+    packed.read_and_bind(b.data(), wb);
+    CHECK(counting.requests["trunk.bin"] == (n + 999) / 1000);
+    plain.read_and_bind(a.data(), wa);
+    CHECK(std::memcmp(wa.input_layernorm.data(), wb.input_layernorm.data(), wa.input_layernorm.size() * 4) == 0);
+  }
+  // A flipped byte in the middle of layer 2's run: caught whichever piece holds it.
+  const k3::PackedRun& run = trunk.layers()[2];
+  const fs::path damaged = flipped_copy(packed_dir, "packed-pieces-flipped", run.file_offset + run.nbytes / 2);
+  const k3::PackedTrunk bad = k3::PackedTrunk::open(k3::test::local_storage(), damaged.string(), k3::test::identity_of(model_dir));
+  const k3::model::PackedLocations bad_where = k3::model::PackedLocations::of(bad);
+  k3::model::TensorReader bad_reader(index, counting, &bad_where);
+  bad_reader.set_raw_piece(1000);
+  k3::model::LayerLoader from_bad(c, bad_reader);
+  k3::AlignedBuffer buffer(from_bad.queue(2, false));
+  k3::model::LayerWeights w;
+  CHECK_THROWS_WITH(from_bad.read_and_bind(buffer.data(), w),
+                    Catch::Contains("trunk.bin") && Catch::Contains("run 'layer 2'") && Catch::Contains("damaged"));
+}
+
 TEST_CASE("packed trunk: the model gives the same logits from it, resident, streamed and split", "[pack_trunk]") {
   const fs::path dir = k3::test::test_model("tiny");
   const fs::path packed = pack("tiny");
