@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -130,6 +131,8 @@ class Tier {
     out.emplace_back("tier_blocks_not_cached", dropped_.load());
     out.emplace_back("tier_blocks_damaged_refetched", bad_.load());
     out.emplace_back("tier_files_keyed_by_sample", sampled_.load());
+    out.emplace_back("tier_block_bytes_read", block_bytes_read_.load());  // whole blocks, to check them
+    out.emplace_back("tier_check_ns", check_ns_.load());
   }
   /// A file opened without a validator, keyed by sampled bytes.
   void count_sampled() noexcept { ++sampled_; }
@@ -158,11 +161,15 @@ class Tier {
     const std::uint64_t block_length = std::min(s_.block_bytes, file_size - index * s_.block_bytes);
     std::vector<std::byte> all(tier::kHeaderBytes + block_length);
     if (!read_exact(fd.get(), all.data(), all.size(), 0) || !at_eof(fd.get(), all.size())) return forget(name, true);
+    block_bytes_read_ += all.size();
+    const auto t0 = std::chrono::steady_clock::now();
     const auto h = tier::decode(all);
     const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, block_length);
-    if (!h || h->file_size != file_size || h->index != index || h->length != block_length || h->version != version ||
-        h->checksum != tier::checksum(data))
-      return forget(name, true);
+    const bool intact = h && h->file_size == file_size && h->index == index && h->length == block_length &&
+                        h->version == version && h->checksum == tier::checksum(data);
+    check_ns_ += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (!intact) return forget(name, true);
     std::memcpy(dest, data.data() + offset, length);
     hit_bytes_ += length;
     return true;
@@ -370,6 +377,7 @@ class Tier {
   std::uint64_t tmp_counter_ = 0;     ///< writer thread only
 
   std::atomic<std::uint64_t> hit_bytes_{0}, miss_bytes_{0}, written_{0}, evicted_{0}, dropped_{0}, bad_{0}, sampled_{0};
+  std::atomic<std::uint64_t> block_bytes_read_{0}, check_ns_{0};
   std::atomic<bool> warned_{false};
 };
 
