@@ -2,7 +2,7 @@
 // their combination with the index json and config.json.
 #include "io/checkpoint_identity.hpp"
 
-#include <xxhash.h>
+#include "io/xxh3.hpp"
 
 #include <array>
 #include <cstdio>

@@ -1,11 +1,11 @@
 // The checks of pack_trunk_check.hpp and their messages.
 #include "io/pack_trunk_check.hpp"
 
-#include <xxhash.h>
-
 #include <cstdio>
 
 #include <k3/error.hpp>
+
+#include "io/xxh3.hpp"
 
 namespace k3::trunk_check {
 namespace {

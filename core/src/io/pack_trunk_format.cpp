@@ -1,7 +1,7 @@
 // Helpers shared by the trunk writer and reader (see pack_trunk_format.hpp).
 #include "io/pack_trunk_format.hpp"
 
-#include <xxhash.h>
+#include "io/xxh3.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,7 +1,7 @@
 // PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp),
 // refuses a pack of another checkpoint, and reads and checks the row table.
 // Untrusted input: every offset and size is checked before anyone forms a pointer from it.
-#include <xxhash.h>
+#include "io/xxh3.hpp"
 
 #include <algorithm>
 

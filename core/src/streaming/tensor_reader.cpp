@@ -5,11 +5,10 @@
 #include <cstring>
 #include <map>
 
-#include <xxhash.h>
-
 #include <k3/error.hpp>
 
 #include "io/pack_trunk_codec.hpp"
+#include "io/xxh3.hpp"
 
 namespace k3::model {
 namespace {

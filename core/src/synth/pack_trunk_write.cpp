@@ -5,7 +5,7 @@
 // checkpoint's identity) last and renames the finished folder into place (see
 // pack_trunk.hpp).
 #include <unistd.h>
-#include <xxhash.h>
+#include "io/xxh3.hpp"
 
 #include <algorithm>
 #include <cerrno>

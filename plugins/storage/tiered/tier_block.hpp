@@ -13,6 +13,11 @@
 // the index: a listing rebuilds it after kill -9.
 #pragma once
 #include <xxhash.h>
+// The x86 dispatch entry points (AVX2/AVX-512 at run time; the same bits as plain XXH3):
+// every block served is hashed, so its speed matters.
+#if (defined(__x86_64__) || defined(__i386__)) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <array>
 #include <cstddef>

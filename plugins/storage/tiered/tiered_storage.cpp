@@ -66,6 +66,13 @@ struct Settings {
   bool fsync = false;                                ///< fsync each block before its rename
 };
 
+/// Part of a read inside one block: where in the block, how much, and where it goes.
+struct Part {
+  std::uint64_t offset;  ///< in the block
+  std::uint64_t length;
+  std::byte* dest;
+};
+
 /// A block's name inside the tier: "<file key>/<block index>.blk".
 std::string block_name(const std::string& key, std::uint64_t index) { return key + "/" + std::to_string(index) + ".blk"; }
 
@@ -141,13 +148,13 @@ class Tier {
 
   const Settings& settings() const noexcept { return s_; }
 
-  /// Copies `length` bytes at `offset` of block `index` of the file (`key`, `file_size`,
-  /// `version`) into `dest`; false on a miss (absent, evicted meanwhile, or damaged: dropped).
-  /// Every serve reads the whole block and checks its header and checksum before a byte is
-  /// copied: a block changed on disk after an earlier serve is caught as surely as one torn
-  /// before this process started.
+  /// Copies `parts` of block `index` of the file (`key`, `file_size`, `version`) to their
+  /// destinations; false on a miss (absent, evicted meanwhile, or damaged: dropped). Every
+  /// serve reads the whole block and checks its header and checksum before a byte is copied
+  /// (once for all the parts a batch wants of it): a block changed on disk after an earlier
+  /// serve is caught as surely as one torn before this process started.
   bool read(const std::string& key, std::uint64_t file_size, std::uint64_t version, std::uint64_t index,
-            std::uint64_t offset, std::uint64_t length, std::byte* dest) {
+            std::span<const Part> parts) {
     const std::string name = block_name(key, index);
     {
       const std::lock_guard lock(index_mutex_);
@@ -159,19 +166,26 @@ class Tier {
     local::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return forget(name, false);
     const std::uint64_t block_length = std::min(s_.block_bytes, file_size - index * s_.block_bytes);
-    std::vector<std::byte> all(tier::kHeaderBytes + block_length);
-    if (!read_exact(fd.get(), all.data(), all.size(), 0) || !at_eof(fd.get(), all.size())) return forget(name, true);
-    block_bytes_read_ += all.size();
+    // The block file whole, into this thread's scratch (kept: a serve neither allocates nor
+    // clears a block's worth of memory).
+    thread_local std::vector<std::byte> scratch;
+    const std::uint64_t file_bytes = tier::kHeaderBytes + block_length;
+    if (scratch.size() < file_bytes) scratch.resize(static_cast<std::size_t>(file_bytes));
+    const std::span<const std::byte> all(scratch.data(), static_cast<std::size_t>(file_bytes));
+    if (!read_exact(fd.get(), scratch.data(), file_bytes, 0) || !at_eof(fd.get(), file_bytes)) return forget(name, true);
+    block_bytes_read_ += file_bytes;
     const auto t0 = std::chrono::steady_clock::now();
     const auto h = tier::decode(all);
-    const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, block_length);
+    const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, static_cast<std::size_t>(block_length));
     const bool intact = h && h->file_size == file_size && h->index == index && h->length == block_length &&
                         h->version == version && h->checksum == tier::checksum(data);
     check_ns_ += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     if (!intact) return forget(name, true);
-    std::memcpy(dest, data.data() + offset, length);
-    hit_bytes_ += length;
+    for (const Part& p : parts) {
+      std::memcpy(p.dest, data.data() + p.offset, p.length);
+      hit_bytes_ += p.length;
+    }
     return true;
   }
 
@@ -400,18 +414,12 @@ class TieredFile final : public k3::sdk::StorageFile {
   }
 
  private:
-  struct Want {  // part of a request inside one missing block
-    std::size_t request;
-    std::uint64_t offset;  ///< in the block
-    std::uint64_t length;
-    std::byte* dest;
-  };
-
   Status read_batch(std::span<k3::sdk::ReadRequest> batch) {
     const std::uint64_t B = tier_->settings().block_bytes;
     std::vector<k3::sdk::ReadRequest> inner;
     std::vector<std::size_t> passthrough;  ///< requests the tier cannot serve (past the end, no destination)
-    std::map<std::uint64_t, std::vector<Want>> missing;  ///< block index -> parts wanted
+    std::map<std::uint64_t, std::vector<Part>> wanted;   ///< block index -> parts of the batch in it
+    std::map<std::uint64_t, std::vector<Part>> missing;  ///< of those, the blocks the tier does not serve
     for (std::size_t i = 0; i < batch.size(); ++i) {
       auto& r = batch[i];
       r.result = StatusCode::ok;
@@ -424,11 +432,12 @@ class TieredFile final : public k3::sdk::StorageFile {
       for (std::uint64_t at = r.offset; at < r.offset + r.length;) {
         const std::uint64_t b = at / B, in_block = at - b * B;
         const std::uint64_t n = std::min(B - in_block, r.offset + r.length - at);
-        std::byte* dest = r.dest + (at - r.offset);
-        if (!tier_->read(key_, size_, version_, b, in_block, n, dest)) missing[b].push_back({i, in_block, n, dest});
+        wanted[b].push_back({in_block, n, r.dest + (at - r.offset)});
         at += n;
       }
     }
+    for (auto& [b, parts] : wanted)  // each block read and checked once for the whole batch
+      if (!tier_->read(key_, size_, version_, b, parts)) missing.emplace(b, std::move(parts));
     if (inner.empty() && missing.empty()) return Status::success();
     std::vector<std::vector<std::byte>> blocks;
     blocks.reserve(missing.size());
@@ -446,7 +455,7 @@ class TieredFile final : public k3::sdk::StorageFile {
     std::size_t j = passthrough.size();
     for (auto& [b, wants] : missing) {
       auto& data = blocks[j - passthrough.size()];  // every block was read: the batch succeeded
-      for (const Want& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
+      for (const Part& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
       tier_->store(key_, size_, version_, b, std::move(data));
       ++j;
     }
