@@ -6,9 +6,10 @@
 // one batch (whole blocks, so the http backend fetches them in parallel and merges adjacent
 // ones), are copied to the request, and are handed to a writer thread that stores them in
 // the tier (tier_block.hpp: temporary name, checksum, rename) and evicts the least recently
-// used blocks beyond `max_mb`. Every block served is read whole and checked against its
-// checksum first: a block whose file is missing, torn, changed on disk or of another file
-// is a miss (dropped, fetched again from the inner backend and counted), never served.
+// used blocks beyond `max_mb`. Every serve checks what it copies first (the block's header
+// and the 64 KiB pages the read lies in, each against its checksum): a block whose file is
+// missing, torn, changed on disk or of another file is a miss (dropped, fetched again from
+// the inner backend and counted), never served.
 // A file's blocks are keyed by its URI, size and version (the inner file's validator, e.g.
 // the http ETag, through sdk::StorageFileVersion; without one, a hash of a few bytes
 // sampled from the inner backend at open), so blocks of one revision are never served for
@@ -138,7 +139,7 @@ class Tier {
     out.emplace_back("tier_blocks_not_cached", dropped_.load());
     out.emplace_back("tier_blocks_damaged_refetched", bad_.load());
     out.emplace_back("tier_files_keyed_by_sample", sampled_.load());
-    out.emplace_back("tier_block_bytes_read", block_bytes_read_.load());  // whole blocks, to check them
+    out.emplace_back("tier_block_bytes_read", block_bytes_read_.load());  // headers and whole pages, to check them
     out.emplace_back("tier_check_ns", check_ns_.load());
   }
   /// A file opened without a validator, keyed by sampled bytes.
@@ -150,9 +151,9 @@ class Tier {
 
   /// Copies `parts` of block `index` of the file (`key`, `file_size`, `version`) to their
   /// destinations; false on a miss (absent, evicted meanwhile, or damaged: dropped). Every
-  /// serve reads the whole block and checks its header and checksum before a byte is copied
-  /// (once for all the parts a batch wants of it): a block changed on disk after an earlier
-  /// serve is caught as surely as one torn before this process started.
+  /// serve reads the block's header and the pages the parts lie in (once for all the parts a
+  /// batch wants of it) and checks them before a byte is copied: a block changed on disk
+  /// after an earlier serve is caught as surely as one torn before this process started.
   bool read(const std::string& key, std::uint64_t file_size, std::uint64_t version, std::uint64_t index,
             std::span<const Part> parts) {
     const std::string name = block_name(key, index);
@@ -166,24 +167,34 @@ class Tier {
     local::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return forget(name, false);
     const std::uint64_t block_length = std::min(s_.block_bytes, file_size - index * s_.block_bytes);
-    // The block file whole, into this thread's scratch (kept: a serve neither allocates nor
-    // clears a block's worth of memory).
+    // The header and the pages the parts lie in, into this thread's scratch (kept: a serve
+    // neither allocates nor clears a block's worth of memory); each page checked.
+    const std::uint64_t head = tier::header_bytes(block_length), P = tier::kPageBytes;
+    std::uint64_t lo = block_length, hi = 0;
+    for (const Part& p : parts) {
+      lo = std::min(lo, p.offset);
+      hi = std::max(hi, p.offset + p.length);
+    }
+    const std::uint64_t first_page = lo / P, end_page = (hi + P - 1) / P;
+    const std::uint64_t from = first_page * P, to = std::min(end_page * P, block_length);
     thread_local std::vector<std::byte> scratch;
-    const std::uint64_t file_bytes = tier::kHeaderBytes + block_length;
-    if (scratch.size() < file_bytes) scratch.resize(static_cast<std::size_t>(file_bytes));
-    const std::span<const std::byte> all(scratch.data(), static_cast<std::size_t>(file_bytes));
-    if (!read_exact(fd.get(), scratch.data(), file_bytes, 0) || !at_eof(fd.get(), file_bytes)) return forget(name, true);
-    block_bytes_read_ += file_bytes;
+    if (scratch.size() < head + (to - from)) scratch.resize(static_cast<std::size_t>(head + (to - from)));
+    if (!read_exact(fd.get(), scratch.data(), head, 0) || !read_exact(fd.get(), scratch.data() + head, to - from, head + from) ||
+        !at_eof(fd.get(), head + block_length))
+      return forget(name, true);
+    block_bytes_read_ += head + (to - from);
     const auto t0 = std::chrono::steady_clock::now();
-    const auto h = tier::decode(all);
-    const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, static_cast<std::size_t>(block_length));
-    const bool intact = h && h->file_size == file_size && h->index == index && h->length == block_length &&
-                        h->version == version && h->checksum == tier::checksum(data);
+    const auto h = tier::decode({scratch.data(), static_cast<std::size_t>(head)}, block_length);
+    bool intact = h && h->file_size == file_size && h->index == index && h->version == version;
+    for (std::uint64_t page = first_page; intact && page < end_page; ++page) {
+      const std::uint64_t at = page * P, len = std::min(P, block_length - at);
+      intact = tier::hash(scratch.data() + head + (at - from), len) == h->pages[static_cast<std::size_t>(page)];
+    }
     check_ns_ += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     if (!intact) return forget(name, true);
     for (const Part& p : parts) {
-      std::memcpy(p.dest, data.data() + p.offset, p.length);
+      std::memcpy(p.dest, scratch.data() + head + (p.offset - from), p.length);
       hit_bytes_ += p.length;
     }
     return true;
@@ -194,7 +205,7 @@ class Tier {
   void store(const std::string& key, std::uint64_t file_size, std::uint64_t version, std::uint64_t index,
              std::vector<std::byte> data) {
     miss_bytes_ += data.size();
-    if (s_.max_bytes != 0 && data.size() + tier::kHeaderBytes > s_.max_bytes) {
+    if (s_.max_bytes != 0 && data.size() + tier::header_bytes(data.size()) > s_.max_bytes) {
       ++dropped_;
       return;
     }
@@ -314,8 +325,7 @@ class Tier {
     const std::string final_name = std::to_string(job.index) + ".blk";
     const std::string tmp = key_dir + "/." + final_name + ".tmp." + std::to_string(::getpid()) + "." +
                             std::to_string(++tmp_counter_);
-    const auto header = tier::encode(
-        {job.file_size, job.index, static_cast<std::uint64_t>(job.data.size()), job.version, tier::checksum(job.data)});
+    const std::vector<std::byte> header = tier::encode(job.file_size, job.index, job.version, job.data);
     {
       local::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (fd.get() < 0) return false;
