@@ -114,10 +114,13 @@ if(CMAKE_SCRIPT_MODE_FILE)
              --set "cache.future=${WORK}/t1.k3trace")
       k3_expect_code(0)
     endif()
-    # The report names the identity the refusals named.
+    # The report names the identity the refusals named, and so does `k3host plan`.
     if(id1 STREQUAL "" OR id1 STREQUAL id2 OR NOT id1 MATCHES "^[0-9a-f]+$")
       message(FATAL_ERROR "the reports' checkpoint.identity: '${id1}' for m1, '${id2}' for m2")
     endif()
+    k3_run(ARGS plan --from-checkpoint --config "${SRC}/configs/default.yaml" --set "model.path=${WORK}/m1")
+    k3_expect_code(0)
+    k3_expect("plan --from-checkpoint" out "checkpoint identity ${id1}")
 
   elseif(CASE STREQUAL "flipped-pack")
     make_models()

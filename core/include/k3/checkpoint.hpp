@@ -55,8 +55,8 @@ class CheckpointIndex {
   const TensorInfo& require(std::string_view name, DType dtype, const std::vector<std::uint64_t>& shape) const;
 
   /// The digest of what open() read (the index json, and per shard its name, size, header
-  /// and a few sampled blocks of tensor data): the part of checkpoint_identity() the shards
-  /// give. Computed by open().
+  /// and a few sampled blocks of its trunk tensors, io/checkpoint_identity.hpp): the part of
+  /// checkpoint_identity() the shards give. Computed by open().
   [[nodiscard]] std::uint64_t content_digest() const noexcept { return content_digest_; }
   /// Tensor bytes open() read for the digest's samples (a few hundred KB per shard at most).
   [[nodiscard]] std::uint64_t sampled_bytes() const noexcept { return sampled_bytes_; }

@@ -4,6 +4,7 @@
 
 #include "io/xxh3.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
+#include <k3/geometry.hpp>
 #include <k3/model_config.hpp>
 
 namespace k3 {
@@ -51,19 +53,29 @@ constexpr int kReadAttempts = 3;
 }  // namespace
 
 ShardDigest shard_digest(sdk::StorageFile& file, const std::string& uri, std::string_view name,
-                         std::string_view header_json) {
+                         std::string_view header_json, std::span<const TensorInfo> tensors) {
   const std::uint64_t size = file.size();
-  const std::uint64_t begin = 8 + header_json.size();  // the reader checked it lies inside the file
-  const std::uint64_t data = size - begin;
-  // The blocks: the whole data when it is small, else kIdentitySamples blocks spread evenly
-  // from the first data byte to the last.
+  // The trunk tensors' bytes, in file order, as one run of `total` bytes; the blocks are
+  // spread evenly over it (the first at its start, the last at its end), each cut at the
+  // end of the tensor it starts in.
+  std::vector<const TensorInfo*> trunk;
+  for (const TensorInfo& t : tensors)
+    if (t.nbytes > 0 && !tensor_names::is_routed_expert(t.name)) trunk.push_back(&t);
+  std::sort(trunk.begin(), trunk.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  std::uint64_t total = 0;
+  for (const TensorInfo* t : trunk) total += t->nbytes;
+  const std::uint64_t block = std::min(total, kIdentitySampleBytes);
+  const std::uint64_t count = total == 0 ? 0 : (total <= kIdentitySampleBytes ? 1 : kIdentitySamples);
   std::vector<sdk::ReadRequest> batch;
-  const std::uint64_t block = data <= kIdentitySamples * kIdentitySampleBytes ? data : kIdentitySampleBytes;
-  const std::uint64_t count = block == 0 ? 0 : (block == data ? 1 : kIdentitySamples);
   std::vector<std::byte> samples(static_cast<std::size_t>(block * count));
+  std::size_t at_tensor = 0;
+  std::uint64_t before = 0;  // trunk bytes of the tensors before trunk[at_tensor]
   for (std::uint64_t k = 0; k < count; ++k) {
-    const std::uint64_t at = count == 1 ? begin : begin + (data - block) / (count - 1) * k;
-    batch.push_back({at, block, samples.data() + k * block, sdk::StatusCode::ok});
+    const std::uint64_t pos = count == 1 ? 0 : (total - block) / (count - 1) * k;
+    while (pos >= before + trunk[at_tensor]->nbytes) before += trunk[at_tensor++]->nbytes;
+    const TensorInfo& t = *trunk[at_tensor];
+    const std::uint64_t in = pos - before;
+    batch.push_back({t.offset + in, std::min(block, t.nbytes - in), samples.data() + k * block, sdk::StatusCode::ok});
   }
   // One batch, its failed requests read again (as every weight read is).
   sdk::Status st = batch.empty() ? sdk::Status{} : file.read(batch);
@@ -86,7 +98,7 @@ ShardDigest shard_digest(sdk::StorageFile& file, const std::string& uri, std::st
         at = r.offset;
         break;
       }
-    throw RuntimeError(uri + ": cannot read the " + std::to_string(block) + " bytes at offset " + std::to_string(at) +
+    throw RuntimeError(uri + ": cannot read the bytes at offset " + std::to_string(at) +
                        " that the checkpoint identity samples: " + st.detail);
   }
   Digest d;
@@ -100,7 +112,9 @@ ShardDigest shard_digest(sdk::StorageFile& file, const std::string& uri, std::st
     d.u64(r.length);
     d.bytes(r.dest, static_cast<std::size_t>(r.length));
   }
-  return {d.value(), block * count};
+  std::uint64_t sampled = 0;
+  for (const auto& r : batch) sampled += r.length;
+  return {d.value(), sampled};
 }
 
 std::uint64_t content_digest(std::string_view index_json, std::span<const std::uint64_t> shard_digests) {

@@ -210,7 +210,7 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
       // at hand (io/checkpoint_identity.hpp).
       const auto t0 = std::chrono::steady_clock::now();
       digests[u] = io::shard_digest(*file, shard.uri, shard.name,
-                                    std::string_view(buffer.data(), static_cast<std::size_t>(header)));
+                                    std::string_view(buffer.data(), static_cast<std::size_t>(header)), parts[u]);
       digest_seconds[u] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } catch (...) {
       errors[u] = std::current_exception();
