@@ -37,7 +37,8 @@ struct ModelSettings {
   std::string cache_policy = "lru";  ///< expert cache policy plugin
   PluginParams cache_params;
   /// cache.future: the trace of an earlier run of this pipeline (trace.out). Checked against
-  /// the model whenever set (UsageError for another geometry or architecture); read whole
+  /// the model whenever set (UsageError for another geometry, architecture or checkpoint,
+  /// or a trace that records no checkpoint identity); read whole
   /// for a policy that wants the future (belady), which requires it.
   std::filesystem::path cache_future;
   int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
@@ -47,7 +48,9 @@ struct ModelSettings {
   std::uint64_t prefetch_bytes_per_token = 0;
   /// model.packed_trunk: a folder written by `k3host pack-trunk` from this checkpoint; the
   /// trunk and tables are read from its trunk.bin (a layer is one aligned read) instead of
-  /// the shards. Refused (UsageError) when packed from another model or damaged.
+  /// the shards. Refused (UsageError) when packed from another checkpoint (its identity) or
+  /// malformed; every byte read from it is checked against trunk.json (RuntimeError naming
+  /// trunk.bin, the run and the offset when one differs).
   std::filesystem::path packed_trunk;
 };
 
@@ -210,10 +213,11 @@ class Session {
   /// Sees every routing decision from now on (nullptr to stop). Not owned.
   void set_routing_listener(RoutingListener* listener) noexcept;
 
-  /// State files: magic, version, architecture fingerprint, payload checksum; the ids fed,
-  /// the pending ids and the carried state (core/src/engine/session_impl.hpp); written to a
-  /// temporary name and renamed. load() refuses another model's state, another format
-  /// version and a damaged file (UsageError naming the file).
+  /// State files: magic, version, architecture fingerprint, checkpoint identity, payload
+  /// checksum; the ids fed, the pending ids and the carried state
+  /// (core/src/engine/session_impl.hpp); written to a temporary name and renamed. load()
+  /// refuses another checkpoint's state (naming both identities), another format version
+  /// and a damaged file (UsageError naming the file).
   ///
   /// A state is unsound when the run that produced it lost a routed expert (its
   /// contributions were zero, so the carried state is not the model's): save() records the
@@ -227,7 +231,7 @@ class Session {
   /// Goes back (or forward) to `snap`: afterwards tokens(), pending(), position() and
   /// everything fed next are exactly as if this Session had been fed snap.tokens() from
   /// fresh (and given snap.pending()). UsageError
-  /// for an empty snapshot, one of another model architecture, or one longer than
+  /// for an empty snapshot, one of another checkpoint, or one longer than
   /// max_positions; the session is unchanged then.
   void restore(const SessionSnapshot& snap);
 
