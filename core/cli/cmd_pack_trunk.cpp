@@ -92,10 +92,11 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
               };
             const PackTrunkResult r = pack_trunk(o);
             std::printf("pack-trunk: %s -> %s\n", args->model.c_str(), r.dir.c_str());
-            std::printf("  %llu runs (%llu tensors), %.1f MB of tensor data, trunk.bin %.1f MB, fingerprint %016llx\n",
+            std::printf("  %llu runs (%llu tensors, %llu row checksums), %.1f MB of tensor data, trunk.bin %.1f MB, "
+                        "checkpoint identity %s\n",
                         static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.tensors),
-                        static_cast<double>(r.data_bytes) / 1e6, static_cast<double>(r.bin_bytes) / 1e6,
-                        static_cast<unsigned long long>(r.fingerprint));
+                        static_cast<unsigned long long>(r.row_sums), static_cast<double>(r.data_bytes) / 1e6,
+                        static_cast<double>(r.bin_bytes) / 1e6, identity_hex(r.identity).c_str());
             if (args->codec != "none")
               std::printf("  codec %s: %.1f MB stored for %.1f MB (ratio %.4f)\n", args->codec.c_str(),
                           static_cast<double>(r.stored_bytes) / 1e6, static_cast<double>(r.data_bytes) / 1e6,

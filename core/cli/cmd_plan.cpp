@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/model_config.hpp>
@@ -29,7 +30,8 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
                                  "Print the memory plan (pinned trunk, ring, expert slots, tables, state, KV, "
                                  "buffers) for the pipeline's model.geometry; exit 3 if it does not fit");
   sub->add_flag("--from-checkpoint", args->from_checkpoint,
-                "Plan the checkpoint at model.path (its config.json) instead of model.geometry");
+                "Plan the checkpoint at model.path (its config.json) instead of model.geometry, and print its "
+                "checkpoint identity (what packed trunks, state files and traces of it record)");
   sub->add_option("--available-gb", args->available_gb,
                   "Plan against this much available memory (GB) instead of measuring it");
   sub->footer("It writes nothing and reads no weights. Exit codes: 0 the plan fits, 2 a usage or configuration error, "
@@ -45,7 +47,8 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
               PluginHost host(p.plugin_path());
               const auto storage = create_pipeline_storage(p, host);
               config = read_model_config(*storage, uri);
-              what = uri;
+              const CheckpointIndex index = CheckpointIndex::open(*storage, uri);
+              what = uri + " (checkpoint identity " + identity_hex(checkpoint_identity(config, index)) + ")";
             } else {
               const ModelGeometry g = load_geometry(p.get_string("model.geometry"));
               config = g.config;

@@ -16,11 +16,13 @@
 // History: 1 the first SDK; 2 StorageBackend::list and HostServices::read_file;
 // 3 k3_plugin_params (K3ParamDescriptor), and ParamReader reads through that table.
 // Within 3, additive and optional (no bump: a plugin built without it loads and works as
-// before): CachePrefetchListener (cache_prefetch.hpp), found by dynamic_cast.
+// before), each found by dynamic_cast: CachePrefetchListener (cache_prefetch.hpp).
 // 4 HostServices::stop_requested, StatusCode::timed_out and ::interrupted (not retried by
 // the host), shard names of an http(s) model.path percent-encoded in their URIs;
 //   and the parameter description is k3::sdk::ParamDescriptor (was the global
 //   K3ParamDescriptor; the same layout): everything a plugin names is in the SDK's namespace.
+// Within 4, additive and optional likewise: StorageFileVersion and StorageCounters
+// (storage_extras.hpp).
 #pragma once
 #include <cstdint>
 

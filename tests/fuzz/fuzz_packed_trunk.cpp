@@ -1,7 +1,7 @@
 // The packed trunk (trunk.json against trunk.bin), uncoded and coded (pack-trunk --codec),
 // through PackedTrunk::open, the decoding of every coded run (whatever its xxh64) and
-// verify_hashes, read through a storage backend as the streaming loader does, with the tiny
-// geometry's config fingerprint expected.
+// verify_hashes, read through a storage backend as the streaming loader does, with the
+// checkpoint identity kIdentity expected (make_corpus.py writes it into the seeds).
 //
 // Input: 4 bytes little-endian, the size of trunk.bin (taken modulo 16 MiB), then trunk.json,
 // then optionally a NUL byte and trunk.bin's first bytes (the rest of it reads as zeros; with
@@ -20,9 +20,12 @@
 #include "io/pack_trunk_format.hpp"
 #include "mem_storage.hpp"
 
+namespace {
+constexpr std::uint64_t kIdentity = 0x6b33686f73743130ull;  // "k3host10": the seeds' checkpoint_identity
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 4) return 0;
-  static const std::uint64_t fingerprint = k3::load_geometry("tiny").config.fingerprint();
   const std::uint64_t bin_bytes =
       (std::uint64_t{data[0]} | std::uint64_t{data[1]} << 8 | std::uint64_t{data[2]} << 16 |
        std::uint64_t{data[3]} << 24) % (std::uint64_t{16} << 20);
@@ -38,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     storage.put("mem://trunk/trunk.bin", std::move(bin));
   }
   k3::fuzz::guarded([&] {
-    const k3::PackedTrunk t = k3::PackedTrunk::open(storage, "mem://trunk", fingerprint);
+    const k3::PackedTrunk t = k3::PackedTrunk::open(storage, "mem://trunk", kIdentity);
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto* runs : {&t.layers(), &t.globals()})
       for (const auto& r : *runs) {
@@ -68,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::unique_ptr<k3::sdk::StorageFile> bin;
     k3::fuzz::check(storage.open(t.bin_uri(), bin).ok(), "trunk.bin does not open");
     for (const auto& r : t.layers())
-      if (r.coded()) (void)k3::trunk_format::decoded_hash(*bin, t.bin_uri(), r);
+      for (const auto& x : r.tensors)
+        if (r.coded()) (void)k3::trunk_format::decoded_tensor_hash(*bin, t.bin_uri(), r, x);
     t.verify_hashes(storage);
   });
   return 0;

@@ -1,11 +1,12 @@
-// State files (`job.load_state`), through load_state with the tiny geometry's config, then
-// what Session::load does with the result (the context check and reserve_state). The state
-// parser needs only the model's config, not its weights.
+// State files (`job.load_state`), through load_state with the tiny geometry's config and a
+// fixed checkpoint identity (kIdentity), then what Session::load does with the result (the
+// context check and reserve_state). The state parser needs only the model's config and
+// identity, not its weights.
 //
 // Input: one mode byte, then the file. Mode bit 0 set: before the file is written, the
-// harness repairs its header's fingerprint, payload size and XXH64 (bytes 16..40) to match
-// the tiny model and the payload, so that mutations reach the payload parser instead of
-// stopping at the checksum. Oracle: a state accepted saves and loads again to the same
+// harness repairs its header's fingerprint, checkpoint identity, payload size and XXH64
+// (bytes 16..48) to match the tiny model, kIdentity and the payload, so that mutations reach
+// the payload parser instead of stopping at the checksum. Oracle: a state accepted saves and loads again to the same
 // tokens, pending ids and unsound reason.
 #include <cstring>
 
@@ -19,7 +20,8 @@
 
 namespace {
 
-constexpr std::size_t kHeader = 40;
+constexpr std::size_t kHeader = 48;
+constexpr std::uint64_t kIdentity = 0x6b33686f73743130ull;  // any value: the harness's "checkpoint"
 constexpr std::int64_t kContext = 4096;  // a context like a small pipeline's memory.context
 
 const k3::ModelConfig& tiny() {
@@ -37,18 +39,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint64_t fp = c.fingerprint(), n = file.size() - kHeader;
     const std::uint64_t sum = XXH64(file.data() + kHeader, n, 0);
     std::memcpy(file.data() + 16, &fp, 8);
-    std::memcpy(file.data() + 24, &n, 8);
-    std::memcpy(file.data() + 32, &sum, 8);
+    std::memcpy(file.data() + 24, &kIdentity, 8);
+    std::memcpy(file.data() + 32, &n, 8);
+    std::memcpy(file.data() + 40, &sum, 8);
   }
   const auto path = k3::fuzz::scratch().write("state.k3state", file);
   k3::fuzz::guarded([&] {
-    k3::model::SavedState saved = k3::model::load_state(path, c, kContext);
+    k3::model::SavedState saved = k3::model::load_state(path, c, kContext, kIdentity);
     const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
     if (total > kContext) return;  // Session::load refuses it (a UsageError)
     k3::model::reserve_state(saved.state, c, kContext);
     const auto again_path = k3::fuzz::scratch().path() / "again.k3state";
-    k3::model::save_state(again_path, c, saved.state, saved.pending, saved.unsound);
-    const k3::model::SavedState again = k3::model::load_state(again_path, c, kContext);
+    k3::model::save_state(again_path, c, kIdentity, saved.state, saved.pending, saved.unsound);
+    const k3::model::SavedState again = k3::model::load_state(again_path, c, kContext, kIdentity);
     k3::fuzz::check(again.state.tokens == saved.state.tokens && again.state.position == saved.state.position,
                     "tokens differ after save and load");
     k3::fuzz::check(again.pending == saved.pending, "pending ids differ after save and load");

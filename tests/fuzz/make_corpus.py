@@ -20,6 +20,10 @@ import subprocess
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The checkpoint identity tests/fuzz/fuzz_packed_trunk.cpp expects (kIdentity), and XXH3-64 of
+# no bytes (an empty row table).
+FUZZ_IDENTITY = "6b33686f73743130"
+XXH3_EMPTY = "2d06800538d394c2"
 SRC = HERE.parent.parent
 
 
@@ -106,20 +110,23 @@ def main():
                                 b"memory.context=128\0storage.params.block_size=4096\0job.ids=[1, 2, 3]")
         put("pipeline", "env", b"model:\n  path: ${HOME:-/tmp}/models/x\njob:\n  prompt: \"$${HOME} ${USER:-me}\"\n")
 
-        # state_file: mode byte (odd = the harness repairs fingerprint, size and checksum).
+        # state_file: mode byte (odd = the harness repairs fingerprint, checkpoint identity,
+        # size and checksum).
         s = state.read_bytes()
         put("state_file", "tiny-3-ids", b"\0" + s)
         put("state_file", "tiny-3-ids-repair", b"\1" + s)
-        put("state_file", "header-only-repair", b"\1" + s[:40])
+        put("state_file", "header-only-repair", b"\1" + s[:48])
 
         # trace: mode byte (odd = the harness repairs count and checksum).
         for name, t in (("run", trace), ("generated", gen)):
-            b = t.read_bytes()[:72 + 8 * 64]
+            b = t.read_bytes()[:80 + 8 * 64]
             put("trace", f"{name}-repair", b"\1" + b)
-        put("trace", "run-exact", b"\0" + trace.read_bytes()[:72 + 8 * 512])
+        put("trace", "run-exact", b"\0" + trace.read_bytes()[:80 + 8 * 512])
 
-        # packed_trunk: u32 trunk.bin size + trunk.json (layers trimmed to keep it small).
+        # packed_trunk: u32 trunk.bin size + trunk.json (layers trimmed to keep it small), with
+        # the checkpoint identity the harness expects (FUZZ_IDENTITY).
         tj = json.loads((tmp / "trunk/trunk.json").read_text())
+        tj["checkpoint_identity"] = FUZZ_IDENTITY
         size = (tmp / "trunk/trunk.bin").stat().st_size
         put("packed_trunk", "tiny-trunk.json", struct.pack("<I", size % (16 << 20)) + json.dumps(tj).encode())
         tj["layers"] = tj["layers"][:1]
@@ -130,6 +137,7 @@ def main():
         # streams to mutate; the run's hashes then differ, and the harness decodes regardless).
         for folder, prefix in (("coded", "coded"), ("coded-huff", "coded-huff")):
             cj = json.loads((tmp / folder / "trunk.json").read_text())
+            cj["checkpoint_identity"] = FUZZ_IDENTITY
             size = (tmp / folder / "trunk.bin").stat().st_size
             put("packed_trunk", f"{prefix}-tiny.json", struct.pack("<I", size % (16 << 20)) + json.dumps(cj).encode())
             layer = cj["layers"][0]
@@ -139,6 +147,7 @@ def main():
             layer["nbytes"] = last["off"] + last["nbytes"]
             layer["coded_bytes"] = last["coded_off"] + last["coded_bytes"]
             cj["layers"], cj["globals"] = [layer], []
+            cj["row_sums"] = {"file_off": 0, "count": 0, "xxh3": XXH3_EMPTY}  # the globals held the rows
             cj["trunk_bin_bytes"] = 4096 * ((layer["coded_bytes"] + 4095) // 4096)
             coded = (tmp / folder / "trunk.bin").read_bytes()[layer["file_off"]:layer["file_off"] + layer["coded_bytes"]]
             put("packed_trunk", f"{prefix}-layer-0-head",

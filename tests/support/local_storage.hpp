@@ -25,4 +25,9 @@ inline CheckpointIndex open_index(const std::filesystem::path& dir) {
   return CheckpointIndex::open(local_storage(), dir.string());
 }
 
+/// The checkpoint identity of the folder `dir` (k3/checkpoint.hpp), as a run computes it.
+inline std::uint64_t identity_of(const std::filesystem::path& dir) {
+  return checkpoint_identity(read_config(dir), open_index(dir));
+}
+
 }  // namespace k3::test

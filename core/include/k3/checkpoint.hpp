@@ -54,7 +54,19 @@ class CheckpointIndex {
   /// tensor when missing or different.
   const TensorInfo& require(std::string_view name, DType dtype, const std::vector<std::uint64_t>& shape) const;
 
+  /// The digest of what open() read (the index json, and per shard its name, size, header
+  /// and a few sampled blocks of its trunk tensors, io/checkpoint_identity.hpp): the part of
+  /// checkpoint_identity() the shards give. Computed by open().
+  [[nodiscard]] std::uint64_t content_digest() const noexcept { return content_digest_; }
+  /// Tensor bytes open() read for the digest's samples (a few hundred KB per shard at most).
+  [[nodiscard]] std::uint64_t sampled_bytes() const noexcept { return sampled_bytes_; }
+  /// Seconds open() spent reading and hashing for the digest, summed over its threads.
+  [[nodiscard]] double digest_seconds() const noexcept { return digest_seconds_; }
+
  private:
+  std::uint64_t content_digest_ = 0;
+  std::uint64_t sampled_bytes_ = 0;
+  double digest_seconds_ = 0;
   std::string uri_;
   std::vector<ShardFile> files_;
   std::vector<TensorInfo> tensors_;
@@ -63,5 +75,17 @@ class CheckpointIndex {
   /// size a power of two >= 2 × tensors.
   std::vector<std::uint64_t> name_slots_;
 };
+
+struct ModelConfig;
+
+/// The checkpoint identity (docs/architecture.md, "Checkpoint identity"): 64 bits that name
+/// a checkpoint's weights, not only its architecture. A hash of config.json's bytes
+/// (`config.source_hash`, set by read_model_config) and `index.content_digest()`. Every file
+/// derived from a checkpoint (a packed trunk, a state file, a trace) records it, and a run of
+/// another checkpoint refuses the file, naming both identities.
+[[nodiscard]] std::uint64_t checkpoint_identity(const ModelConfig& config, const CheckpointIndex& index);
+
+/// An identity as files and messages show it: 16 lowercase hex digits.
+[[nodiscard]] std::string identity_hex(std::uint64_t identity);
 
 }  // namespace k3

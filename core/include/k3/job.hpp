@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <k3/generate.hpp>
@@ -49,6 +50,10 @@ struct StepIo {
 
 struct JobReport {
   std::string model;  ///< model.path: a folder or a URL, as the storage plugin reads it
+  CheckpointIdentity identity;  ///< what the model's weights are (k3/checkpoint.hpp)
+  /// The storage plugin's own counters (sdk::StorageCounters), when it has any: e.g. the
+  /// tier's blocks served, and those dropped as damaged and fetched again.
+  std::vector<std::pair<std::string, std::uint64_t>> storage_counters;
   std::string kernels, storage, mode;
   int threads = 0;
   std::int64_t context = 0;  ///< memory.context: positions the session holds

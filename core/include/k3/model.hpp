@@ -37,7 +37,8 @@ struct ModelSettings {
   std::string cache_policy = "lru";  ///< expert cache policy plugin
   PluginParams cache_params;
   /// cache.future: the trace of an earlier run of this pipeline (trace.out). Checked against
-  /// the model whenever set (UsageError for another geometry or architecture); read whole
+  /// the model whenever set (UsageError for another geometry, architecture or checkpoint,
+  /// or a trace that records no checkpoint identity); read whole
   /// for a policy that wants the future (belady), which requires it.
   std::filesystem::path cache_future;
   int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
@@ -47,7 +48,9 @@ struct ModelSettings {
   std::uint64_t prefetch_bytes_per_token = 0;
   /// model.packed_trunk: a folder written by `k3host pack-trunk` from this checkpoint; the
   /// trunk and tables are read from its trunk.bin (a layer is one aligned read) instead of
-  /// the shards. Refused (UsageError) when packed from another model or damaged.
+  /// the shards. Refused (UsageError) when packed from another checkpoint (its identity) or
+  /// malformed; every byte read from it is checked against trunk.json (RuntimeError naming
+  /// trunk.bin, the run and the offset when one differs).
   std::filesystem::path packed_trunk;
 };
 
@@ -83,7 +86,18 @@ struct StreamStats {
   std::uint64_t lookahead_predicted = 0, lookahead_routed = 0, lookahead_correct = 0;
   double io_wait_seconds = 0;         ///< the compute thread waited for storage
   double read_seconds = 0;            ///< time inside storage reads, all threads
+  /// Time spent checking the bytes read from a packed trunk against its checksums, all
+  /// threads (0 without model.packed_trunk); the reader threads' part overlaps the compute.
+  double verify_seconds = 0;
   std::vector<std::string> expert_failures;  ///< "layer L expert E: ..." (ids unsound)
+};
+
+/// The checkpoint identity of a model (k3/checkpoint.hpp) and what computing it at open cost.
+struct CheckpointIdentity {
+  std::uint64_t value = 0;          ///< checkpoint_identity(config, index)
+  std::size_t shards = 0;           ///< shards hashed
+  std::uint64_t sampled_bytes = 0;  ///< tensor bytes read for the samples
+  double seconds = 0;               ///< reading and hashing the samples, summed over threads
 };
 
 /// Observes every routed-expert request: (position, layer, experts in top-k order).
@@ -111,6 +125,9 @@ class Model {
 
   [[nodiscard]] const ModelConfig& config() const noexcept;
   [[nodiscard]] const std::string& uri() const noexcept;
+  /// What the checkpoint's weights are: every file derived from it records this value
+  /// (docs/architecture.md, "Checkpoint identity").
+  [[nodiscard]] const CheckpointIdentity& identity() const noexcept;
   /// The storage backend the checkpoint is read through (for files next to it, e.g. the
   /// tokenizer's: PluginHost::set_file_storage).
   [[nodiscard]] const std::shared_ptr<sdk::StorageBackend>& storage() const noexcept;
@@ -196,10 +213,11 @@ class Session {
   /// Sees every routing decision from now on (nullptr to stop). Not owned.
   void set_routing_listener(RoutingListener* listener) noexcept;
 
-  /// State files: magic, version, architecture fingerprint, payload checksum; the ids fed,
-  /// the pending ids and the carried state (core/src/engine/session_impl.hpp); written to a
-  /// temporary name and renamed. load() refuses another model's state, another format
-  /// version and a damaged file (UsageError naming the file).
+  /// State files: magic, version, architecture fingerprint, checkpoint identity, payload
+  /// checksum; the ids fed, the pending ids and the carried state
+  /// (core/src/engine/session_impl.hpp); written to a temporary name and renamed. load()
+  /// refuses another checkpoint's state (naming both identities), another format version
+  /// and a damaged file (UsageError naming the file).
   ///
   /// A state is unsound when the run that produced it lost a routed expert (its
   /// contributions were zero, so the carried state is not the model's): save() records the
@@ -213,7 +231,7 @@ class Session {
   /// Goes back (or forward) to `snap`: afterwards tokens(), pending(), position() and
   /// everything fed next are exactly as if this Session had been fed snap.tokens() from
   /// fresh (and given snap.pending()). UsageError
-  /// for an empty snapshot, one of another model architecture, or one longer than
+  /// for an empty snapshot, one of another checkpoint, or one longer than
   /// max_positions; the session is unchanged then.
   void restore(const SessionSnapshot& snap);
 

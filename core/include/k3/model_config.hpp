@@ -51,6 +51,10 @@ struct ModelConfig {
   /// random weights (the demo), so its text is noise by design. Where the weights came from,
   /// not the model's shape: not part of the fingerprint.
   bool synthetic = false;
+  /// XXH3-64 of the config.json text this was parsed from (parse_model_config; 0 for a
+  /// geometry file): part of the checkpoint identity (k3/checkpoint.hpp), not of the
+  /// fingerprint, which names the shape alone.
+  std::uint64_t source_hash = 0;
 
   [[nodiscard]] bool is_mla(std::int64_t layer) const;     ///< 0-based layer index
   [[nodiscard]] bool is_dense(std::int64_t layer) const { return layer < first_k_dense_replace; }

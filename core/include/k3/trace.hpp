@@ -5,8 +5,8 @@
 //
 //   offset size  field
 //        0    8  magic "K3TRACE\0"
-//        8    4  u32 version (2; version 1 is still read)
-//       12    4  u32 header bytes (72; records start here)
+//        8    4  u32 version (3; versions 1 and 2 are still read)
+//       12    4  u32 header bytes (80; records start here; 72 in versions 1 and 2)
 //       16    4  u32 layers              decoder layers of the model (record layer < layers)
 //       20    4  u32 experts per layer   routed experts per layer (record expert < this)
 //       24    4  u32 top-k               experts routed per token and layer
@@ -16,7 +16,13 @@
 //       48    8  u64 expert bytes          bytes of one routed expert (0 = unknown)
 //       56    8  u64 record count
 //       64    8  u64 XXH64 (seed 0) of all record bytes
-//       72  8*n  records: u32 position word, u16 layer, u16 expert
+//       72    8  u64 checkpoint identity (k3/checkpoint.hpp; given by the caller; 0 = none;
+//                  absent in versions 1 and 2, which read as 0)
+//       80  8*n  records: u32 position word, u16 layer, u16 expert
+//
+// The checkpoint identity ties a trace of record (trace.out) to the weights that routed it:
+// cache.future refuses a trace of another checkpoint, even of the same architecture, and one
+// without an identity. A generated trace (`k3host sim`) has none, and sim needs none.
 //
 // Position word, version 2: bits 0-30 the token position; bit 31 set on the first record of
 // a serving group — the requests the engine serves together (one forward chunk's requests
@@ -39,12 +45,14 @@
 
 namespace k3 {
 
-inline constexpr std::uint32_t kTraceVersion = 2;
+inline constexpr std::uint32_t kTraceVersion = 3;
 /// Bit of the version-2 position word marking the first record of a serving group.
 inline constexpr std::uint32_t kTraceGroupBit = 0x80000000u;
 /// Largest token position a version-2 trace holds.
 inline constexpr std::uint32_t kTraceMaxPosition = kTraceGroupBit - 1;
-inline constexpr std::size_t kTraceHeaderBytes = 72;
+inline constexpr std::size_t kTraceHeaderBytes = 80;
+/// The header of versions 1 and 2 (no checkpoint identity).
+inline constexpr std::size_t kTraceHeaderBytesV2 = 72;
 inline constexpr std::size_t kTraceRecordBytes = 8;
 /// The most records a trace may hold (a 1 GB file; 85,000 tokens of the full K3's 92
 /// layers x top-16): read_trace holds the file and its records in memory at once (about
@@ -61,6 +69,7 @@ struct TraceHeader {
   std::uint64_t prompt_hash = 0;        ///< hash of the prompt ids, from the caller
   std::uint64_t expert_bytes = 0;       ///< bytes of one routed expert (0 = unknown)
   std::uint64_t record_count = 0;       ///< set by the writer on close / by the reader
+  std::uint64_t checkpoint_identity = 0;  ///< the checkpoint that routed it, from the caller; 0 = none
 };
 
 struct TraceRecord {
@@ -127,7 +136,8 @@ void group_by_token_layer(Trace& trace) noexcept;
 std::uint64_t trace_prompt_hash(std::span<const std::uint32_t> prompt_ids) noexcept;
 
 /// Refuses a trace recorded by another run: UsageError "<file>: ... recorded with X, this
-/// run has Y" for the first of layers, experts per layer, top-k, architecture fingerprint
+/// run has Y" for the first of layers, experts per layer, top-k, architecture fingerprint,
+/// checkpoint identity (when `run` has one: a recorded trace without one is refused too)
 /// and (when `compare_prompt`) prompt hash that differs between `recorded` and `run`.
 void require_trace_of_run(const std::filesystem::path& file, const TraceHeader& recorded, const TraceHeader& run,
                           bool compare_prompt);

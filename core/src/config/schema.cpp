@@ -45,7 +45,8 @@ std::vector<KeySpec> build_schema() {
        "sets the user's data folder, ${XDG_DATA_HOME:-${HOME}/.local/share}/k3host/models/demo"},
       {"model.packed_trunk", T::path, "''", {}, {},
        "Folder written by `k3host pack-trunk` from model.path: the trunk and tables are read from its trunk.bin, one "
-       "4096-aligned read per layer (O_DIRECT friendly), instead of per tensor from the shards",
+       "4096-aligned read per layer (O_DIRECT friendly), instead of per tensor from the shards; refused when packed "
+       "from another checkpoint, and every byte is checked against trunk.json as it is read",
        "a checkpoint works unpacked; packing is an optional speed-up"},
       {"model.generate_if_missing", T::boolean, "true", {}, {},
        "Write the synthetic model.geometry checkpoint to model.path when it has no config.json and is the demo "
@@ -64,7 +65,8 @@ std::vector<KeySpec> build_schema() {
       {"cache.params", T::params, "{}", {}, {}, "Parameters for the cache policy plugin",
        "every plugin has working defaults"},
       {"cache.future", T::path, "''", {}, {},
-       "Expert trace of an earlier run of the same prompt (trace.out); the belady policy reads the future from it",
+       "Expert trace of an earlier run of the same prompt and checkpoint (trace.out); the belady policy reads the "
+       "future from it",
        "only belady needs the future"},
       {"cache.prefetch.depth", T::integer, "1", between(0, 4), {},
        "Router lookahead: while a MoE layer computes, the routers of this many next layers (those at hand) predict "

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <k3/error.hpp>
+#include <k3/log.hpp>
 
 #include "engine/model_impl.hpp"
 #include "model/tensor_table.hpp"
@@ -42,6 +43,13 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   // declares: a wrong geometry is a bad checkpoint (exit 2), never a plan that does not fit.
   m.index.emplace(CheckpointIndex::open(*m.storage, uri));
   table::require_declared_geometry(*m.index, m.config);
+  // What the weights are: the files derived from this checkpoint (a packed trunk, a state,
+  // a trace) must carry the same identity.
+  m.identity = {checkpoint_identity(m.config, *m.index), m.index->files().size(), m.index->sampled_bytes(),
+                m.index->digest_seconds()};
+  log(LogLevel::debug, "", "checkpoint identity " + identity_hex(m.identity.value) + " of " + uri + " (" +
+                               std::to_string(m.identity.shards) + " shards, " +
+                               std::to_string(m.identity.sampled_bytes) + " bytes sampled)");
   // Then the plan: a model that does not fit is refused before the weights are allocated.
   m.plan = plan_memory(m.config, settings.memory);
   require_fit(m.plan);
@@ -59,15 +67,15 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
       throw UsageError("cache policy '" + settings.cache_policy +
                        "' needs the future request stream of this run (cache.future): record it first with "
                        "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
-    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config));
+    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config, m.identity.value));
   } else if (!settings.cache_future.empty()) {
-    cache::check_cache_future(settings.cache_future, m.config);
+    cache::check_cache_future(settings.cache_future, m.config, m.identity.value);
   }
   // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
-  // refused when it was packed from another model.
+  // refused when it was packed from another checkpoint; its bytes are checked as they are read.
   if (!settings.packed_trunk.empty())
-    m.packed = std::make_unique<model::PackedLocations>(
-        model::PackedLocations::of(PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.config.fingerprint())));
+    m.packed = std::make_unique<model::PackedLocations>(model::PackedLocations::of(
+        PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri)));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
@@ -97,6 +105,7 @@ model::ExpertSource& Model::Impl::expert_source() {
 
 const ModelConfig& Model::config() const noexcept { return impl_->config; }
 const std::string& Model::uri() const noexcept { return impl_->uri; }
+const CheckpointIdentity& Model::identity() const noexcept { return impl_->identity; }
 const std::shared_ptr<sdk::StorageBackend>& Model::storage() const noexcept { return impl_->storage; }
 std::string Model::kernel_set() const { return impl_->kernel_name; }
 int Model::threads() const noexcept { return impl_->threads; }
@@ -114,6 +123,7 @@ StreamStats Model::stream_stats() const {
   auto& c = *impl_->counters;
   if (impl_->weights) {
     s.trunk_bytes = impl_->weights->bytes_read();  // everything, read once at load
+    s.verify_seconds = static_cast<double>(impl_->weights->verify_ns()) * 1e-9;
     return s;
   }
   s.trunk_bytes = c.trunk_bytes;
@@ -131,6 +141,7 @@ StreamStats Model::stream_stats() const {
   s.lookahead_correct = c.lookahead_correct;
   s.io_wait_seconds = static_cast<double>(c.io_wait_ns.load()) * 1e-9;
   s.read_seconds = static_cast<double>(c.read_ns.load()) * 1e-9;
+  s.verify_seconds = static_cast<double>(c.verify_ns.load()) * 1e-9;
   std::lock_guard<std::mutex> lk(c.failures_mutex);
   s.expert_failures = c.expert_failures;
   return s;

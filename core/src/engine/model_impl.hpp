@@ -39,6 +39,7 @@ struct Model::Impl {
   std::string uri;
   ModelConfig config;
   std::optional<CheckpointIndex> index;
+  CheckpointIdentity identity;
   std::shared_ptr<sdk::StorageBackend> storage;
   std::shared_ptr<sdk::KernelSet> kernels;
   std::string kernel_name;

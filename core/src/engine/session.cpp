@@ -137,11 +137,12 @@ void Session::save(const std::filesystem::path& file, std::string_view unsound) 
   // Once unsound, always: a state resumed from an unsound one is saved unsound too.
   std::string reason = impl_->unsound;
   if (!unsound.empty()) reason += (reason.empty() ? "" : "; ") + std::string(unsound);
-  model::save_state(file, impl_->model.config(), impl_->state, impl_->pending, reason);
+  model::save_state(file, impl_->model.config(), impl_->model.identity().value, impl_->state, impl_->pending, reason);
 }
 
 void Session::load(const std::filesystem::path& file, bool accept_unsound) {
-  model::SavedState saved = model::load_state(file, impl_->model.config(), impl_->max_positions);
+  model::SavedState saved = model::load_state(file, impl_->model.config(), impl_->max_positions,
+                                              impl_->model.identity().value, impl_->model.uri());
   if (!saved.unsound.empty() && !accept_unsound)
     throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
                      "); continuing it would continue another conversation than the model's, so it is refused "
@@ -157,7 +158,7 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
 }
 
 struct SessionSnapshot::Impl {
-  std::uint64_t fingerprint = 0;  ///< ModelConfig::fingerprint of the model it came from
+  std::uint64_t identity = 0;     ///< the checkpoint identity of the model it came from
   model::SequenceState state;     ///< exactly sized (no reserved room)
   std::vector<std::uint32_t> pending;  ///< Session::pending
   std::string unsound;                 ///< Session's unsound reason
@@ -186,7 +187,7 @@ std::size_t SessionSnapshot::bytes() const noexcept { return impl_ ? impl_->byte
 
 SessionSnapshot Session::snapshot() const {
   auto impl = std::make_shared<SessionSnapshot::Impl>();
-  impl->fingerprint = impl_->model.config().fingerprint();
+  impl->identity = impl_->model.identity().value;
   // Copy-constructing the vectors keeps their sizes, not the reserved context room.
   impl->state = impl_->state;
   impl->pending = impl_->pending;
@@ -200,8 +201,10 @@ SessionSnapshot Session::snapshot() const {
 void Session::restore(const SessionSnapshot& snap) {
   if (snap.empty()) throw UsageError("restore: the snapshot is empty");
   const ModelConfig& c = impl_->model.config();
-  if (snap.impl_->fingerprint != c.fingerprint())
-    throw UsageError("restore: the snapshot was taken with a different model architecture");
+  if (snap.impl_->identity != impl_->model.identity().value)
+    throw UsageError("restore: the snapshot was taken with another checkpoint (identity " +
+                     identity_hex(snap.impl_->identity) + ", this model's is " +
+                     identity_hex(impl_->model.identity().value) + ")");
   const std::int64_t total = snap.position() + static_cast<std::int64_t>(snap.pending().size());
   if (total > impl_->max_positions)
     throw UsageError("restore: the snapshot holds " + std::to_string(total) + " tokens, more than the context of " +

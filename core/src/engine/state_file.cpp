@@ -1,3 +1,5 @@
+// State files: a conversation's carried state written and read back (the layout is in
+// engine/session_impl.hpp), refused unless it was saved by a run of this very checkpoint.
 #include <unistd.h>
 
 #include <algorithm>
@@ -6,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
 #include <k3/user_files.hpp>
 
@@ -17,7 +20,7 @@ namespace k3::model {
 namespace {
 
 constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '\0'};
-constexpr std::size_t kHeader = 40;
+constexpr std::size_t kHeader = 48;
 constexpr std::uint32_t kUnsound = 1;  ///< header flags bit 0
 
 class Writer {
@@ -78,7 +81,7 @@ class Reader {
 
 }  // namespace
 
-void save_state(const std::filesystem::path& file, const ModelConfig& c, const SequenceState& st,
+void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const SequenceState& st,
                 std::span<const std::uint32_t> pending, std::string_view unsound) {
   Writer w;
   w.put(st.position);
@@ -111,8 +114,9 @@ void save_state(const std::filesystem::path& file, const ModelConfig& c, const S
   std::memcpy(out.data() + 8, &version, 4);
   std::memcpy(out.data() + 12, &flags, 4);
   std::memcpy(out.data() + 16, &fp, 8);
-  std::memcpy(out.data() + 24, &size, 8);
-  std::memcpy(out.data() + 32, &sum, 8);
+  std::memcpy(out.data() + 24, &identity, 8);
+  std::memcpy(out.data() + 32, &size, 8);
+  std::memcpy(out.data() + 40, &sum, 8);
   out.insert(out.end(), payload.begin(), payload.end());
   write_file_atomically(file, out.data(), out.size());
 }
@@ -132,29 +136,43 @@ std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions) 
   return bytes;
 }
 
-SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, std::int64_t max_positions) {
+SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, std::int64_t max_positions,
+                      std::uint64_t identity, std::string_view model) {
   const std::string name = file.string();
   // A regular file no larger than this model's state at this context, checked unread.
   const std::string bytes = read_user_file(file, "", "state file", max_state_bytes(c, max_positions));
   if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw UsageError(name + ": not a k3host state file (bad magic)");
   std::uint32_t version, flags;
-  std::uint64_t fp, size, sum;
+  std::uint64_t fp, saved_identity, size, sum;
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&flags, bytes.data() + 12, 4);
   std::memcpy(&fp, bytes.data() + 16, 8);
-  std::memcpy(&size, bytes.data() + 24, 8);
-  std::memcpy(&sum, bytes.data() + 32, 8);
+  std::memcpy(&saved_identity, bytes.data() + 24, 8);
+  std::memcpy(&size, bytes.data() + 32, 8);
+  std::memcpy(&sum, bytes.data() + 40, 8);
   if (version == 1)
     throw UsageError(name + ": state format version 1, this k3host reads version " + std::to_string(kStateVersion) +
                      " only: a version 1 file lacks the last generated token, so the conversation cannot be "
                      "continued exactly; run it again and save it with this k3host");
+  if (version == 2)
+    throw UsageError(name + ": state format version 2, this k3host reads version " + std::to_string(kStateVersion) +
+                     " only: a version 2 file records the architecture but not the checkpoint it was computed with, "
+                     "so continuing it with these weights cannot be shown to be exact; run it again and save it "
+                     "with this k3host");
   if (version != kStateVersion)
     throw UsageError(name + ": state format version " + std::to_string(version) + ", this k3host reads version " +
                      std::to_string(kStateVersion) + " (written by another k3host?)");
   if ((flags & ~kUnsound) != 0)
     throw UsageError(name + ": unknown flags " + std::to_string(flags) + " in the header (written by another k3host?)");
   if (fp != c.fingerprint()) throw UsageError(name + ": the state was saved with a different model architecture");
+  // The same architecture is not the same weights: a state is what one checkpoint computed.
+  if (saved_identity != identity)
+    throw UsageError(name + ": saved by a run of checkpoint identity " + identity_hex(saved_identity) +
+                     ", but this run's checkpoint" + (model.empty() ? std::string() : " " + std::string(model)) +
+                     " has identity " + identity_hex(identity) +
+                     ": a state is what one checkpoint's weights computed, so another checkpoint (a fine-tune, a "
+                     "new revision) cannot continue it");
   if (size != bytes.size() - kHeader)
     throw UsageError(name + ": payload is " + std::to_string(bytes.size() - kHeader) + " bytes, header says " +
                      std::to_string(size) + " (truncated?)");

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <iterator>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <k3/error.hpp>
 #include <k3/json_depth.hpp>
 
+#include "io/checkpoint_identity.hpp"
 #include "io/safetensors.hpp"
 #include "io/small_file.hpp"
 #include "io/uri.hpp"
@@ -200,6 +202,8 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
   // one header buffer.
   const auto n = static_cast<std::int64_t>(names.size());
   std::vector<std::vector<TensorInfo>> parts(names.size());
+  std::vector<io::ShardDigest> digests(names.size());
+  std::vector<double> digest_seconds(names.size());
   std::vector<std::exception_ptr> errors(names.size());
   std::vector<std::vector<char>> buffers(static_cast<std::size_t>(omp_get_max_threads()));
   std::mutex open_mutex;
@@ -218,7 +222,14 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
       }
       shard.size = file->size();
       auto& buffer = buffers[static_cast<std::size_t>(omp_get_thread_num()) % buffers.size()];
-      detail::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
+      const std::uint64_t header =
+          detail::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
+      // The shard's part of the checkpoint identity, while the file is open and its header
+      // at hand (io/checkpoint_identity.hpp).
+      const auto t0 = std::chrono::steady_clock::now();
+      digests[u] = io::shard_digest(*file, shard.uri, shard.name,
+                                    std::string_view(buffer.data(), static_cast<std::size_t>(header)), parts[u]);
+      digest_seconds[u] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } catch (...) {
       errors[u] = std::current_exception();
     }
@@ -256,6 +267,14 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
   }
 
   if (index_json) check_index_json(index_uri, *index_json, idx);
+  std::vector<std::uint64_t> shard_digests;
+  for (std::size_t i = 0; i < digests.size(); ++i) {
+    shard_digests.push_back(digests[i].digest);
+    idx.sampled_bytes_ += digests[i].sampled_bytes;
+    idx.digest_seconds_ += digest_seconds[i];
+  }
+  idx.content_digest_ = io::content_digest(
+      index_json ? std::string_view(index_json->data(), index_json->size()) : std::string_view(), shard_digests);
   return idx;
 }
 

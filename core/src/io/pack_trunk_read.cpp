@@ -1,5 +1,8 @@
-// PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp).
+// PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp),
+// refuses a pack of another checkpoint, and reads and checks the row table.
 // Untrusted input: every offset and size is checked before anyone forms a pointer from it.
+#include "io/xxh3.hpp"
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -51,16 +54,17 @@ class Reader {
   }
 
   /// `coded_pack`: the trunk has a codec, so a run may be coded (it has "coded_bytes").
-  PackedRun run(const json& j, const std::string& where, std::uint64_t bin_bytes, bool coded_pack) const {
+  /// `row_count`: the entries of the row table, which "row_sums" indices must lie inside.
+  PackedRun run(const json& j, const std::string& where, std::uint64_t bin_bytes, bool coded_pack,
+                std::uint64_t row_count) const {
     PackedRun r;
     r.file_offset = u64(j, "file_off", where);
     r.nbytes = u64(j, "nbytes", where);
-    r.xxh64 = hex(j, "xxh64", where);
+    r.xxh3 = hex(j, "xxh3", where);
     if (j.is_object() && j.contains("coded_bytes")) {
       if (!coded_pack) fail(where + ": \"coded_bytes\" in a trunk without a codec");
       r.coded_bytes = u64(j, "coded_bytes", where);
       if (r.coded_bytes == 0) fail(where + ": \"coded_bytes\" must be positive");
-      r.raw_xxh64 = hex(j, "raw_xxh64", where);
     }
     if (r.file_offset % kTrunkAlign != 0) fail(where + ": file_off " + std::to_string(r.file_offset) + " is not 4096-aligned");
     if (r.file_offset > bin_bytes || r.stored_bytes() > bin_bytes - r.file_offset)
@@ -90,10 +94,24 @@ class Reader {
       if (p.offset > r.nbytes || p.nbytes > r.nbytes - p.offset)
         fail(tw + ": [" + std::to_string(p.offset) + ", +" + std::to_string(p.nbytes) + ") lies outside its run (" +
              std::to_string(r.nbytes) + " bytes)");
+      p.xxh3 = hex(t, "xxh3", tw);
+      if (t.is_object() && t.contains("row_sums")) row_sums(t, tw, r, row_count, p);
       if (r.coded()) coded_tensor(t, tw, r, p);
       r.tensors.push_back(std::move(p));
     }
     return r;
+  }
+
+  /// A tensor read in rows: 2-D, stored raw, its rows' checksums inside the row table.
+  void row_sums(const json& t, const std::string& tw, const PackedRun& r, std::uint64_t row_count,
+                PackedTensor& p) const {
+    const std::uint64_t first = u64(t, "row_sums", tw);
+    if (r.coded()) fail(tw + ": \"row_sums\" in a coded run (coded tensors are read whole)");
+    if (p.shape.size() != 2 || p.shape[0] == 0) fail(tw + ": \"row_sums\" on a tensor that is not a matrix of rows");
+    if (first > row_count || p.shape[0] > row_count - first)
+      fail(tw + ": row checksums [" + std::to_string(first) + ", +" + std::to_string(p.shape[0]) +
+           ") lie outside the row table (" + std::to_string(row_count) + " entries)");
+    p.row_sums = static_cast<std::int64_t>(first);
   }
 
   /// A coded run's tensors lie back to back (64-byte aligned, in order) both decoded and
@@ -145,7 +163,8 @@ const PackedRun* PackedTrunk::global(std::string_view tensor) const {
 
 std::string PackedTrunk::bin_uri() const { return io::join_uri(uri_, "trunk.bin"); }
 
-PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_fingerprint) {
+PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_identity,
+                              std::string_view model) {
   const std::string manifest = io::join_uri(uri, "trunk.json");
   const auto manifest_file = io::open_file(storage, manifest, "trunk.json", true);
   if (!manifest_file) {
@@ -169,37 +188,56 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   }
   if (rd.str(j, "format", "top level") != trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
   const std::uint64_t version = rd.u64(j, "version", "top level");
-  if (version != static_cast<std::uint64_t>(trunk_format::kVersion) &&
-      version != static_cast<std::uint64_t>(trunk_format::kCodedVersion))
-    rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads versions " +
-            std::to_string(trunk_format::kVersion) + " and " + std::to_string(trunk_format::kCodedVersion) + ")");
+  if (version == 1 || version == 2)
+    rd.fail("version " + std::to_string(version) + ", written by an older k3host (XXH64 per run only, no checkpoint "
+            "identity), so its bytes cannot be checked as they are read nor tied to this checkpoint; this k3host reads "
+            "version " + std::to_string(trunk_format::kVersion) + ": repack it with k3host pack-trunk");
+  if (version != static_cast<std::uint64_t>(trunk_format::kVersion))
+    rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads version " +
+            std::to_string(trunk_format::kVersion) + ")");
   if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
 
   PackedTrunk t;
   t.uri_ = uri;
   trunk_codec::Codec codec = trunk_codec::Codec::none;
-  if (version == static_cast<std::uint64_t>(trunk_format::kCodedVersion)) {
-    const std::string name = rd.str(j, "codec", "top level");
-    if (!trunk_codec::parse_codec(name, codec) || codec == trunk_codec::Codec::none)
-      rd.fail("unknown codec \"" + name + "\" (this k3host reads " + trunk_codec::known_codecs() + ")");
-  }
+  if (const std::string name = rd.str(j, "codec", "top level"); !trunk_codec::parse_codec(name, codec))
+    rd.fail("unknown codec \"" + name + "\" (this k3host reads " + trunk_codec::known_codecs() + ")");
   t.codec_ = std::string(trunk_codec::name(codec));
   const bool coded_pack = codec != trunk_codec::Codec::none;
-  t.fingerprint_ = rd.hex(j, "config_fingerprint", "top level");
-  if (t.fingerprint_ != expected_fingerprint)
-    rd.fail("packed for a model with config fingerprint " + trunk_format::hex64(t.fingerprint_) +
-            ", but this model's is " + trunk_format::hex64(expected_fingerprint) + "; repack it with k3host pack-trunk");
+  // A pack holds the bytes of one checkpoint: any other, of the same architecture or not (a
+  // fine-tune, a new revision), is refused before a byte of trunk.bin is used.
+  t.identity_ = rd.hex(j, "checkpoint_identity", "top level");
+  if (t.identity_ != expected_identity) {
+    const std::string packed_from = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
+    rd.fail("packed from checkpoint " + packed_from + " (checkpoint identity " + identity_hex(t.identity_) +
+            "), but this run's checkpoint" + (model.empty() ? std::string() : " " + std::string(model)) +
+            " has identity " + identity_hex(expected_identity) +
+            ": a packed trunk holds one checkpoint's bytes; pack this one with k3host pack-trunk");
+  }
   t.bin_bytes_ = rd.u64(j, "trunk_bin_bytes", "top level");
   const std::string bin = t.bin_uri();
-  const std::uint64_t actual = io::open_file(storage, bin, "trunk.bin")->size();
-  if (actual != t.bin_bytes_)
+  const auto bin_file = io::open_file(storage, bin, "trunk.bin");
+  if (const std::uint64_t actual = bin_file->size(); actual != t.bin_bytes_)
     throw UsageError(bin + ": " + std::to_string(actual) + " bytes, trunk.json says " + std::to_string(t.bin_bytes_));
+
+  // The row table: where it lies, then (after the runs are checked) its bytes.
+  const json& rows = rd.member(j, "row_sums", "top level");
+  PackedRun table;
+  table.name = "row table";
+  table.file_offset = rd.u64(rows, "file_off", "row_sums");
+  const std::uint64_t row_count = rd.u64(rows, "count", "row_sums");
+  table.xxh3 = rd.hex(rows, "xxh3", "row_sums");
+  if (table.file_offset % kTrunkAlign != 0) rd.fail("row_sums: file_off is not 4096-aligned");
+  if (table.file_offset > t.bin_bytes_ || row_count > (t.bin_bytes_ - table.file_offset) / 8)
+    rd.fail("row_sums: " + std::to_string(row_count) + " checksums at " + std::to_string(table.file_offset) +
+            " lie outside trunk.bin (" + std::to_string(t.bin_bytes_) + " bytes)");
+  table.nbytes = row_count * 8;
 
   const json& layers = rd.member(j, "layers", "top level");
   if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
-    PackedRun r = rd.run(layers[i], where, t.bin_bytes_, coded_pack);
+    PackedRun r = rd.run(layers[i], where, t.bin_bytes_, coded_pack, row_count);
     if (r.coded()) rd.coded_run_end(r, where);
     if (rd.u64(layers[i], "layer", where) != i) rd.fail(where + ": \"layer\" must be " + std::to_string(i));
     r.layer = static_cast<std::int64_t>(i);
@@ -210,19 +248,34 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   if (!globals.is_array()) rd.fail("\"globals\" must be an array");
   for (std::size_t i = 0; i < globals.size(); ++i) {
     const std::string where = "globals[" + std::to_string(i) + "]";
-    PackedRun r = rd.run(globals[i], where, t.bin_bytes_, coded_pack);
+    PackedRun r = rd.run(globals[i], where, t.bin_bytes_, coded_pack, row_count);
     if (r.coded()) rd.coded_run_end(r, where);
     r.name = rd.str(globals[i], "name", where);
     t.globals_.push_back(std::move(r));
   }
-  // Runs must not overlap (each owns its padded span).
+  // Runs (and the row table) must not overlap (each owns its padded span).
   std::vector<const PackedRun*> all;
   for (const auto& r : t.layers_) all.push_back(&r);
   for (const auto& r : t.globals_) all.push_back(&r);
+  if (row_count > 0) all.push_back(&table);
   std::sort(all.begin(), all.end(), [](const PackedRun* a, const PackedRun* b) { return a->file_offset < b->file_offset; });
   for (std::size_t i = 1; i < all.size(); ++i)
     if (all[i - 1]->file_offset + all[i - 1]->stored_bytes() > all[i]->file_offset)
       rd.fail("runs '" + all[i - 1]->name + "' and '" + all[i]->name + "' overlap");
+
+  // The row checksums are bytes of the pack like any other: checked before use.
+  std::vector<unsigned char> raw(static_cast<std::size_t>(table.nbytes));
+  io::read_exact(*bin_file, table.file_offset, table.nbytes, raw.data(), bin);
+  if (const std::uint64_t h = XXH3_64bits(raw.data(), raw.size()); h != table.xxh3)
+    throw RuntimeError(bin + ": the row table (" + std::to_string(row_count) + " checksums at offset " +
+                       std::to_string(table.file_offset) + ") has xxh3 " + trunk_format::hex64(h) + ", trunk.json says " +
+                       trunk_format::hex64(table.xxh3) + ": the packed trunk is damaged (repack it with k3host pack-trunk)");
+  t.row_sums_.resize(static_cast<std::size_t>(row_count));
+  for (std::size_t i = 0; i < t.row_sums_.size(); ++i) {
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | raw[i * 8 + static_cast<std::size_t>(b)];
+    t.row_sums_[i] = v;
+  }
   return t;
 }
 
@@ -230,17 +283,7 @@ void PackedTrunk::verify_hashes(sdk::StorageBackend& storage) const {
   std::unique_ptr<sdk::StorageFile> file;
   if (const sdk::Status st = storage.open(bin_uri(), file); !st.ok()) throw RuntimeError(st.detail);
   for (const auto* runs : {&layers_, &globals_})
-    for (const auto& r : *runs) {
-      const std::uint64_t h = trunk_format::hash_range(*file, bin_uri(), r.file_offset, r.stored_bytes());
-      if (h != r.xxh64)
-        throw RuntimeError(bin_uri() + ": run '" + r.name + "' at offset " + std::to_string(r.file_offset) +
-                           " has xxh64 " + trunk_format::hex64(h) + ", trunk.json says " + trunk_format::hex64(r.xxh64));
-      if (!r.coded()) continue;
-      const std::uint64_t d = trunk_format::decoded_hash(*file, bin_uri(), r);
-      if (d != r.raw_xxh64)
-        throw RuntimeError(bin_uri() + ": run '" + r.name + "' decodes to xxh64 " + trunk_format::hex64(d) +
-                           ", trunk.json says " + trunk_format::hex64(r.raw_xxh64));
-    }
+    for (const auto& r : *runs) trunk_format::verify_run(*file, bin_uri(), r, row_sums_);
 }
 
 }  // namespace k3

@@ -57,8 +57,8 @@ std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-void read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
-                             std::vector<char>& buffer, std::vector<TensorInfo>& out) {
+std::uint64_t read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
+                                      std::vector<char>& buffer, std::vector<TensorInfo>& out) {
   const Context cx{uri};
   const std::uint64_t file_size = file.size();
 
@@ -172,6 +172,7 @@ void read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std
       cx.fail(cur.name, "bytes [" + std::to_string(cur.offset) + ", " + std::to_string(cur.offset + cur.nbytes) +
                             ") overlap tensor '" + prev.name + "'");
   }
+  return hlen;
 }
 
 }  // namespace k3::detail

@@ -8,12 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <k3/checkpoint.hpp>
 #include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/machine.hpp>
 #include <k3/model.hpp>
 #include <k3/runtime.hpp>
+#include <k3/storage_extras.hpp>
 #include <k3/trace.hpp>
 #include <k3/user_files.hpp>
 
@@ -187,6 +189,7 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   Model& model = runtime.model();
   const ModelSettings& ms = runtime.settings();
   rep.model = runtime.model_uri();
+  rep.identity = model.identity();
   rep.load_seconds = runtime.load_seconds();
   rep.plan = model.plan();
   rep.plan_text = rep.plan.table();
@@ -218,13 +221,14 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   // cache.future must be a trace of this prompt (the model checked the rest).
   if (!ms.cache_future.empty())
     require_trace_of_run(ms.cache_future, read_trace_header(ms.cache_future),
-                         cache::trace_header_of(model.config(), prompt_hash), true);
+                         cache::trace_header_of(model.config(), model.identity().value, prompt_hash), true);
 
   // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
-    trace = std::make_unique<TraceRecorder>(trace_file, cache::trace_header_of(model.config(), prompt_hash));
+    trace = std::make_unique<TraceRecorder>(trace_file,
+                                            cache::trace_header_of(model.config(), model.identity().value, prompt_hash));
     session.set_routing_listener(trace.get());
   }
 
@@ -262,6 +266,9 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
   rep.seconds_per_token = decode.seconds_per_token();
   rep.expert_failures = rep.io.expert_failures;
+  // The storage plugin's own counters (optional capability, docs/plugins.md).
+  if (auto* counted = dynamic_cast<sdk::StorageCounters*>(model.storage().get()))
+    if (const sdk::Status st = counted->counters(rep.storage_counters); !st.ok()) rep.storage_counters.clear();
 
   if (trace) {
     session.set_routing_listener(nullptr);
@@ -304,6 +311,10 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
 std::string report_json(const JobReport& r) {
   nlohmann::json j;
   j["model"] = r.model;
+  j["checkpoint"] = {{"identity", identity_hex(r.identity.value)},
+                     {"shards", r.identity.shards},
+                     {"sampled_bytes", r.identity.sampled_bytes},
+                     {"seconds", r.identity.seconds}};
   j["kernels"] = r.kernels;
   j["storage"] = r.storage;
   j["threads"] = r.threads;
@@ -374,6 +385,12 @@ std::string report_json(const JobReport& r) {
                {"text", r.plan_text}};
   j["cache_policy"] = r.cache_policy;
   j["bytes_read"] = {{"trunk", r.io.trunk_bytes}, {"experts", r.io.expert_bytes}, {"embedding_head", r.io.table_bytes}};
+  j["verify_seconds"] = r.io.verify_seconds;
+  {
+    nlohmann::json counters = nlohmann::json::object();
+    for (const auto& [name, value] : r.storage_counters) counters[name] = value;
+    j["storage_counters"] = std::move(counters);
+  }
   j["expert_requests"] = r.io.expert_requests;
   j["expert_hits"] = r.io.expert_hits;
   j["true_hit_rate"] =

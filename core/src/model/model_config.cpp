@@ -293,6 +293,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   auto tree = detail::config_tree_from_json(json_text, origin);
   ModelConfig c = detail::model_config_from_tree(tree, origin);
   c.synthetic = tree.count("k3host_synthetic") != 0;
+  c.source_hash = XXH3_64bits(json_text.data(), json_text.size());
   return c;
 }
 

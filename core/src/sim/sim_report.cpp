@@ -140,6 +140,7 @@ std::string sim_json(const SimReport& rep) {
                 {"experts_per_layer", rep.header.experts_per_layer},
                 {"top_k", rep.header.top_k},
                 {"arch_fingerprint", rep.header.arch_fingerprint},
+                {"checkpoint_identity", rep.header.checkpoint_identity},
                 {"prompt_hash", rep.header.prompt_hash},
                 {"requests", rep.stats.requests},
                 {"tokens", rep.stats.tokens},

@@ -52,6 +52,7 @@ inline HeaderBytes encode_header(const TraceHeader& h, std::uint64_t checksum) n
   put_u64(b.data() + 48, h.expert_bytes);
   put_u64(b.data() + 56, h.record_count);
   put_u64(b.data() + 64, checksum);
+  put_u64(b.data() + 72, h.checkpoint_identity);
   return b;
 }
 

@@ -24,6 +24,7 @@ struct Opened {
   std::uint64_t size = 0;
   std::uint32_t version = 0;
   std::uint64_t checksum = 0;
+  std::size_t header_bytes = 0;  ///< where the records start
   TraceHeader header;
 };
 
@@ -44,8 +45,8 @@ Opened open_trace(const std::filesystem::path& file) {
             static_cast<std::streamsize>(std::min<std::uint64_t>(o.size, head.size())));
   if (std::memcmp(head.data(), tf::kMagic, sizeof tf::kMagic) != 0)
     throw UsageError(name + ": not a k3host trace (the magic is not \"K3TRACE\\0\")");
-  if (o.size < kTraceHeaderBytes)
-    throw UsageError(name + ": truncated header: " + std::to_string(o.size) + " of " + std::to_string(kTraceHeaderBytes) +
+  if (o.size < kTraceHeaderBytesV2)
+    throw UsageError(name + ": truncated header: " + std::to_string(o.size) + " of " + std::to_string(kTraceHeaderBytesV2) +
                      " bytes");
   o.version = tf::get_u32(head.data() + 8);
   if (o.version < 1 || o.version > kTraceVersion)
@@ -53,10 +54,15 @@ Opened open_trace(const std::filesystem::path& file) {
                      " is not supported (this build reads versions 1 to " + std::to_string(kTraceVersion) + ")");
   const std::uint32_t header_bytes = tf::get_u32(head.data() + 12);
   const std::uint32_t record_bytes = tf::get_u32(head.data() + 28);
-  if (header_bytes != kTraceHeaderBytes || record_bytes != kTraceRecordBytes)
+  const std::size_t expected_header = o.version >= 3 ? kTraceHeaderBytes : kTraceHeaderBytesV2;
+  if (header_bytes != expected_header || record_bytes != kTraceRecordBytes)
     throw UsageError(name + ": header says " + std::to_string(header_bytes) + "-byte header and " +
                      std::to_string(record_bytes) + "-byte records; version " + std::to_string(o.version) + " has " +
-                     std::to_string(kTraceHeaderBytes) + " and " + std::to_string(kTraceRecordBytes));
+                     std::to_string(expected_header) + " and " + std::to_string(kTraceRecordBytes));
+  if (o.size < expected_header)
+    throw UsageError(name + ": truncated header: " + std::to_string(o.size) + " of " + std::to_string(expected_header) +
+                     " bytes");
+  o.header_bytes = expected_header;
 
   TraceHeader& h = o.header;
   h.layers = tf::get_u32(head.data() + 16);
@@ -67,6 +73,7 @@ Opened open_trace(const std::filesystem::path& file) {
   h.expert_bytes = tf::get_u64(head.data() + 48);
   h.record_count = tf::get_u64(head.data() + 56);
   o.checksum = tf::get_u64(head.data() + 64);
+  if (o.version >= 3) h.checkpoint_identity = tf::get_u64(head.data() + 72);
   if (h.layers == 0 || h.layers > 65536 || h.experts_per_layer == 0 || h.experts_per_layer > 65536)
     throw UsageError(name + ": bad geometry in the header: " + std::to_string(h.layers) + " layers, " +
                      std::to_string(h.experts_per_layer) + " experts per layer");
@@ -74,7 +81,7 @@ Opened open_trace(const std::filesystem::path& file) {
     throw UsageError(name + ": bad geometry in the header: top-" + std::to_string(h.top_k) + " of " +
                      std::to_string(h.experts_per_layer) + " experts per layer");
 
-  const std::uint64_t body = o.size - kTraceHeaderBytes;
+  const std::uint64_t body = o.size - o.header_bytes;
   if (h.record_count > body / kTraceRecordBytes)
     throw UsageError(name + ": truncated: the header says " + std::to_string(h.record_count) + " records (" +
                      std::to_string(h.record_count * kTraceRecordBytes) + " bytes) but only " + std::to_string(body) +
@@ -99,7 +106,8 @@ Trace read_trace(const std::filesystem::path& file) {
   t.header = o.header;
   const TraceHeader& h = t.header;
 
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(o.size - kTraceHeaderBytes));
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(o.size - o.header_bytes));
+  o.in.seekg(static_cast<std::streamoff>(o.header_bytes));
   o.in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!o.in) throw UsageError(name + ": short read of the trace records");
   if (XXH64(bytes.data(), bytes.size(), 0) != o.checksum)
@@ -160,6 +168,16 @@ void require_trace_of_run(const std::filesystem::path& file, const TraceHeader& 
   if (recorded.top_k != run.top_k) differs("geometry", "top-" + std::to_string(recorded.top_k), "top-" + std::to_string(run.top_k));
   if (recorded.arch_fingerprint != run.arch_fingerprint)
     differs("model", "architecture fingerprint " + hex(recorded.arch_fingerprint), hex(run.arch_fingerprint));
+  // The same architecture is not the same weights (a fine-tune, a new revision routes
+  // differently): a run that knows its checkpoint wants a trace of that checkpoint.
+  if (run.checkpoint_identity != 0 && recorded.checkpoint_identity != run.checkpoint_identity) {
+    if (recorded.checkpoint_identity == 0)
+      throw UsageError(name + ": the trace records no checkpoint identity (generated, or written by an older k3host), "
+                              "so it cannot be tied to this run's checkpoint (identity " +
+                       hex(run.checkpoint_identity) + "); record it again with --set trace.out=FILE");
+    differs("checkpoint", "checkpoint identity " + hex(recorded.checkpoint_identity),
+            hex(run.checkpoint_identity) + " (record the trace again with this checkpoint: --set trace.out=FILE)");
+  }
   if (compare_prompt && recorded.prompt_hash != run.prompt_hash)
     differs("prompt", "prompt hash " + hex(recorded.prompt_hash), hex(run.prompt_hash) +
             " (record the trace again with this prompt: --set trace.out=FILE)");

@@ -4,7 +4,7 @@
 
 namespace k3::cache {
 
-TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t prompt_hash) {
+TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t identity, std::uint64_t prompt_hash) {
   TraceHeader h;
   h.layers = static_cast<std::uint32_t>(c.num_hidden_layers);
   h.experts_per_layer = static_cast<std::uint32_t>(c.num_experts);
@@ -12,15 +12,16 @@ TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t prompt_hash) {
   h.arch_fingerprint = c.fingerprint();
   h.prompt_hash = prompt_hash;
   h.expert_bytes = geometry_census(c).bytes_per_expert;
+  h.checkpoint_identity = identity;
   return h;
 }
 
-void check_cache_future(const std::filesystem::path& file, const ModelConfig& c) {
-  require_trace_of_run(file, read_trace_header(file), trace_header_of(c, 0), false);
+void check_cache_future(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity) {
+  require_trace_of_run(file, read_trace_header(file), trace_header_of(c, identity, 0), false);
 }
 
-CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConfig& c) {
-  check_cache_future(file, c);  // before reading a large trace of the wrong model
+CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity) {
+  check_cache_future(file, c, identity);  // before reading a large trace of the wrong model
   const Trace t = read_trace(file);
   CacheFuture f;
   f.source = file.string();

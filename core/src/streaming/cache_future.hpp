@@ -20,15 +20,16 @@ struct CacheFuture {
   std::vector<std::uint8_t> starts_group;   ///< request seq → 1 when it starts a serving group
 };
 
-/// The header a run of model `c` records (geometry, fingerprint, expert bytes) with
-/// `prompt_hash`.
-TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t prompt_hash);
+/// The header a run of model `c` (checkpoint identity `identity`) records (geometry,
+/// fingerprint, expert bytes, identity) with `prompt_hash`.
+TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t identity, std::uint64_t prompt_hash);
 
-/// Checks the header of `file` against model `c` (UsageError naming the file and what
-/// differs: layers, experts, top-k or architecture fingerprint), then reads it whole.
-CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConfig& c);
+/// Checks the header of `file` against model `c` of checkpoint `identity` (UsageError naming
+/// the file and what differs: layers, experts, top-k, architecture fingerprint or checkpoint
+/// identity), then reads it whole.
+CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity);
 
-/// Header-only check of `file` against model `c` (the same refusals as load_cache_future).
-void check_cache_future(const std::filesystem::path& file, const ModelConfig& c);
+/// Header-only check of `file` against the model (the same refusals as load_cache_future).
+void check_cache_future(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity);
 
 }  // namespace k3::cache

@@ -170,6 +170,7 @@ ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& in
   }
   reader.clear();
   bytes_read_ = reader.bytes_read();
+  verify_ns_ = reader.verify_ns();
 }
 
 }  // namespace k3::model

@@ -65,12 +65,15 @@ class ResidentWeights {
   [[nodiscard]] const GlobalWeights& global() const noexcept { return global_; }
   [[nodiscard]] const LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }
   [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
+  /// Nanoseconds spent checking packed-trunk bytes at load.
+  [[nodiscard]] std::uint64_t verify_ns() const noexcept { return verify_ns_; }
 
  private:
   std::vector<AlignedBuffer> buffers_;
   GlobalWeights global_;
   std::vector<LayerWeights> layers_;
   std::uint64_t bytes_read_ = 0;
+  std::uint64_t verify_ns_ = 0;
 };
 
 }  // namespace k3::model

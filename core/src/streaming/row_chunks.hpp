@@ -11,6 +11,7 @@
 #include <k3/checkpoint.hpp>
 #include <k3/storage.hpp>
 
+#include "io/pack_trunk_check.hpp"
 #include "maths/ops.hpp"
 #include "maths/weights.hpp"
 #include "util/reader_thread.hpp"
@@ -24,6 +25,9 @@ struct TensorLocation {
   const TensorInfo* info = nullptr;  ///< name, dtype, shape (from the checkpoint index)
   std::uint32_t file = 0;            ///< index into the streamer's files
   std::uint64_t offset = 0;          ///< of row 0 in that file
+  /// From a packed trunk: each chunk's rows are checked against its row checksums on the
+  /// reader thread before the chunk is published; null for the checkpoint's own bytes.
+  const trunk_check::TensorCheck* check = nullptr;
 };
 
 class RowChunkStreamer {

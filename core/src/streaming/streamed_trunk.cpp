@@ -56,7 +56,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
       const model::TensorSource src = chunk_files_.locate(t);
       auto i = static_cast<std::size_t>(std::find(files.begin(), files.end(), src.file) - files.begin());
       if (i == files.size()) files.push_back(src.file);
-      return TensorLocation{&t, static_cast<std::uint32_t>(i), src.offset};
+      return TensorLocation{&t, static_cast<std::uint32_t>(i), src.offset, src.check};
     };
     head_where_ = locate(*head_info_);
     ffn_.resize(layers);
@@ -91,6 +91,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
     }
   }
   counters_.trunk_bytes += main_reader_.bytes_read() - before;
+  counters_.verify_ns += main_reader_.verify_ns();
   if (n_streamed_ == 0) return;
   slots_.resize(std::max<std::size_t>(1, std::min(plan.ring_slots, n_streamed_)));
   for (auto& s : slots_) {
@@ -114,8 +115,11 @@ void StreamedTrunk::fill(const Fill& job) {
   // The slot is `loading`: nobody else touches its buffer or bindings until published.
   Slot& slot = slots_[static_cast<std::size_t>(job.slot)];
   const std::size_t layer = job.layer;
-  const std::uint64_t before = ring_reader_.bytes_read();
-  auto count = [&] { counters_.trunk_bytes += ring_reader_.bytes_read() - before; };
+  const std::uint64_t before = ring_reader_.bytes_read(), verified = ring_reader_.verify_ns();
+  auto count = [&] {
+    counters_.trunk_bytes += ring_reader_.bytes_read() - before;
+    counters_.verify_ns += ring_reader_.verify_ns() - verified;
+  };
   try {
     ScopedTimer t(counters_.read_ns);
     ring_loader_.queue(layer, false, split_[layer]);
@@ -253,6 +257,10 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
   if (!st.ok())
     io::throw_read_failure(st.code, embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
   counters_.table_bytes += tokens.size() * row_bytes;
+  if (embed_src_.check != nullptr) {  // rows of a packed trunk, each against its own checksum
+    ScopedTimer v(counters_.verify_ns);
+    for (std::size_t t = 0; t < tokens.size(); ++t) embed_src_.check->rows_at(rows_.data() + t * row_bytes, tokens[t], 1);
+  }
   // The fetched rows as a [tokens, E] matrix of the table's dtype, widened exactly.
   const model::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};
   for (std::size_t t = 0; t < tokens.size(); ++t) rows.row(t, P + t * E);

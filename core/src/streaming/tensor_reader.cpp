@@ -1,6 +1,7 @@
 #include "streaming/tensor_reader.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -8,9 +9,15 @@
 
 #include "io/pack_trunk_codec.hpp"
 #include "io/read_failure.hpp"
+#include "io/xxh3.hpp"
 
 namespace k3::model {
 namespace {
+
+std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
 
 std::string shape_str(const std::vector<std::uint64_t>& s) {
   std::string out = "[";
@@ -41,11 +48,17 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
   PackedLocations out;
   out.bin = trunk.bin_uri();
   out.bin_bytes = trunk.bin_bytes();
+  out.row_sums = trunk.row_sums();  // before the checks point into it; a move keeps its buffer
+  const std::span<const std::uint64_t> table(out.row_sums);
   for (const auto* runs : {&trunk.layers(), &trunk.globals()})
     for (const PackedRun& run : *runs) {
-      for (const PackedTensor& t : run.tensors)
-        out.where.emplace(t.name, Where{run.file_offset + (run.coded() ? t.coded_offset : t.offset), t.coded_bytes,
-                                        out.runs.size()});
+      for (const PackedTensor& t : run.tensors) {
+        const std::uint64_t offset = run.file_offset + (run.coded() ? t.coded_offset : t.offset);
+        trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset, run.coded(), t.xxh3, {}, t.row_bytes()};
+        if (t.row_sums >= 0)  // PackedTrunk::open checked the rows lie inside the table
+          check.rows = table.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
+        out.where.emplace(t.name, Where{offset, t.coded_bytes, out.runs.size(), std::move(check)});
+      }
       out.runs.push_back(run.name);
     }
   return out;
@@ -53,6 +66,13 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
 
 TensorReader::TensorReader(const CheckpointIndex& index, sdk::StorageBackend& storage, const PackedLocations* packed)
     : index_(index), storage_(storage), packed_(packed), files_(index.files().size() + 1) {}
+
+struct TensorReader::HashState {
+  struct Free {
+    void operator()(XXH3_state_t* s) const noexcept { XXH3_freeState(s); }
+  };
+  std::unique_ptr<XXH3_state_t, Free> state{XXH3_createState()};
+};
 
 TensorReader::~TensorReader() = default;
 
@@ -117,7 +137,8 @@ sdk::StorageFile& TensorReader::file(std::uint32_t i) {
 
 TensorSource TensorReader::locate(const TensorInfo& t) {
   const Source src = source_of(t, true);
-  return {&file(src.file), src.offset, file_name(src.file)};
+  const bool bin = src.file == index_.files().size();
+  return {&file(src.file), src.offset, file_name(src.file), bin ? &packed_->where.at(t.name).check : nullptr};
 }
 
 std::uint64_t TensorReader::layout() {
@@ -153,8 +174,13 @@ ReadPlan TensorReader::plan() {
   out.tensors.reserve(wanted_.size());
   for (const Wanted& w : wanted_) {
     std::size_t run = 0;
-    if (w.coded_bytes != 0) run = packed_->where.at(w.info->name).run;
-    out.tensors.push_back({w.info, w.buffer_offset, w.src_offset, w.coded_bytes, run});
+    const trunk_check::TensorCheck* check = nullptr;
+    if (w.src_file == index_.files().size()) {
+      const PackedLocations::Where& where = packed_->where.at(w.info->name);
+      run = where.run;
+      check = &where.check;
+    }
+    out.tensors.push_back({w.info, w.buffer_offset, w.src_offset, w.coded_bytes, run, check});
   }
   // One batch per file, sorted by offset. Neighbours whose gap is the same in the file and
   // in memory (alignment padding of a packed run) are merged into one request.
@@ -209,6 +235,13 @@ ReadPlan TensorReader::plan() {
 
 void TensorReader::read(const ReadPlan& plan, std::byte* base) {
   for (const ReadPlan::File& f : plan.files) {
+    if (packed_ != nullptr && f.index == index_.files().size()) {  // trunk.bin: every byte checked as it lands
+      read_raw_checked(plan, f, base);
+      for (const ReadPlan::Request& r : f.requests)
+        if (r.coded) read_coded(plan, f, r, base);
+      bytes_read_ += f.bytes;
+      continue;
+    }
     batch_.clear();  // keeps the capacity plan() reserved
     for (const ReadPlan::Request& r : f.requests)
       if (!r.coded) batch_.push_back({r.src_offset, r.length, base + r.buffer_offset, sdk::StatusCode::ok});
@@ -226,6 +259,89 @@ void TensorReader::read(const ReadPlan& plan, std::byte* base) {
     for (const ReadPlan::Request& r : f.requests)
       if (r.coded) read_coded(plan, f, r, base);
     bytes_read_ += f.bytes;
+  }
+}
+
+void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& f, std::byte* base) {
+  // The pieces of the raw requests, in file order: piece k+1 is read on the read-ahead
+  // thread while piece k is hashed here. The tensors of f.order are in file order too, so
+  // one cursor walks them; a tensor never spans two requests (requests merge whole tensors).
+  struct Piece {
+    std::size_t request = 0;
+    std::uint64_t at = 0, length = 0;  ///< file offset, bytes
+  };
+  const auto first_from = [&](std::size_t j) {  // the first piece of the first raw request from j
+    for (; j < f.requests.size(); ++j)
+      if (!f.requests[j].coded && f.requests[j].length > 0)
+        return Piece{j, f.requests[j].src_offset, std::min(raw_piece_, f.requests[j].length)};
+    return Piece{f.requests.size(), 0, 0};
+  };
+  const auto after = [&](const Piece& p) {
+    const ReadPlan::Request& r = f.requests[p.request];
+    const std::uint64_t end = r.src_offset + r.length, at = p.at + p.length;
+    return at < end ? Piece{p.request, at, std::min(raw_piece_, end - at)} : first_from(p.request + 1);
+  };
+  const auto dest = [&](const Piece& p) {
+    const ReadPlan::Request& r = f.requests[p.request];
+    return base + r.buffer_offset + (p.at - r.src_offset);
+  };
+  Piece cur = first_from(0);
+  if (cur.request == f.requests.size()) return;
+  if (!ahead_) ahead_ = std::make_unique<trunk_codec::ReadAhead>();
+  if (!hash_) {
+    hash_ = std::make_unique<HashState>();
+    if (!hash_->state) throw std::bad_alloc();
+  }
+  sdk::StorageFile& bin = file(f.index);
+  XXH3_state_t* state = hash_->state.get();
+  bool in_flight = false;
+  struct Drain {  // a piece still being read into the caller's memory is waited for, even on an error
+    trunk_codec::ReadAhead& ahead;
+    bool& in_flight;
+    ~Drain() {
+      if (in_flight) (void)ahead.wait();
+    }
+  } drain{*ahead_, in_flight};
+  ahead_->submit(bin, {cur.at, cur.length, dest(cur), sdk::StatusCode::ok});
+  in_flight = true;
+  std::size_t cursor = 0;       // into f.order: the next raw tensor not yet checked
+  bool started = false;         // the tensor at the cursor has bytes in `state`
+  while (cur.request < f.requests.size()) {
+    sdk::Status st = ahead_->wait();
+    in_flight = false;
+    for (int attempt = 1; attempt < 3 && !st.ok(); ++attempt) {  // a transient fault (EIO, a short read) recovers
+      sdk::ReadRequest again{cur.at, cur.length, dest(cur), sdk::StatusCode::ok};
+      st = bin.read({&again, 1});
+    }
+    if (!st.ok())
+      throw RuntimeError(file_name(f.index) + ": reading tensor '" + plan.tensors[f.requests[cur.request].tensor].info->name +
+                         "' failed: " + st.detail);
+    const Piece next = after(cur);
+    if (next.request < f.requests.size()) {
+      ahead_->submit(bin, {next.at, next.length, dest(next), sdk::StatusCode::ok});
+      in_flight = true;
+    }
+    // Hash what this piece holds of each raw tensor; check the ones it completes.
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t p0 = cur.at, p1 = cur.at + cur.length;
+    for (; cursor < f.order.size(); ++cursor) {
+      const ReadPlan::Tensor& t = plan.tensors[f.order[cursor]];
+      if (t.coded_bytes != 0) continue;
+      const std::uint64_t ts = t.src_offset, te = ts + t.info->nbytes;
+      if (ts >= p1) break;
+      if (!started) {
+        XXH3_64bits_reset(state);
+        started = true;
+      }
+      const std::uint64_t from = std::max(p0, ts), to = std::min(p1, te);
+      if (to > from)
+        XXH3_64bits_update(state, base + t.buffer_offset + (from - ts), static_cast<std::size_t>(to - from));
+      if (te > p1) break;  // continues in the next piece
+      t.check->digest_is(XXH3_64bits_digest(state), t.info->nbytes);
+      started = false;
+    }
+    verify_ns_ += elapsed_ns(t0);
+    cur = next;
   }
 }
 
@@ -255,6 +371,9 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
     } catch (const RuntimeError& e) {
       throw RuntimeError(context() + e.what());
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    t.check->whole(base + t.buffer_offset, t.info->nbytes);  // what it decoded to, before anyone uses it
+    verify_ns_ += elapsed_ns(t0);
     at = t.src_offset + t.coded_bytes;
     raw_end = t.buffer_offset + t.info->nbytes;
   }

@@ -5,6 +5,8 @@
 // tensors in memory as the run does, so a whole layer is a single read. From a coded packed
 // trunk (pack-trunk --codec), a layer's tensor streams are read in pieces of kCodedPiece
 // bytes and decoded on the reading thread straight into place (io/pack_trunk_codec.hpp).
+// Every tensor read from trunk.bin is checked against its XXH3-64 in trunk.json on the
+// reading thread, before read() returns (io/pack_trunk_check.hpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/storage.hpp>
 
+#include "io/pack_trunk_check.hpp"
 #include "io/pack_trunk_codec.hpp"
 #include "util/aligned_buffer.hpp"
 
@@ -28,17 +31,26 @@ namespace k3::model {
 /// (a transient fault — EIO, a short read — recovers). Returns the last failure, if any.
 sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> batch, int attempts = 3);
 
-/// Where a packed trunk holds each of its tensors: the offset in its trunk.bin.
+/// Where a packed trunk holds each of its tensors (the offset in its trunk.bin) and what
+/// its bytes must hash to. Move-only: the checks point into its row table.
 struct PackedLocations {
   struct Where {
     std::uint64_t offset = 0;       ///< of the tensor's bytes, or of its coded stream
     std::uint64_t coded_bytes = 0;  ///< the coded stream's length; 0: raw bytes
     std::size_t run = 0;            ///< index into runs
+    trunk_check::TensorCheck check;  ///< its checksum(s) and names for messages
   };
+  PackedLocations() = default;
+  PackedLocations(PackedLocations&&) = default;
+  PackedLocations& operator=(PackedLocations&&) = default;
+  PackedLocations(const PackedLocations&) = delete;
+  PackedLocations& operator=(const PackedLocations&) = delete;
+
   std::filesystem::path bin;
   std::uint64_t bin_bytes = 0;
   std::unordered_map<std::string, Where> where;
   std::vector<std::string> runs;  ///< run names ("layer 3"), for messages
+  std::vector<std::uint64_t> row_sums;  ///< the row table (the checks' rows point into it)
   /// Every tensor of every run (layers and globals) of `trunk`.
   static PackedLocations of(const PackedTrunk& trunk);
 };
@@ -48,6 +60,9 @@ struct TensorSource {
   sdk::StorageFile* file = nullptr;
   std::uint64_t offset = 0;
   std::string file_name;  ///< for messages
+  /// Read from a packed trunk: what its bytes must hash to (rows included); else null, the
+  /// checkpoint's own bytes.
+  const trunk_check::TensorCheck* check = nullptr;
 };
 
 /// A queue laid out and grouped into read batches once (TensorReader::plan()), so that
@@ -60,6 +75,7 @@ struct ReadPlan {
     std::uint64_t src_offset = 0;     ///< in its file (of the coded stream when coded)
     std::uint64_t coded_bytes = 0;    ///< the coded stream's length; 0: raw
     std::size_t run = 0;              ///< coded: PackedLocations::runs index, for messages
+    const trunk_check::TensorCheck* check = nullptr;  ///< from a packed trunk: checked once read
   };
   /// One read: neighbouring tensors merged when their gap is the same in file and memory.
   /// Coded (a packed trunk's coded streams): neighbouring streams of one run merged, read
@@ -134,12 +150,21 @@ class TensorReader {
   TensorSource locate(const TensorInfo& t);
   /// Bytes read from the coded trunk.bin (the coded streams) so far.
   [[nodiscard]] std::uint64_t coded_bytes_read() const noexcept { return coded_bytes_read_; }
+  /// Nanoseconds spent checking bytes of the packed trunk against trunk.json so far.
+  [[nodiscard]] std::uint64_t verify_ns() const noexcept { return verify_ns_; }
 
   /// A coded request is read in pieces of this many bytes (or the rest of it), the next
   /// while the current one is decoded: small enough that a layer of a few MB is read and
   /// decoded in overlap (on demo, 1-2 MiB pieces gave ~0.3 s/token where 32 MiB gave ~0.43),
   /// large enough for the disk.
   static constexpr std::uint64_t kCodedPiece = std::uint64_t{2} << 20;
+  /// A raw request from trunk.bin is read in pieces of this many bytes, each hashed while the
+  /// next is read, so checking a large layer (K3's are ~1.2 GB) costs about its last piece's
+  /// hash, not the layer's. Large enough that a piece is still many parallel ranges over
+  /// http (max_range_bytes, 8 MiB by default) and a smaller layer (demo's, fortune's) one read.
+  static constexpr std::uint64_t kRawPiece = std::uint64_t{64} << 20;
+  /// Another piece size than kRawPiece (the tests read small layers in many pieces).
+  void set_raw_piece(std::uint64_t bytes) noexcept { raw_piece_ = bytes > 0 ? bytes : kRawPiece; }
 
  private:
   struct Wanted {
@@ -158,6 +183,9 @@ class TensorReader {
   /// else its shard. `raw_only`: a coded tensor from its shard.
   [[nodiscard]] Source source_of(const TensorInfo& info, bool raw_only = false) const;
   void read_coded(const ReadPlan& plan, const ReadPlan::File& f, const ReadPlan::Request& r, std::byte* base);
+  /// The raw requests of `f` (trunk.bin) read in pieces of raw_piece_, each hashed into its
+  /// tensors' checksums while the next is read, every tensor checked once its last byte is in.
+  void read_raw_checked(const ReadPlan& plan, const ReadPlan::File& f, std::byte* base);
   [[nodiscard]] std::string file_name(std::uint32_t index) const;
 
   const CheckpointIndex& index_;
@@ -168,10 +196,14 @@ class TensorReader {
   std::vector<sdk::ReadRequest> batch_;  // read()'s requests, reserved by plan()
   // Made at the first coded read, kept: refilling a ring slot allocates nothing.
   std::unique_ptr<trunk_codec::Decoder> decoder_;
-  std::unique_ptr<trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded
+  std::unique_ptr<trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded or hashed
+  struct HashState;
+  std::unique_ptr<HashState> hash_;  // the XXH3 state of the tensor being checked (read_raw_checked)
   trunk_codec::FileInput::Buffers staging_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t coded_bytes_read_ = 0;
+  std::uint64_t verify_ns_ = 0;
+  std::uint64_t raw_piece_ = kRawPiece;
 };
 
 }  // namespace k3::model

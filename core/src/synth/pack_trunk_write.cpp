@@ -1,9 +1,11 @@
 // k3host pack-trunk: copies every layer's non-expert tensors (and each global tensor) from
 // the checkpoint into one 4096-aligned run of trunk.bin, read through a storage plugin,
-// hashes each run, verifies trunk.bin by reading it back, writes trunk.json last and
-// renames the finished folder into place (see pack_trunk.hpp).
+// hashes each run, each tensor and each row of the tensors read in rows, writes the row
+// table after the runs, verifies trunk.bin by reading it back, writes trunk.json (with the
+// checkpoint's identity) last and renames the finished folder into place (see
+// pack_trunk.hpp).
 #include <unistd.h>
-#include <xxhash.h>
+#include "io/xxh3.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -36,27 +38,35 @@ using trunk_format::hex64;
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
-/// XXH64 (seed 0), streamed.
+/// XXH3-64 (seed 0), streamed.
 class Hasher {
  public:
-  Hasher() : state_(XXH64_createState()) {
+  Hasher() : state_(XXH3_createState()) {
     if (!state_) throw std::bad_alloc();
-    XXH64_reset(state_.get(), 0);
+    XXH3_64bits_reset(state_.get());
   }
-  void update(const void* p, std::uint64_t n) { XXH64_update(state_.get(), p, static_cast<std::size_t>(n)); }
-  std::uint64_t digest() const { return XXH64_digest(state_.get()); }
+  void update(const void* p, std::uint64_t n) { XXH3_64bits_update(state_.get(), p, static_cast<std::size_t>(n)); }
+  std::uint64_t digest() const { return XXH3_64bits_digest(state_.get()); }
 
  private:
   struct Free {
-    void operator()(XXH64_state_t* s) const noexcept { XXH64_freeState(s); }
+    void operator()(XXH3_state_t* s) const noexcept { XXH3_freeState(s); }
   };
-  std::unique_ptr<XXH64_state_t, Free> state_;
+  std::unique_ptr<XXH3_state_t, Free> state_;
 };
 
 struct Source {
   const TensorInfo* tensor;
   std::uint64_t run_offset;
+  bool rows;  ///< read in rows by a run (the embedding, lm_head, a dense layer's FFN): a checksum per row when raw
 };
+
+/// Whether a run reads `e` in pieces of rows rather than whole: the embedding's rows, lm_head
+/// and a split dense layer's FFN in row chunks (streaming/row_chunks.hpp).
+bool read_in_rows(const table::Entry& e) {
+  return e.form == table::Form::matrix &&
+         (e.part == TensorPart::embedding || e.part == TensorPart::head || e.part == TensorPart::dense_ffn);
+}
 
 struct PlannedRun {
   PackedRun run;
@@ -67,30 +77,31 @@ struct PlannedRun {
 /// tensor table), then the globals (embedding, output head) one run each, in table order.
 std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfig& config) {
   const auto n_layers = static_cast<std::size_t>(config.num_hidden_layers);
-  std::vector<std::vector<const TensorInfo*>> layers(n_layers);
-  std::vector<const TensorInfo*> globals;
+  using Item = std::pair<const TensorInfo*, bool>;  // the tensor, read in rows
+  std::vector<std::vector<Item>> layers(n_layers);
+  std::vector<Item> globals;
   for (std::size_t i = 0; i < n_layers; ++i)
     table::for_each_layer_tensor(config, static_cast<std::int64_t>(i), [&](const table::Entry& e, const auto&) {
-      layers[i].push_back(&table::require(index, e));
+      layers[i].emplace_back(&table::require(index, e), read_in_rows(e));
     });
-  auto global = [&](const table::Entry& e, const auto&) { globals.push_back(&table::require(index, e)); };
+  auto global = [&](const table::Entry& e, const auto&) { globals.emplace_back(&table::require(index, e), read_in_rows(e)); };
   table::for_each_embedding_tensor(config, global);
   table::for_each_head_tensor(config, global);
-  auto by_position = [](const TensorInfo* a, const TensorInfo* b) {
-    return a->file != b->file ? a->file < b->file : a->offset < b->offset;
+  auto by_position = [](const Item& a, const Item& b) {
+    return a.first->file != b.first->file ? a.first->file < b.first->file : a.first->offset < b.first->offset;
   };
 
   std::vector<PlannedRun> runs;
-  auto add_run = [&](std::int64_t layer, std::string name, std::vector<const TensorInfo*> tensors) {
+  auto add_run = [&](std::int64_t layer, std::string name, std::vector<Item> tensors) {
     std::sort(tensors.begin(), tensors.end(), by_position);
     PlannedRun p;
     p.run.layer = layer;
     p.run.name = std::move(name);
     std::uint64_t inside = 0;
-    for (const TensorInfo* t : tensors) {
+    for (const auto& [t, rows] : tensors) {
       inside = align_up(inside, kTrunkTensorAlign);
       p.run.tensors.push_back({t->name, t->dtype, t->shape, inside, t->nbytes});
-      p.sources.push_back({t, inside});
+      p.sources.push_back({t, inside, rows});
       inside += t->nbytes;
     }
     p.run.nbytes = inside;  // placed in trunk.bin while it is written
@@ -98,7 +109,7 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   };
   for (std::size_t i = 0; i < n_layers; ++i)
     add_run(static_cast<std::int64_t>(i), "layer " + std::to_string(i), std::move(layers[i]));
-  for (const TensorInfo* t : globals) add_run(-1, t->name, {t});
+  for (const Item& g : globals) add_run(-1, g.first->name, {g});
   return runs;
 }
 
@@ -136,19 +147,17 @@ nlohmann::json run_json(const PackedRun& run) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : run.tensors) {
     nlohmann::json tj = {{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"off", t.offset},
-                         {"nbytes", t.nbytes}};
+                         {"nbytes", t.nbytes}, {"xxh3", hex64(t.xxh3)}};
     if (run.coded()) {
       tj["coded_off"] = t.coded_offset;
       tj["coded_bytes"] = t.coded_bytes;
     }
+    if (t.row_sums >= 0) tj["row_sums"] = t.row_sums;
     tensors.push_back(std::move(tj));
   }
-  nlohmann::json j = {{"file_off", run.file_offset}, {"nbytes", run.nbytes}, {"xxh64", hex64(run.xxh64)},
+  nlohmann::json j = {{"file_off", run.file_offset}, {"nbytes", run.nbytes}, {"xxh3", hex64(run.xxh3)},
                       {"tensors", std::move(tensors)}};
-  if (run.coded()) {
-    j["coded_bytes"] = run.coded_bytes;
-    j["raw_xxh64"] = hex64(run.raw_xxh64);
-  }
+  if (run.coded()) j["coded_bytes"] = run.coded_bytes;
   if (run.layer >= 0)
     j["layer"] = run.layer;
   else
@@ -180,7 +189,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
 
   std::vector<PlannedRun> runs = plan_runs(index, config);
   PackTrunkResult result;
-  result.fingerprint = config.fingerprint();
+  result.identity = checkpoint_identity(config, index);
   for (const auto& p : runs) {
     result.data_bytes += p.run.nbytes;
     result.tensors += p.run.tensors.size();
@@ -202,7 +211,10 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   };
 
   // Copy (or code) run after run, hashing each as it goes. A coded run's offsets in trunk.bin
-  // depend on the sizes of the runs coded before it, so every run is placed here.
+  // depend on the sizes of the runs coded before it, so every run is placed here. The row
+  // table follows the runs.
+  std::vector<std::uint64_t> row_sums;
+  PackedRun table;
   {
     AtomicFile out_bin(bin);
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, result.data_bytes + 1)));
@@ -215,38 +227,51 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
     std::uint64_t copied = 0, cursor = 0;
     const char* phase = encoder ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
     for (auto& p : runs) {
-      Hasher raw;
       p.run.file_offset = cursor;
       std::uint64_t position = 0;  // within the run
       if (!encoder || p.run.layer < 0) {  // raw: global runs always (read in pieces)
-        for (const Source& s : p.sources) {
-          raw.update(zeros, s.run_offset - position);  // inter-tensor padding
+        Hasher stored;
+        for (std::size_t k = 0; k < p.sources.size(); ++k) {
+          const Source& s = p.sources[k];
+          PackedTensor& packed = p.run.tensors[k];
+          stored.update(zeros, s.run_offset - position);  // inter-tensor padding
+          // A tensor read in rows is copied in pieces of whole rows, each row hashed.
+          const std::uint64_t row = s.rows && !s.tensor->shape.empty() && s.tensor->shape[0] > 0
+                                        ? s.tensor->nbytes / s.tensor->shape[0]
+                                        : 0;
+          if (row > 0) packed.row_sums = static_cast<std::int64_t>(row_sums.size());
+          const std::uint64_t piece = row > 0 ? std::max<std::uint64_t>(1, buffer.size() / row) * row : buffer.size();
+          if (piece > buffer.size()) buffer.resize(static_cast<std::size_t>(piece));
+          Hasher whole;
           sdk::StorageFile& file = shard(s.tensor->file);
           for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
-            const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, buffer.size());
+            const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, piece);
             sdk::ReadRequest request{s.tensor->offset + done, n, buffer.data()};
             const sdk::Status st = file.read({&request, 1});
             if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
-            raw.update(buffer.data(), n);
+            stored.update(buffer.data(), n);
+            whole.update(buffer.data(), n);
+            for (std::uint64_t r = 0; row > 0 && r < n / row; ++r)
+              row_sums.push_back(XXH3_64bits(buffer.data() + r * row, static_cast<std::size_t>(row)));
             out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
             done += n;
             copied += n;
             if (options.progress) options.progress(phase, copied, result.data_bytes);
           }
+          packed.xxh3 = whole.digest();
           position = s.run_offset + s.tensor->nbytes;
         }
-        p.run.xxh64 = raw.digest();
+        p.run.xxh3 = stored.digest();
       } else {  // coded: each tensor's stream, back to back at 64-byte alignment
         Hasher coded;
         std::uint64_t coded_position = 0;
         for (std::size_t k = 0; k < p.sources.size(); ++k) {
           const Source& s = p.sources[k];
-          raw.update(zeros, s.run_offset - position);
           tensor.resize(static_cast<std::size_t>(s.tensor->nbytes));
           sdk::ReadRequest request{s.tensor->offset, s.tensor->nbytes, tensor.data()};
           const sdk::Status st = shard(s.tensor->file).read({&request, 1});
           if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
-          raw.update(tensor.data(), tensor.size());
+          p.run.tensors[k].xxh3 = XXH3_64bits(tensor.data(), tensor.size());  // what it must decode to
           stream.clear();
           encoder->encode(tensor, s.tensor->dtype, stream);
           const std::uint64_t at = align_up(coded_position, kTrunkTensorAlign);
@@ -261,18 +286,28 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
           if (options.progress) options.progress(phase, copied, result.data_bytes);
         }
         p.run.coded_bytes = coded_position;
-        p.run.xxh64 = coded.digest();
-        p.run.raw_xxh64 = raw.digest();
+        p.run.xxh3 = coded.digest();
       }
       result.stored_bytes += p.run.stored_bytes();
       cursor += p.run.padded_bytes();
     }
+    // The row table: u64 little-endian checksums, after the runs.
+    std::vector<unsigned char> le(row_sums.size() * 8);
+    for (std::size_t i = 0; i < row_sums.size(); ++i)
+      for (std::size_t b = 0; b < 8; ++b) le[i * 8 + b] = static_cast<unsigned char>(row_sums[i] >> (8 * b));
+    table.name = "row table";
+    table.file_offset = cursor;
+    table.nbytes = le.size();
+    table.xxh3 = XXH3_64bits(le.data(), le.size());
+    if (!le.empty()) out_bin.pwrite(le.data(), le.size(), table.file_offset);
+    cursor += table.padded_bytes();
+    result.row_sums = row_sums.size();
     result.bin_bytes = cursor;
     out_bin.resize(result.bin_bytes);
     out_bin.commit();
   }
 
-  // Verify: read trunk.bin back through the same storage plugin.
+  // Verify: read trunk.bin back through the same storage plugin, every run, tensor and row.
   {
     std::unique_ptr<sdk::StorageFile> written;
     if (const sdk::Status st = storage->open(bin.string(), written); !st.ok()) throw RuntimeError(st.detail);
@@ -280,20 +315,16 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
       throw RuntimeError(bin.string() + ": verification failed: " + std::to_string(written->size()) +
                          " bytes on disk, expected " + std::to_string(result.bin_bytes));
     std::uint64_t checked = 0;
-    for (const auto& p : runs) {
-      const std::uint64_t h = trunk_format::hash_range(*written, bin.string(), p.run.file_offset, p.run.stored_bytes(),
-                                                       [&](std::uint64_t n) {
-                                                         checked += n;
-                                                         if (options.progress) options.progress("verify", checked, result.stored_bytes);
-                                                       });
-      if (h != p.run.xxh64)
-        throw RuntimeError(bin.string() + ": verification failed: run '" + p.run.name + "' at offset " +
-                           std::to_string(p.run.file_offset) + " reads back with xxh64 " + hex64(h) + ", wrote " +
-                           hex64(p.run.xxh64));
-      // A coded run must decode to exactly what was read from the checkpoint.
-      if (p.run.coded() && trunk_format::decoded_hash(*written, bin.string(), p.run) != p.run.raw_xxh64)
-        throw RuntimeError(bin.string() + ": verification failed: run '" + p.run.name +
-                           "' does not decode to the checkpoint's bytes");
+    const auto progress = [&](std::uint64_t n) {
+      checked += n;
+      if (options.progress) options.progress("verify", checked, result.stored_bytes);
+    };
+    try {
+      for (const auto& p : runs) trunk_format::verify_run(*written, bin.string(), p.run, row_sums, progress);
+      if (trunk_format::hash_range(*written, bin.string(), table.file_offset, table.nbytes) != table.xxh3)
+        throw RuntimeError(bin.string() + ": the row table reads back differently");
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(std::string("verification failed: ") + e.what());
     }
   }
 
@@ -302,16 +333,18 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   nlohmann::json globals = nlohmann::json::array();
   for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
   nlohmann::json manifest = {{"format", trunk_format::kFormat},
-                             {"version", codec == trunk_codec::Codec::none ? trunk_format::kVersion
-                                                                            : trunk_format::kCodedVersion},
+                             {"version", trunk_format::kVersion},
                              {"align", kTrunkAlign},
-                             {"config_fingerprint", hex64(result.fingerprint)},
+                             {"codec", std::string(trunk_codec::name(codec))},
+                             {"checkpoint_identity", identity_hex(result.identity)},
                              {"model", fs::absolute(options.model).lexically_normal().string()},
                              {"trunk_bin_bytes", result.bin_bytes},
                              {"n_layers", config.num_hidden_layers},
+                             {"row_sums", {{"file_off", table.file_offset},
+                                           {"count", row_sums.size()},
+                                           {"xxh3", hex64(table.xxh3)}}},
                              {"layers", std::move(layers)},
                              {"globals", std::move(globals)}};
-  if (codec != trunk_codec::Codec::none) manifest["codec"] = std::string(trunk_codec::name(codec));
   write_file_atomically(temp.path() / "trunk.json", manifest.dump(1) + "\n");
 
   temp.commit(written_by_pack_trunk);

@@ -26,6 +26,7 @@
 #include <curl/curl.h>
 
 #include <k3/plugin.hpp>
+#include <k3/storage_extras.hpp>
 
 #include "transport.hpp"
 
@@ -41,12 +42,19 @@ using http::Transport;
 
 constexpr std::string_view kComponent = "storage/http";
 
-class HttpFile final : public k3::sdk::StorageFile {
+class HttpFile final : public k3::sdk::StorageFile, public k3::sdk::StorageFileVersion {
  public:
   HttpFile(std::shared_ptr<Transport> transport, Identity identity)
-      : transport_(std::move(transport)), identity_(std::move(identity)) {}
+      : transport_(std::move(transport)),
+        identity_(std::move(identity)),
+        version_(identity_.version.etag            ? "ETag " + *identity_.version.etag
+                 : identity_.version.last_modified ? "Last-Modified " + *identity_.version.last_modified
+                                                   : std::string()) {}
 
   [[nodiscard]] std::uint64_t size() const noexcept override { return identity_.version.size; }
+  /// The validator recorded at open (sdk::StorageFileVersion): what a decorator that keeps
+  /// bytes (tiered) keys them by.
+  [[nodiscard]] std::string_view version() const noexcept override { return version_; }
   [[nodiscard]] std::uint32_t alignment() const noexcept override { return 1; }
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
@@ -99,6 +107,7 @@ class HttpFile final : public k3::sdk::StorageFile {
 
   std::shared_ptr<Transport> transport_;
   Identity identity_;  ///< read by the worker during run(); never written after open
+  std::string version_;  ///< "ETag <etag>", "Last-Modified <date>" or empty
 };
 
 class HttpBackend final : public k3::sdk::StorageBackend {

@@ -6,10 +6,16 @@
 // one batch (whole blocks, so the http backend fetches them in parallel and merges adjacent
 // ones), are copied to the request, and are handed to a writer thread that stores them in
 // the tier (tier_block.hpp: temporary name, checksum, rename) and evicts the least recently
-// used blocks beyond `max_mb`. A block whose file is missing, torn or of another file is a
-// miss, never served. Requests reaching past the end of the file, and a tier that cannot
-// be written, change nothing: the inner backend answers them. Output bytes are the inner
-// backend's bytes whichever way they come.
+// used blocks beyond `max_mb`. Every serve checks what it copies first (the block's header
+// and the 64 KiB pages the read lies in, each against its checksum): a block whose file is
+// missing, torn, changed on disk or of another file is a miss (dropped, fetched again from
+// the inner backend and counted), never served.
+// A file's blocks are keyed by its URI, size and version (the inner file's validator, e.g.
+// the http ETag, through sdk::StorageFileVersion; without one, a hash of a few bytes
+// sampled from the inner backend at open), so blocks of one revision are never served for
+// another. Requests reaching past the end of the file, and a tier that cannot be written,
+// change nothing: the inner backend answers them. Output bytes are the inner backend's
+// bytes whichever way they come. The counters reach the run report (sdk::StorageCounters).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -17,6 +23,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -35,6 +42,7 @@
 #include <vector>
 
 #include <k3/plugin.hpp>
+#include <k3/storage_extras.hpp>
 
 #include "common/inner_backend.hpp"
 #include "common/local_file.hpp"
@@ -57,6 +65,13 @@ struct Settings {
   std::uint64_t block_bytes = std::uint64_t{1} << 20;
   std::uint64_t max_pending_bytes = std::uint64_t{256} << 20;  ///< queued for writing; beyond: not cached
   bool fsync = false;                                ///< fsync each block before its rename
+};
+
+/// Part of a read inside one block: where in the block, how much, and where it goes.
+struct Part {
+  std::uint64_t offset;  ///< in the block
+  std::uint64_t length;
+  std::byte* dest;
 };
 
 /// A block's name inside the tier: "<file key>/<block index>.blk".
@@ -90,7 +105,7 @@ class Tier {
       }
     }
     if (ec) return Status::error(StatusCode::io_error, s_.dir + ": cannot list the tier directory: " + ec.message());
-    for (auto& [age, entry] : by_age) insert_locked(entry.first, entry.second, false);
+    for (auto& [age, entry] : by_age) insert_locked(entry.first, entry.second);
     evict_locked(0);
     writer_ = std::thread([this] { write_loop(); });
     return Status::success();
@@ -110,54 +125,87 @@ class Tier {
                  std::to_string(hit_bytes_.load()) + " bytes from the tier, " + std::to_string(miss_bytes_.load()) +
                      " from the inner backend; " + std::to_string(written_.load()) + " blocks written, " +
                      std::to_string(evicted_.load()) + " evicted, " + std::to_string(dropped_.load()) +
-                     " not cached (writer busy or failing), " + std::to_string(torn_.load()) + " torn blocks dropped; " +
-                     std::to_string(total_bytes()) + " bytes in " + s_.dir);
+                     " not cached (writer busy or failing), " + std::to_string(bad_.load()) +
+                     " torn or damaged blocks dropped and fetched again; " + std::to_string(total_bytes()) + " bytes in " +
+                     s_.dir);
   }
+
+  /// The counters, in a fixed order (sdk::StorageCounters).
+  void counters(std::vector<std::pair<std::string, std::uint64_t>>& out) {
+    out.emplace_back("tier_hit_bytes", hit_bytes_.load());
+    out.emplace_back("tier_miss_bytes", miss_bytes_.load());
+    out.emplace_back("tier_blocks_written", written_.load());
+    out.emplace_back("tier_blocks_evicted", evicted_.load());
+    out.emplace_back("tier_blocks_not_cached", dropped_.load());
+    out.emplace_back("tier_blocks_damaged_refetched", bad_.load());
+    out.emplace_back("tier_files_keyed_by_sample", sampled_.load());
+    out.emplace_back("tier_block_bytes_read", block_bytes_read_.load());  // headers and whole pages, to check them
+    out.emplace_back("tier_check_ns", check_ns_.load());
+  }
+  /// A file opened without a validator, keyed by sampled bytes.
+  void count_sampled() noexcept { ++sampled_; }
   Tier(const Tier&) = delete;
   Tier& operator=(const Tier&) = delete;
 
   const Settings& settings() const noexcept { return s_; }
 
-  /// Copies `length` bytes at `offset` of block `index` of the file (`key`, `file_size`)
-  /// into `dest`; false on a miss (absent, torn, evicted meanwhile).
-  bool read(const std::string& key, std::uint64_t file_size, std::uint64_t index, std::uint64_t offset,
-            std::uint64_t length, std::byte* dest) {
+  /// Copies `parts` of block `index` of the file (`key`, `file_size`, `version`) to their
+  /// destinations; false on a miss (absent, evicted meanwhile, or damaged: dropped). Every
+  /// serve reads the block's header and the pages the parts lie in (once for all the parts a
+  /// batch wants of it) and checks them before a byte is copied: a block changed on disk
+  /// after an earlier serve is caught as surely as one torn before this process started.
+  bool read(const std::string& key, std::uint64_t file_size, std::uint64_t version, std::uint64_t index,
+            std::span<const Part> parts) {
     const std::string name = block_name(key, index);
-    bool verified = false;
     {
       const std::lock_guard lock(index_mutex_);
       auto it = entries_.find(name);
       if (it == entries_.end()) return false;
       lru_.splice(lru_.end(), lru_, it->second.lru);  // most recently used
-      verified = it->second.verified;
     }
     const std::string path = s_.dir + "/" + name;
     local::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return forget(name, false);
     const std::uint64_t block_length = std::min(s_.block_bytes, file_size - index * s_.block_bytes);
-    if (!verified) {  // first use in this process: the whole block, header and checksum
-      std::vector<std::byte> all(tier::kHeaderBytes + block_length);
-      if (!read_exact(fd.get(), all.data(), all.size(), 0) || !at_eof(fd.get(), all.size())) return forget(name, true);
-      const auto h = tier::decode(all);
-      const std::span<const std::byte> data(all.data() + tier::kHeaderBytes, block_length);
-      if (!h || h->file_size != file_size || h->index != index || h->length != block_length ||
-          h->checksum != tier::checksum(data))
-        return forget(name, true);
-      std::memcpy(dest, data.data() + offset, length);
-      const std::lock_guard lock(index_mutex_);
-      if (auto it = entries_.find(name); it != entries_.end()) it->second.verified = true;
-    } else if (!read_exact(fd.get(), dest, length, tier::kHeaderBytes + offset)) {
-      return forget(name, true);
+    // The header and the pages the parts lie in, into this thread's scratch (kept: a serve
+    // neither allocates nor clears a block's worth of memory); each page checked.
+    const std::uint64_t head = tier::header_bytes(block_length), P = tier::kPageBytes;
+    std::uint64_t lo = block_length, hi = 0;
+    for (const Part& p : parts) {
+      lo = std::min(lo, p.offset);
+      hi = std::max(hi, p.offset + p.length);
     }
-    hit_bytes_ += length;
+    const std::uint64_t first_page = lo / P, end_page = (hi + P - 1) / P;
+    const std::uint64_t from = first_page * P, to = std::min(end_page * P, block_length);
+    thread_local std::vector<std::byte> scratch;
+    if (scratch.size() < head + (to - from)) scratch.resize(static_cast<std::size_t>(head + (to - from)));
+    if (!read_exact(fd.get(), scratch.data(), head, 0) || !read_exact(fd.get(), scratch.data() + head, to - from, head + from) ||
+        !at_eof(fd.get(), head + block_length))
+      return forget(name, true);
+    block_bytes_read_ += head + (to - from);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto h = tier::decode({scratch.data(), static_cast<std::size_t>(head)}, block_length);
+    bool intact = h && h->file_size == file_size && h->index == index && h->version == version;
+    for (std::uint64_t page = first_page; intact && page < end_page; ++page) {
+      const std::uint64_t at = page * P, len = std::min(P, block_length - at);
+      intact = tier::hash(scratch.data() + head + (at - from), len) == h->pages[static_cast<std::size_t>(page)];
+    }
+    check_ns_ += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (!intact) return forget(name, true);
+    for (const Part& p : parts) {
+      std::memcpy(p.dest, scratch.data() + head + (p.offset - from), p.length);
+      hit_bytes_ += p.length;
+    }
     return true;
   }
 
   /// Queues a fetched block for writing; dropped when the queue is full (a cache may
   /// forget; the bytes were already delivered).
-  void store(const std::string& key, std::uint64_t file_size, std::uint64_t index, std::vector<std::byte> data) {
+  void store(const std::string& key, std::uint64_t file_size, std::uint64_t version, std::uint64_t index,
+             std::vector<std::byte> data) {
     miss_bytes_ += data.size();
-    if (s_.max_bytes != 0 && data.size() + tier::kHeaderBytes > s_.max_bytes) {
+    if (s_.max_bytes != 0 && data.size() + tier::header_bytes(data.size()) > s_.max_bytes) {
       ++dropped_;
       return;
     }
@@ -168,7 +216,7 @@ class Tier {
         return;
       }
       pending_bytes_ += data.size();
-      queue_.push_back({key, file_size, index, std::move(data)});
+      queue_.push_back({key, file_size, version, index, std::move(data)});
     }
     queue_wake_.notify_one();
   }
@@ -182,12 +230,11 @@ class Tier {
  private:
   struct Entry {
     std::uint64_t bytes = 0;  ///< on disk, header included
-    bool verified = false;    ///< checksum checked by this process
     std::list<std::string>::iterator lru;
   };
   struct Job {
     std::string key;
-    std::uint64_t file_size, index;
+    std::uint64_t file_size, version, index;
     std::vector<std::byte> data;
   };
 
@@ -215,7 +262,8 @@ class Tier {
     fs::remove(path, ec);
   }
 
-  /// Drops a block from the index (and, when torn, from the disk); returns false (a miss).
+  /// Drops a block from the index (and, when damaged, from the disk, counted); returns false
+  /// (a miss: the caller fetches it again from the inner backend).
   bool forget(const std::string& name, bool torn) {
     {
       const std::lock_guard lock(index_mutex_);
@@ -227,15 +275,16 @@ class Tier {
       }
     }
     if (torn) {
-      ++torn_;
+      ++bad_;
       std::error_code ec;
       fs::remove(s_.dir + "/" + name, ec);
-      if (host_ != nullptr) host_->log(k3::sdk::LogLevel::debug, kComponent, "dropped torn block " + name);
+      if (host_ != nullptr)
+        host_->log(k3::sdk::LogLevel::debug, kComponent, "dropped damaged block " + name + "; fetching it again");
     }
     return false;
   }
 
-  void insert_locked(const std::string& name, std::uint64_t bytes, bool verified) {
+  void insert_locked(const std::string& name, std::uint64_t bytes) {
     auto it = entries_.find(name);
     if (it != entries_.end()) {
       total_ -= it->second.bytes;
@@ -243,7 +292,7 @@ class Tier {
       entries_.erase(it);
     }
     lru_.push_back(name);
-    entries_.emplace(name, Entry{bytes, verified, std::prev(lru_.end())});
+    entries_.emplace(name, Entry{bytes, std::prev(lru_.end())});
     total_ += bytes;
   }
 
@@ -276,8 +325,7 @@ class Tier {
     const std::string final_name = std::to_string(job.index) + ".blk";
     const std::string tmp = key_dir + "/." + final_name + ".tmp." + std::to_string(::getpid()) + "." +
                             std::to_string(++tmp_counter_);
-    const auto header =
-        tier::encode({job.file_size, job.index, static_cast<std::uint64_t>(job.data.size()), tier::checksum(job.data)});
+    const std::vector<std::byte> header = tier::encode(job.file_size, job.index, job.version, job.data);
     {
       local::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (fd.get() < 0) return false;
@@ -304,7 +352,7 @@ class Tier {
       fs::remove(tmp, ec);
       return false;
     }
-    insert_locked(job.key + "/" + final_name, bytes, true);
+    insert_locked(job.key + "/" + final_name, bytes);
     return true;
   }
 
@@ -352,14 +400,16 @@ class Tier {
   std::thread writer_;
   std::uint64_t tmp_counter_ = 0;     ///< writer thread only
 
-  std::atomic<std::uint64_t> hit_bytes_{0}, miss_bytes_{0}, written_{0}, evicted_{0}, dropped_{0}, torn_{0};
+  std::atomic<std::uint64_t> hit_bytes_{0}, miss_bytes_{0}, written_{0}, evicted_{0}, dropped_{0}, bad_{0}, sampled_{0};
+  std::atomic<std::uint64_t> block_bytes_read_{0}, check_ns_{0};
   std::atomic<bool> warned_{false};
 };
 
 class TieredFile final : public k3::sdk::StorageFile {
  public:
-  TieredFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Tier> tier, std::string key)
-      : inner_(std::move(inner)), tier_(std::move(tier)), key_(std::move(key)), size_(inner_->size()) {}
+  TieredFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Tier> tier, std::string key,
+             std::uint64_t version)
+      : inner_(std::move(inner)), tier_(std::move(tier)), key_(std::move(key)), size_(inner_->size()), version_(version) {}
 
   [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
   [[nodiscard]] std::uint32_t alignment() const noexcept override { return 1; }
@@ -374,18 +424,12 @@ class TieredFile final : public k3::sdk::StorageFile {
   }
 
  private:
-  struct Want {  // part of a request inside one missing block
-    std::size_t request;
-    std::uint64_t offset;  ///< in the block
-    std::uint64_t length;
-    std::byte* dest;
-  };
-
   Status read_batch(std::span<k3::sdk::ReadRequest> batch) {
     const std::uint64_t B = tier_->settings().block_bytes;
     std::vector<k3::sdk::ReadRequest> inner;
     std::vector<std::size_t> passthrough;  ///< requests the tier cannot serve (past the end, no destination)
-    std::map<std::uint64_t, std::vector<Want>> missing;  ///< block index -> parts wanted
+    std::map<std::uint64_t, std::vector<Part>> wanted;   ///< block index -> parts of the batch in it
+    std::map<std::uint64_t, std::vector<Part>> missing;  ///< of those, the blocks the tier does not serve
     for (std::size_t i = 0; i < batch.size(); ++i) {
       auto& r = batch[i];
       r.result = StatusCode::ok;
@@ -398,11 +442,12 @@ class TieredFile final : public k3::sdk::StorageFile {
       for (std::uint64_t at = r.offset; at < r.offset + r.length;) {
         const std::uint64_t b = at / B, in_block = at - b * B;
         const std::uint64_t n = std::min(B - in_block, r.offset + r.length - at);
-        std::byte* dest = r.dest + (at - r.offset);
-        if (!tier_->read(key_, size_, b, in_block, n, dest)) missing[b].push_back({i, in_block, n, dest});
+        wanted[b].push_back({in_block, n, r.dest + (at - r.offset)});
         at += n;
       }
     }
+    for (auto& [b, parts] : wanted)  // each block read and checked once for the whole batch
+      if (!tier_->read(key_, size_, version_, b, parts)) missing.emplace(b, std::move(parts));
     if (inner.empty() && missing.empty()) return Status::success();
     std::vector<std::vector<std::byte>> blocks;
     blocks.reserve(missing.size());
@@ -420,8 +465,8 @@ class TieredFile final : public k3::sdk::StorageFile {
     std::size_t j = passthrough.size();
     for (auto& [b, wants] : missing) {
       auto& data = blocks[j - passthrough.size()];  // every block was read: the batch succeeded
-      for (const Want& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
-      tier_->store(key_, size_, b, std::move(data));
+      for (const Part& w : wants) std::memcpy(w.dest, data.data() + w.offset, w.length);
+      tier_->store(key_, size_, version_, b, std::move(data));
       ++j;
     }
     return st;
@@ -431,9 +476,10 @@ class TieredFile final : public k3::sdk::StorageFile {
   std::shared_ptr<Tier> tier_;
   std::string key_;
   std::uint64_t size_;
+  std::uint64_t version_;  ///< the file's version tag (tier_block.hpp)
 };
 
-class TieredBackend final : public k3::sdk::StorageBackend {
+class TieredBackend final : public k3::sdk::StorageBackend, public k3::sdk::StorageCounters {
  public:
   TieredBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Tier> tier)
       : inner_(std::move(inner)), tier_(std::move(tier)) {}
@@ -445,15 +491,58 @@ class TieredBackend final : public k3::sdk::StorageBackend {
     Status st = inner_->open(uri, file);
     if (!st.ok()) return st;
     try {
-      const std::string key = tier::file_key(uri, file->size());
-      out = std::make_unique<TieredFile>(std::move(file), tier_, key);
+      std::uint64_t version = 0;
+      if (Status v = version_of(uri, *file, version); !v.ok()) return v;
+      const std::string key = tier::file_key(uri, file->size(), version);
+      out = std::make_unique<TieredFile>(std::move(file), tier_, key, version);
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
     }
     return Status::success();
   }
 
+  /// The tier's counters, then the inner backend's (when it has any) as "inner_<name>".
+  Status counters(std::vector<std::pair<std::string, std::uint64_t>>& out) noexcept override {
+    try {
+      out.clear();
+      tier_->counters(out);
+      if (auto* inner = dynamic_cast<k3::sdk::StorageCounters*>(inner_.get())) {
+        std::vector<std::pair<std::string, std::uint64_t>> more;
+        if (Status st = inner->counters(more); !st.ok()) return st;
+        for (auto& [name, value] : more) out.emplace_back("inner_" + name, value);
+      }
+      return Status::success();
+    } catch (...) {
+      return Status::error(StatusCode::out_of_memory, "tiered: out of memory");
+    }
+  }
+
  private:
+  /// Which revision of the object `file` is: its validator when the inner backend reports
+  /// one, else a hash of its first, middle and last kSample bytes read from the inner
+  /// backend now (one batch), so a file replaced under the same size gets other blocks.
+  Status version_of(std::string_view uri, k3::sdk::StorageFile& file, std::uint64_t& version) {
+    if (const auto* v = dynamic_cast<const k3::sdk::StorageFileVersion*>(&file); v != nullptr && !v->version().empty()) {
+      const std::string_view text = v->version();
+      version = tier::version_tag('v', std::as_bytes(std::span(text.data(), text.size())));
+      return Status::success();
+    }
+    constexpr std::uint64_t kSample = 4096;
+    const std::uint64_t size = file.size(), n = std::min(size, kSample);
+    std::vector<std::byte> bytes(static_cast<std::size_t>(3 * n));
+    std::vector<k3::sdk::ReadRequest> batch;
+    if (n > 0)
+      for (const std::uint64_t at : {std::uint64_t{0}, (size - n) / 2, size - n})
+        batch.push_back({at, n, bytes.data() + batch.size() * n, StatusCode::ok});
+    if (!batch.empty())
+      if (Status st = file.read(batch); !st.ok())
+        return Status::error(st.code, std::string(uri) + ": reading the bytes that tell its revision apart "
+                                                         "(the inner backend gives no validator): " + st.detail);
+    version = tier::version_tag('s', bytes);
+    tier_->count_sampled();
+    return Status::success();
+  }
+
   std::unique_ptr<k3::sdk::StorageBackend> inner_;  // destroyed after the files that use it
   std::shared_ptr<Tier> tier_;
 };

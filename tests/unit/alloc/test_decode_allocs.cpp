@@ -153,15 +153,16 @@ TEST_CASE("decoding a token allocates nothing (streamed model, router-lookahead 
   }
 }
 
-// From a coded packed trunk (pack-trunk --codec bf16-zstd or bf16-huff) a ring refill reads
-// pieces into buffers and decodes with a context and tables made at the first read: still
-// nothing per token.
+// From a packed trunk a ring refill reads pieces and checks every byte against trunk.json
+// (hashed while the next piece is read); from a coded one (pack-trunk --codec bf16-zstd or
+// bf16-huff) it also decodes with a context and tables made at the first read: still
+// nothing per token, the embedding rows and lm_head's row chunks checked too.
 TEST_CASE("decoding a token allocates nothing (streamed from a coded packed trunk)", "[alloc][streamed][codec]") {
   k3::PackTrunkOptions o;
   o.model = k3::test::test_model("tiny");
   o.out = k3::test::scratch_dir() / "alloc-coded-trunk";
   o.force = true;
-  o.codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
+  o.codec = GENERATE(as<std::string>(), "none", "bf16-zstd", "bf16-huff");
   o.out += "-" + o.codec;
   const std::filesystem::path packed = k3::pack_trunk(o).dir;
   k3::PluginHost host;
@@ -169,6 +170,7 @@ TEST_CASE("decoding a token allocates nothing (streamed from a coded packed trun
     DYNAMIC_SECTION(o.codec << ", threads " << threads) {
       k3::ModelSettings s = settings(threads);
       s.memory.trunk_gb = 0.0001;
+      s.memory.stream_embedding = true;  // lm_head in row chunks, from the pack
       s.packed_trunk = packed;
       k3::Model model(k3::test::test_model("tiny"), host, s);
       REQUIRE(model.streaming());

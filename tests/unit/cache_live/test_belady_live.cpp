@@ -214,8 +214,8 @@ TEST_CASE("live: cache.future refuses traces of another run and damaged files an
   SECTION("a damaged or missing file") {
     std::ifstream in(trace, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    REQUIRE(bytes.size() > 80);
-    bytes[78] ^= 1;  // an expert id of the first record
+    REQUIRE(bytes.size() > 88);
+    bytes[86] ^= 1;  // an expert id of the first record
     const std::string bad = scratch_file("damaged.k3trace");
     std::ofstream(bad, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     Run r = b;

@@ -1,6 +1,7 @@
 // Trace files: round trip through TraceWriter/read_trace, the documented byte layout
-// (version 2 with serving groups; version 1 still read), and a clear error naming the file
-// for every kind of damage.
+// (version 3 with serving groups and the checkpoint identity; versions 1 and 2 still read),
+// a clear error naming the file for every kind of damage, and the refusal of a trace of
+// another run (geometry, architecture, checkpoint, prompt).
 #include <catch2/catch.hpp>
 
 #define XXH_INLINE_ALL
@@ -25,9 +26,10 @@ void spit(const std::filesystem::path& f, const std::vector<unsigned char>& byte
   std::ofstream out(f, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
-/// Rewrites the header checksum after a test edited the records on purpose.
-void reseal(std::vector<unsigned char>& b) {
-  const std::uint64_t h = XXH64(b.data() + 72, b.size() - 72, 0);
+/// Rewrites the header checksum after a test edited the records on purpose (records start
+/// at `header`: 80, or 72 in versions 1 and 2).
+void reseal(std::vector<unsigned char>& b, std::size_t header = 80) {
+  const std::uint64_t h = XXH64(b.data() + header, b.size() - header, 0);
   for (int i = 0; i < 8; ++i) b[static_cast<std::size_t>(64 + i)] = static_cast<unsigned char>(h >> (8 * i));
 }
 
@@ -39,6 +41,7 @@ k3::TraceHeader small_header() {
   h.arch_fingerprint = 0x0123456789abcdefull;
   h.prompt_hash = 0xfedcba9876543210ull;
   h.expert_bytes = 17547264;
+  h.checkpoint_identity = 0x1122334455667788ull;
   return h;
 }
 
@@ -66,6 +69,7 @@ TEST_CASE("trace: round trip keeps header and records", "[trace]") {
   CHECK(t.header.prompt_hash == 0xfedcba9876543210ull);
   CHECK(t.header.expert_bytes == 17547264);
   CHECK(t.header.record_count == 4);
+  CHECK(t.header.checkpoint_identity == 0x1122334455667788ull);
   // Groups: the first record, and the first of another layer.
   const std::vector<k3::TraceRecord> want = {
       {0, 1, 7, true}, {0, 1, 299, false}, {70000, 2, 5, true}, {70000, 2, 6, false}};
@@ -79,25 +83,27 @@ TEST_CASE("trace: round trip keeps header and records", "[trace]") {
 TEST_CASE("trace: the byte layout is the documented one", "[trace]") {
   const auto dir = sim_test::scratch("layout");
   const auto bytes = slurp(write_small(dir));
-  REQUIRE(bytes.size() == 72 + 4 * 8);
+  REQUIRE(bytes.size() == 80 + 4 * 8);
   CHECK(std::string(bytes.begin(), bytes.begin() + 8) == std::string("K3TRACE\0", 8));
-  CHECK(bytes[8] == 2);    // version, little-endian u32
-  CHECK(bytes[12] == 72);  // header bytes
+  CHECK(bytes[8] == 3);    // version, little-endian u32
+  CHECK(bytes[12] == 80);  // header bytes
   CHECK(bytes[16] == 3);   // layers
   CHECK((bytes[20] | bytes[21] << 8) == 300);
   CHECK(bytes[24] == 2);   // top-k
   CHECK(bytes[28] == 8);   // record bytes
   CHECK(bytes[32] == 0xef);  // fingerprint, low byte first
   CHECK(bytes[56] == 4);     // record count
+  CHECK(bytes[72] == 0x88);  // checkpoint identity, low byte first
+  CHECK(bytes[79] == 0x11);
   // Records: position word (bit 31 = starts a group), layer, expert, all LE. The first
   // record starts a group: position 0 | 0x80000000; the second does not.
   const unsigned char first[8] = {0, 0, 0, 0x80, 1, 0, 7, 0};
   const unsigned char second[8] = {0, 0, 0, 0, 1, 0, 0x2b, 0x01};
-  CHECK(std::equal(first, first + 8, bytes.begin() + 72));
-  CHECK(std::equal(second, second + 8, bytes.begin() + 72 + 8));
-  // Third record at 72 + 16 starts a group (layer 2): position 70000 = 0x00011170 | bit 31.
+  CHECK(std::equal(first, first + 8, bytes.begin() + 80));
+  CHECK(std::equal(second, second + 8, bytes.begin() + 80 + 8));
+  // Third record at 80 + 16 starts a group (layer 2): position 70000 = 0x00011170 | bit 31.
   const unsigned char third[8] = {0x70, 0x11, 0x01, 0x80, 2, 0, 5, 0};
-  CHECK(std::equal(third, third + 8, bytes.begin() + 72 + 16));
+  CHECK(std::equal(third, third + 8, bytes.begin() + 80 + 16));
 }
 
 TEST_CASE("trace: serving groups are recorded where begin_group says", "[trace]") {
@@ -130,16 +136,33 @@ TEST_CASE("trace: serving groups are recorded where begin_group says", "[trace]"
   CHECK(k3::read_trace(dir / "copy.k3trace").records == t.records);
 }
 
+/// The version-2 form of a version-3 file: the 72-byte header without the identity.
+std::vector<unsigned char> as_version_2(std::vector<unsigned char> b) {
+  b.erase(b.begin() + 72, b.begin() + 80);
+  b[8] = 2;
+  b[12] = 72;
+  reseal(b, 72);
+  return b;
+}
+
+TEST_CASE("trace: version 2 files are read, without a checkpoint identity", "[trace]") {
+  const auto dir = sim_test::scratch("v2");
+  spit(dir / "v2.k3trace", as_version_2(slurp(write_small(dir))));
+  const k3::Trace t = k3::read_trace(dir / "v2.k3trace");
+  CHECK(t.header.checkpoint_identity == 0);
+  CHECK(t.records == k3::read_trace(dir / "small.k3trace").records);
+}
+
 TEST_CASE("trace: version 1 files are read, grouped by token and layer", "[trace]") {
   const auto dir = sim_test::scratch("v1");
-  auto b = slurp(write_small(dir));
+  auto b = as_version_2(slurp(write_small(dir)));
   // A version-1 file: no group bit, the position word is the position.
   b[8] = 1;
   b[72 + 3] = 0;
   b[72 + 16 + 3] = 0;
   // Make record 1 another position than record 0: (0,1,7) (5,1,299) (70000,2,5) (70000,2,6).
   b[72 + 8] = 5;
-  reseal(b);
+  reseal(b, 72);
   spit(dir / "v1.k3trace", b);
   const k3::Trace t = k3::read_trace(dir / "v1.k3trace");
   const std::vector<k3::TraceRecord> want = {
@@ -163,17 +186,20 @@ TEST_CASE("trace: damaged files are refused with the file name and the reason", 
   refuse(b, "not a k3host trace");
   refuse(std::vector<unsigned char>(good.begin(), good.begin() + 40), "truncated header");
   b = good;
-  b[8] = 3;
-  refuse(b, "version 3");
+  b[8] = 4;
+  refuse(b, "version 4");
+  b = good;
+  b[12] = 72;  // a version-3 file says the version-2 header size
+  refuse(b, "80");
   b = good;
   b[8] = 0;
   refuse(b, "version 0");
   b = good;
-  b[72 + 3] = 0;  // the first record does not start a group
+  b[80 + 3] = 0;  // the first record does not start a group
   reseal(b);
   refuse(b, "does not start a serving group");
   b = good;
-  b[72 + 16 + 3] = 0;  // the layer-2 records join the layer-1 group
+  b[80 + 16 + 3] = 0;  // the layer-2 records join the layer-1 group
   reseal(b);
   refuse(b, "joins a serving group of layer 1");
   refuse(std::vector<unsigned char>(good.begin(), good.end() - 8), "truncated");
@@ -182,7 +208,7 @@ TEST_CASE("trace: damaged files are refused with the file name and the reason", 
   b.insert(b.end(), {1, 2, 3, 4, 5, 6, 7, 8});
   refuse(b, "count mismatch");
   b = good;
-  b[72 + 6] ^= 1;  // expert 7 -> 6 in the first record
+  b[80 + 6] ^= 1;  // expert 7 -> 6 in the first record
   refuse(b, "checksum");
   b = good;
   b[16] = 2;  // 2 layers: the records of layer 2 fall outside
@@ -238,6 +264,19 @@ TEST_CASE("trace: read_trace_header and the checks against a run", "[trace]") {
   run = small_header();
   run.arch_fingerprint = 1;
   refused(run, false, "architecture fingerprint 0123456789abcdef, this run has 0000000000000001");
+  // The same architecture, other weights (a fine-tune, a revision): another checkpoint.
+  run = small_header();
+  run.checkpoint_identity = 0x99;
+  refused(run, false, "checkpoint identity 1122334455667788, this run has 0000000000000099");
+  // A run that knows its checkpoint refuses a trace that records none (version 2, generated).
+  k3::TraceHeader none = h;
+  none.checkpoint_identity = 0;
+  CHECK_THROWS_WITH(k3::require_trace_of_run(file, none, small_header(), false),
+                    Catch::Contains(file.string()) && Catch::Contains("no checkpoint identity"));
+  // A run without one (k3host sim replaying a generated trace) needs none.
+  run = small_header();
+  run.checkpoint_identity = 0;
+  CHECK_NOTHROW(k3::require_trace_of_run(file, none, run, false));
   run = small_header();
   run.prompt_hash = 2;
   refused(run, true, "another prompt");

@@ -104,6 +104,10 @@ TEST_CASE("state files of another format version are refused, naming both versio
   CHECK_THROWS_AS(s.load(v1), k3::UsageError);
   CHECK_THROWS_WITH(s.load(v1), Catch::Contains(v1.string()) && Catch::Contains("version 1") &&
                                     Catch::Contains(current) && Catch::Contains("last generated token"));
+  // Version 2 records no checkpoint identity: which weights computed it cannot be shown.
+  const auto v2 = with_version(file, 2);
+  CHECK_THROWS_WITH(s.load(v2), Catch::Contains(v2.string()) && Catch::Contains("version 2") &&
+                                    Catch::Contains(current) && Catch::Contains("checkpoint"));
   const auto future = with_version(file, k3::model::kStateVersion + 1);
   CHECK_THROWS_WITH(s.load(future), Catch::Contains(future.string()) &&
                                         Catch::Contains("version " + std::to_string(k3::model::kStateVersion + 1)) &&

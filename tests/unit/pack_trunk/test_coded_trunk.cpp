@@ -106,11 +106,11 @@ TEST_CASE("coded trunk: trunk.json says the codec, the runs shrink, and every ru
   const fs::path coded = pack(model, "demo", "bf16-zstd");
   const fs::path raw = pack(model, "demo", "none");
   const nlohmann::json j = read_json(coded / "trunk.json");
-  CHECK(j["version"] == 2);
+  CHECK(j["version"] == 3);
   CHECK(j["codec"] == "bf16-zstd");
-  CHECK(read_json(raw / "trunk.json")["version"] == 1);
-  CHECK_FALSE(read_json(raw / "trunk.json").contains("codec"));
-  const auto fp = k3::test::read_config(model).fingerprint();
+  CHECK(read_json(raw / "trunk.json")["version"] == 3);
+  CHECK(read_json(raw / "trunk.json")["codec"] == "none");
+  const auto fp = k3::test::identity_of(model);
   const k3::PackedTrunk c = k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), fp);
   const k3::PackedTrunk r = k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), fp);
   CHECK(c.codec() == "bf16-zstd");
@@ -120,7 +120,9 @@ TEST_CASE("coded trunk: trunk.json says the codec, the runs shrink, and every ru
     CAPTURE(i);
     CHECK(c.layers()[i].coded());
     CHECK(c.layers()[i].nbytes == r.layers()[i].nbytes);
-    CHECK(c.layers()[i].raw_xxh64 == r.layers()[i].xxh64);  // decodes to the uncoded run
+    REQUIRE(c.layers()[i].tensors.size() == r.layers()[i].tensors.size());
+    for (std::size_t k = 0; k < c.layers()[i].tensors.size(); ++k)  // decodes to the uncoded bytes
+      CHECK(c.layers()[i].tensors[k].xxh3 == r.layers()[i].tensors[k].xxh3);
     CHECK(c.layers()[i].coded_bytes < c.layers()[i].nbytes);
   }
   for (const auto& g : c.globals()) CHECK_FALSE(g.coded());  // read in pieces: stay raw
@@ -132,7 +134,9 @@ TEST_CASE("coded trunk: trunk.json says the codec, the runs shrink, and every ru
   const fs::path huff = pack(model, "demo", "bf16-huff");
   const k3::PackedTrunk h = k3::PackedTrunk::open(k3::test::local_storage(), huff.string(), fp);
   CHECK(h.codec() == "bf16-huff");
-  for (std::size_t i = 0; i < h.layers().size(); ++i) CHECK(h.layers()[i].raw_xxh64 == r.layers()[i].xxh64);
+  for (std::size_t i = 0; i < h.layers().size(); ++i)
+    for (std::size_t k = 0; k < h.layers()[i].tensors.size(); ++k)
+      CHECK(h.layers()[i].tensors[k].xxh3 == r.layers()[i].tensors[k].xxh3);
   CHECK(h.bin_bytes() < r.bin_bytes());
   CHECK_NOTHROW(h.verify_hashes(*storage));
 }
@@ -142,7 +146,7 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   const fs::path coded = pack(model_dir, "demo", "bf16-zstd");
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), c.fingerprint());
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), k3::test::identity_of(model_dir));
   const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
@@ -187,7 +191,7 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   }
   // The whole decoded layer equals the uncoded run byte for byte, padding included.
   const fs::path raw = pack(model_dir, "demo", "none");
-  const k3::PackedTrunk raw_trunk = k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), c.fingerprint());
+  const k3::PackedTrunk raw_trunk = k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), k3::test::identity_of(model_dir));
   const k3::model::PackedLocations raw_where = k3::model::PackedLocations::of(raw_trunk);
   k3::model::TensorReader raw_reader(index, *storage, &raw_where);
   k3::model::LayerLoader from_raw(c, raw_reader), from_coded(c, coded_reader);
@@ -242,7 +246,7 @@ TEST_CASE("coded trunk: a damaged coded block is refused naming trunk.bin and th
   const std::string codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
   CAPTURE(codec);
   const fs::path coded = pack(model, "tiny", codec);
-  const auto fp = k3::test::read_config(model).fingerprint();
+  const auto fp = k3::test::identity_of(model);
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
 

@@ -1,5 +1,5 @@
 // pack-trunk on the tiny checkpoint: every packed tensor's bytes equal the checkpoint's;
-// unfinished or damaged trunks, an existing OUT and a fingerprint mismatch are refused.
+// unfinished or damaged trunks, an existing OUT and a pack of another checkpoint are refused.
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,9 +33,7 @@ std::vector<char> file_bytes(const fs::path& path, std::uint64_t offset, std::ui
   return out;
 }
 
-std::uint64_t tiny_fingerprint() {
-  return k3::test::read_config(k3::test::test_model("tiny")).fingerprint();
-}
+std::uint64_t tiny_identity() { return k3::test::identity_of(k3::test::test_model("tiny")); }
 
 /// A packed tiny trunk, made once per process.
 const fs::path& packed_tiny() {
@@ -60,7 +58,7 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
   const fs::path& model = k3::test::test_model("tiny");
   const k3::ModelConfig config = k3::test::read_config(model);
   const k3::CheckpointIndex index = k3::test::open_index(model);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), config.fingerprint());
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), tiny_identity());
 
   REQUIRE(trunk.layers().size() == static_cast<std::size_t>(config.num_hidden_layers));
   CHECK_FALSE(fs::exists(packed_tiny().string() + ".tmp." + std::to_string(::getpid())));
@@ -111,7 +109,7 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
 TEST_CASE("pack-trunk: a damaged trunk.bin fails hash verification naming the run", "[pack_trunk]") {
   const fs::path copy = k3::test::scratch_dir() / "trunk-flipped";
   copy_trunk(packed_tiny(), copy);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), tiny_fingerprint());
+  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), tiny_identity());
   const auto& run = trunk.layers()[1];
   {
     std::fstream f(copy / "trunk.bin", std::ios::binary | std::ios::in | std::ios::out);
@@ -128,7 +126,7 @@ TEST_CASE("pack-trunk: a damaged trunk.bin fails hash verification naming the ru
 }
 
 TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is refused clearly", "[pack_trunk]") {
-  const std::uint64_t fp = tiny_fingerprint();
+  const std::uint64_t fp = tiny_identity();
   const fs::path copy = k3::test::scratch_dir() / "trunk-broken";
 
   copy_trunk(packed_tiny(), copy);
@@ -156,9 +154,28 @@ TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is re
   CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("outside trunk.bin"));
 }
 
-TEST_CASE("pack-trunk: a fingerprint mismatch is refused", "[pack_trunk]") {
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), tiny_fingerprint() ^ 1),
-                    Catch::Contains("fingerprint") && Catch::Contains("repack"));
+TEST_CASE("pack-trunk: a pack of another checkpoint is refused naming both identities", "[pack_trunk]") {
+  const std::uint64_t other = tiny_identity() ^ 1;
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), other, "elsewhere"),
+                    Catch::Contains("trunk.json") && Catch::Contains(k3::identity_hex(tiny_identity())) &&
+                        Catch::Contains(k3::identity_hex(other)) && Catch::Contains("elsewhere") &&
+                        Catch::Contains("pack-trunk"));
+}
+
+TEST_CASE("pack-trunk: a trunk.json of an older version is refused with the reason", "[pack_trunk]") {
+  const fs::path copy = k3::test::scratch_dir() / "trunk-v2";
+  copy_trunk(packed_tiny(), copy);
+  std::string text;
+  {
+    std::ifstream in(copy / "trunk.json");
+    text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  const auto at = text.find("\"version\": 3");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 12, "\"version\": 2");
+  std::ofstream(copy / "trunk.json", std::ios::trunc) << text;
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), tiny_identity()),
+                    Catch::Contains("version 2") && Catch::Contains("identity") && Catch::Contains("repack"));
 }
 
 TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced with it", "[pack_trunk]") {
@@ -179,7 +196,7 @@ TEST_CASE("pack-trunk: an existing OUT is refused without --force and replaced w
   CHECK(phases == std::vector<std::string>{"copy", "verify"});
   CHECK(fs::exists(out / "trunk.json"));
   CHECK(fs::file_size(out / "trunk.bin") == r.bin_bytes);
-  CHECK_NOTHROW(k3::PackedTrunk::open(k3::test::local_storage(), out.string(), tiny_fingerprint()));
+  CHECK_NOTHROW(k3::PackedTrunk::open(k3::test::local_storage(), out.string(), tiny_identity()));
   for (const auto& entry : fs::directory_iterator(out.parent_path()))
     CHECK(entry.path().filename().string().find("trunk-exists.") == std::string::npos);  // no .tmp/.old left
 }
