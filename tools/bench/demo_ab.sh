@@ -1,6 +1,6 @@
 #!/bin/bash
 # A/B of the whole model's per-token time between two revisions (docs/benchmarks.md,
-# "Whole model: per-token time, A/B against a revision").
+# "No regression from the restructuring").
 #
 # The machine is noisy (two unequal vCPUs, other guests), so a change is measured against
 # a baseline built from REV in the same run, alternating base, current, base, current, ...
