@@ -1,5 +1,6 @@
 # Every path a comment or a doc names exists, and every section a citation quotes
-# (docs/cache.md, "The evaluation") is a heading of that doc: tools/check-paths.py over the source tree.
+# (docs/cache.md, "The evaluation") is a heading of that doc: tools/check-paths.py over the
+# source tree.
 # The second test plants one stale reference of each kind in a small tree and requires the
 # checker to name each one (exit 1), so the first cannot pass by reading nothing.
 # Included by tests/CMakeLists.txt (registers the tests); the second runs with cmake -P.
