@@ -1,5 +1,5 @@
 #!/bin/bash
-# A/B of the whole model's per-token time between two revisions (docs/benchmarks.md,
+# A/B of the whole model's per-token time between two revisions (docs/benchmarks-log.md,
 # "No regression from the restructuring").
 #
 # The machine is noisy (two unequal vCPUs, other guests), so a change is measured against

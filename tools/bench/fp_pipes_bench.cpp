@@ -1,6 +1,6 @@
 // k3bench-fp-pipes: how fast this core retires the AVX-512 instructions an MXFP4 decode is
 // built from, with no memory traffic at all. That is the ceiling of any MXFP4 kernel made of
-// that instruction mix, whatever its loads, prefetches and loop do (docs/benchmarks.md,
+// that instruction mix, whatever its loads, prefetches and loop do (docs/benchmarks-log.md,
 // "Why MXFP4 stops near 60%").
 //
 // Three parts, all in cycles measured against a dependent chain of integer adds (1 cycle each

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Full K3 geometry (docs/benchmarks.md "Full K3 geometry").
+# Full K3 geometry (docs/benchmarks-log.md "Full K3 geometry").
 #
 # Runs the released K3 shape — 93 layers, 896 experts, 2.78 T parameters — on this machine
 # without its 1.56 TB of weights: `make-model --geometry k3 --headers-only` writes the real

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming over loopback HTTP against local O_DIRECT (docs/benchmarks.md "Streaming over HTTP").
+# Streaming over loopback HTTP against local O_DIRECT (docs/benchmarks-log.md "Streaming over HTTP").
 #
 # One checkpoint several times larger than the memory budget, the same budget and prompt for
 # every run, the page cache dropped before each run (root: echo 3 > /proc/sys/vm/drop_caches):

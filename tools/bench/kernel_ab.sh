@@ -1,5 +1,5 @@
 #!/bin/bash
-# A/B of kernel sets between two revisions (docs/benchmarks.md, "Kernel sets").
+# A/B of kernel sets between two revisions (docs/benchmarks-log.md, "Kernel sets").
 #
 # On this VM the two vCPUs can differ by 25% or more at the same moment (one shares its
 # physical core with another guest), and which one is slow changes over minutes. So a

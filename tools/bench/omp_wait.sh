@@ -1,5 +1,5 @@
 #!/bin/bash
-# OpenMP wait policies on a busy machine (docs/benchmarks.md, "OpenMP wait policy").
+# OpenMP wait policies on a busy machine (docs/benchmarks-log.md, "OpenMP wait policy").
 #
 # Runs one demo job (default: presets/laptop.yaml, 32 tokens, warm page cache; the demo held
 # resident with memory.budgets_for=model, as when these results were taken) with each

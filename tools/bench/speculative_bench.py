@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Speculative decoding: bytes read per generated token on the trained model's text
-(docs/benchmarks.md, "Speculative decoding").
+(docs/benchmarks-log.md, "Speculative decoding").
 
 For each of the first N fortunes of data/text/heldout.txt, its first line is the prompt;
 k3host generates --tokens tokens greedily (and with --temp, sampled) at a laptop-scaled
@@ -30,7 +30,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 # K3 at the laptop preset: decode bytes per token, trunk and routed experts (measured on the
-# full geometry: docs/benchmarks.md, "Full K3 geometry").
+# full geometry: docs/benchmarks-log.md, "Full K3 geometry").
 K3_TRUNK, K3_EXPERTS = 109e9, 26e9
 
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming from disk (docs/benchmarks.md "Streaming from disk").
+# Streaming from disk (docs/benchmarks-log.md "Streaming from disk").
 #
 # On a checkpoint larger than RAM (configs/models/bench-big.yaml, generated outside the
 # repository), for each memory budget: drop the page cache, measure the disk's sequential

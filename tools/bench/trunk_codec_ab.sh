@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming a packed trunk from disk, uncoded against coded (docs/benchmarks.md "Trunk codec").
+# Streaming a packed trunk from disk, uncoded against coded (docs/benchmarks-log.md "Trunk codec").
 #
 # Packs MODEL's trunk three times (pack-trunk --codec none, bf16-zstd and bf16-huff, kept in WORK),
 # then runs k3host on a fixed prompt with every trunk layer streamed (memory.trunk_gb tiny),
