@@ -34,8 +34,7 @@ TOP = ("core", "sdk", "plugins", "tests", "tools", "docs", "configs", "presets",
 READ = ("core", "sdk", "plugins", "tests", "tools", "docs", "configs", "presets", "packaging")
 TOP_FILES = ("README.md", "CMakeLists.txt")
 NOT_OURS = {"node_modules", "__pycache__"}
-RELATIVE_ROOTS = ("", "core/src", "core/include", "core", "sdk", "plugins", "plugins/cache", "plugins/kernels",
-                  "plugins/storage", "plugins/tokenizers", "tests", "tests/unit", "tools")
+RELATIVE_ROOTS = ("", "core/src", "core/include", "core", "sdk", "plugins", "tests", "tests/unit", "tools")
 # Names the docs give that are no file of this repository: CMake writes k3sdkConfig.cmake
 # into the build and install trees.
 NOT_FILES = {"k3sdkConfig.cmake"}
@@ -132,12 +131,12 @@ def files_of(repo):
     return found
 
 
-def check_paths(repo, rel, text, line_of, basenames):
+def check_paths(repo, rel, text, line_of, basenames, kinds):
     here = os.path.dirname(rel)
     above = [here]
     while above[-1]:
         above.append(os.path.dirname(above[-1]))
-    roots = RELATIVE_ROOTS + tuple(above)
+    roots = RELATIVE_ROOTS + kinds + tuple(above)
     stale = []
     for m in PATH.finditer(text):
         p = m.group(1).rstrip(".,:;)'`")
@@ -176,6 +175,8 @@ def check_citations(repo, rel, text, line_of, md_cache):
 
 def check(repo):
     files = files_of(repo)
+    plugins = os.path.join(repo, "plugins")
+    kinds = tuple(f"plugins/{k}" for k in sorted(os.listdir(plugins))) if os.path.isdir(plugins) else ()
     basenames = {os.path.basename(f) for f in files}
     md_cache = {}
     stale = []
@@ -196,7 +197,7 @@ def check(repo):
         def line_of(m):
             return bisect.bisect_right(starts, m.start())
 
-        stale += check_paths(repo, rel, text, line_of, basenames)
+        stale += check_paths(repo, rel, text, line_of, basenames, kinds)
         stale += check_citations(repo, rel, text, line_of, md_cache)
     return stale
 
