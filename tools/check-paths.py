@@ -51,42 +51,36 @@ C_LIKE = (".cpp", ".hpp", ".h", ".c", ".cc", ".mjs")
 HASH = (".cmake", ".sh", ".py", ".yaml", ".yml", ".txt")
 
 
+C_COMMENT = re.compile(r"//([^\n]*)|/\*(.*?)\*/", re.S)
+HASH_COMMENT = re.compile(r"(?:^|(?<=\s))#([^\n]*)", re.M)
+DOCSTRING = re.compile(r"(\"\"\"|''')(.*?)\1", re.S)
+
+
 def comment_lines(path, text):
     """The comment text of each line (whole lines for Markdown), same line numbers."""
     lines = text.split("\n")
     ext = os.path.splitext(path)[1]
     if ext == ".md":
         return lines
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
     out = [""] * len(lines)
+
+    def put(m, group):
+        first = bisect.bisect_right(starts, m.start(group)) - 1
+        for k, piece in enumerate(m.group(group).split("\n")):
+            out[first + k] += " " + piece
+
     if ext in C_LIKE:
-        in_block = False
-        for i, line in enumerate(lines):
-            j, got = 0, []
-            while j < len(line):
-                if in_block:
-                    k = line.find("*/", j)
-                    got.append(line[j:] if k < 0 else line[j:k])
-                    j = len(line) if k < 0 else k + 2
-                    in_block = k < 0
-                    continue
-                a, b = line.find("//", j), line.find("/*", j)
-                if a >= 0 and (b < 0 or a < b):
-                    got.append(line[a + 2:])
-                    break
-                if b < 0:
-                    break
-                in_block, j = True, b + 2
-            out[i] = " ".join(got)
+        for m in C_COMMENT.finditer(text):
+            put(m, 1 if m.group(1) is not None else 2)
         return out
     if ext == ".py":
-        for m in re.finditer(r"(\"\"\"|''')(.*?)\1", text, re.S):
-            first = text.count("\n", 0, m.start())
-            for k, piece in enumerate(m.group(2).split("\n")):
-                out[first + k] += " " + piece
-    for i, line in enumerate(lines):
-        m = re.search(r"(?:^|\s)#(.*)$", line)
-        if m:
-            out[i] += " " + m.group(1)
+        for m in DOCSTRING.finditer(text):
+            put(m, 2)
+    for m in HASH_COMMENT.finditer(text):
+        put(m, 1)
     return out
 
 
