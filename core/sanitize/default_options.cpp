@@ -7,7 +7,7 @@
 // libsanitizer on this machine under load ("Tracer caught signal 11", "LeakSanitizer has
 // encountered a fatal error", in cli-exit4's resume run), a crash of the tool, not a leak.
 // With ASAN_OPTIONS=detect_leaks=1 the whole suite reported no leak.
-// docs/testing.md, "The sanitizer build".
+// docs/testing.md, "The sanitizer and fuzz build".
 
 extern "C" {
 

@@ -1,7 +1,8 @@
 # k3host perplexity end to end on make-model's tiny geometry: the result line and JSON, the
 # same nll_sum bits at every kernel set, thread count and a streamed budget, and the
 # refusals (a folder, a missing file, windows that would leave ids unscored). The values
-# themselves are compared with the PyTorch reference in perplexity_oracle.cmake.
+# themselves are compared with the PyTorch reference by the perplexity-oracle test below
+# (tests/support/perplexity_oracle.py).
 if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   # Script mode: run each '|'-separated variant of ARGS (variants split at '||') and require
   # the same "nll_sum" text in every JSON result.

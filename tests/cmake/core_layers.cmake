@@ -1,4 +1,4 @@
-# The folders of core/src are layers (docs/architecture.md, "Folders of core/src"): a folder
+# The folders of core/src are layers (docs/architecture.md, "core/src, bottom to top"): a folder
 # includes only from folders below it in the list, so no folder includes from one that
 # includes it back. A new folder must be placed in the list (and in the doc) to pass.
 # Included by tests/CMakeLists.txt (registers the test); run by ctest with cmake -P.

@@ -2,7 +2,8 @@
 """Evaluation of every cache plugin against Belady on three trace families (docs/cache.md,
 "Adaptive and predicting policies"). Not a ctest test.
 
-    tools/bench/cache_eval.py [K3HOST] [WORKDIR]     (defaults: build/bin/k3host, /tmp/k3-cache-eval)
+    tools/bench/cache_eval.py [K3HOST] [WORKDIR]
+    defaults: the repository's build/bin/k3host; bench/cache_eval in that k3host's build folder
 
 Families and traces (all deterministic; the generator settings were fixed before any policy
 parameter was chosen, and no policy was tuned on them):
@@ -34,8 +35,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-K3HOST = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "k3host")
-WORK = sys.argv[2] if len(sys.argv) > 2 else "/tmp/k3-cache-eval"
+if len(sys.argv) > 3 or (len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help")):
+    print(__doc__ if len(sys.argv) == 2 else "usage: tools/bench/cache_eval.py [K3HOST] [WORKDIR]",
+          file=sys.stdout if len(sys.argv) == 2 else sys.stderr)
+    sys.exit(0 if len(sys.argv) == 2 else 2)
+K3HOST = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "k3host")
+WORK = sys.argv[2] if len(sys.argv) > 2 else \
+    os.path.join(os.path.dirname(os.path.dirname(K3HOST)), "bench", "cache_eval")
 X_CAPS = "0.5x,1x,2x,4x,8x"
 GB_CAPS = "8GB,16GB,32GB,64GB,128GB"
 PRESET = os.path.join(ROOT, "configs", "traces", "k3-calibrated.yaml")

@@ -6,10 +6,15 @@
 # plugin calls and, for belady, set_future's next-use index included), by wall clock and by
 # the replaying thread's CPU time (the one to quote on a shared machine).
 #
-#   tools/bench/cache_sim_bench.sh [K3HOST] [WORKDIR]     (defaults: build/bin/k3host, /tmp)
+#   tools/bench/cache_sim_bench.sh [K3HOST] [WORKDIR]
+#     defaults: the repository's build/bin/k3host; bench/cache_sim_bench in its build folder
 set -eu
-K3HOST=${1:-build/bin/k3host}
-WORK=${2:-/tmp}
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -le 2 ] || { echo "usage: tools/bench/cache_sim_bench.sh [K3HOST] [WORKDIR]" >&2; exit 2; }
+K3HOST=${1:-$(cd "$(dirname "$0")/../.." && pwd)/build/bin/k3host}
+[ -x "$K3HOST" ] || { echo "cache_sim_bench.sh: no k3host at '$K3HOST'" >&2; exit 2; }
+WORK=${2:-$(cd "$(dirname "$K3HOST")/.." && pwd)/bench/cache_sim_bench}
+mkdir -p "$WORK"
 TRACE="$WORK/k3-bench.k3trace"
 "$K3HOST" sim --generate-trace "$TRACE" --layers 92 --experts 896 --top-k 16 --tokens 5440 \
   --zipf 0.8 --reuse 0.4 --seed 11

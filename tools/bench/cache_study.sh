@@ -6,20 +6,20 @@
 # machine: the prefetch rows measure time. Not a ctest test. About 5 minutes on 2 cores.
 #
 #   tools/bench/cache_study.sh [--build DIR] [--work DIR] [--rounds N]
-#     --build DIR   build with k3host and the plugins (default build)
-#     --work DIR    traces, reports and tables (default /tmp/k3-cache-study)
+#     --build DIR   build with k3host and the plugins (default: the repository's build)
+#     --work DIR    traces, reports and tables (default: bench/cache_study in the build folder)
 #     --rounds N    off/on pairs per prefetch row (default 4)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="$root/build"
-work=/tmp/k3-cache-study
+work=""
 rounds=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --work) work="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "cache_study.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +28,7 @@ if [ ! -x "$k3host" ]; then
   echo "cache_study.sh: no k3host at $k3host (build first, or give --build DIR)" >&2
   exit 2
 fi
+work=${work:-$build/bench/cache_study}
 mkdir -p "$work"
 echo "# cache_study.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD)"
 

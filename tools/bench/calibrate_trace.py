@@ -16,7 +16,8 @@ distinct-expert count error in units of 5 % of 10,010 (the hit rates are the tar
 distinct count is kept in the right range). Prints every point tried and the best one; the
 result goes into configs/traces/k3-calibrated.yaml by hand (with this command).
 
-    tools/bench/calibrate_trace.py --k3host build/bin/k3host [--seed 1] [--workdir /tmp/k3cal]
+    tools/bench/calibrate_trace.py [--k3host EXE] [--seed 1] [--workdir DIR]
+    defaults: the repository's build/bin/k3host; bench/calibrate_trace in its build folder
 
 Needs the lru and belady cache plugins next to k3host. Standard library only.
 """
@@ -54,10 +55,14 @@ def loss(m):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--k3host", required=True)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--k3host", default=os.path.join(repo, "build", "bin", "k3host"))
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workdir", default="/tmp/k3-calibrate")
+    ap.add_argument("--workdir", default=None, help="traces and reports (default: bench/calibrate_trace "
+                    "in the build folder of --k3host)")
     a = ap.parse_args()
+    if a.workdir is None:
+        a.workdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.k3host))), "bench", "calibrate_trace")
     os.makedirs(a.workdir, exist_ok=True)
     seen = {}
 

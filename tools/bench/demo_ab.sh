@@ -1,6 +1,6 @@
 #!/bin/bash
-# A/B of the whole model's per-token time between two revisions (docs/benchmarks.md,
-# "Whole model: per-token time, A/B against a revision").
+# A/B of the whole model's per-token time between two revisions (docs/benchmarks-log.md,
+# "No regression from the restructuring").
 #
 # The machine is noisy (two unequal vCPUs, other guests), so a change is measured against
 # a baseline built from REV in the same run, alternating base, current, base, current, ...
@@ -12,23 +12,23 @@
 #
 #   tools/bench/demo_ab.sh --base REV [options]
 #     --base REV        git revision of the baseline (required), e.g. HEAD~1 or a commit
-#     --build DIR       build of the current tree with k3host and plugins (default build)
+#     --build DIR       build of the current tree with k3host and plugins (default: the repository's build)
 #     --rounds N        alternations per preset (default 3)
 #     --tokens N        generated tokens per run (default 32)
 #     --threads N       threads (default 2)
 #     --presets "A B"   preset names (default "max ultra")
-#     --work DIR        worktree, builds and checkpoints (default /tmp/k3-demo-ab)
+#     --work DIR        worktree, builds and checkpoints (default: bench/demo_ab in the build folder)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BASE=""
-BUILD=build
+BUILD=$REPO/build
 ROUNDS=3
 TOKENS=32
 THREADS=2
 PRESETS="max ultra"
-WORK=/tmp/k3-demo-ab
+WORK=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --base) BASE=$2; shift 2 ;;
@@ -38,13 +38,14 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift 2 ;;
     --presets) PRESETS=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo_ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$BASE" ] || { echo "demo_ab.sh: --base REV is required" >&2; exit 2; }
 CURRENT="$(cd "$BUILD" && pwd)/bin/k3host"
 [ -x "$CURRENT" ] || { echo "demo_ab.sh: $CURRENT not found (cmake --build $BUILD)" >&2; exit 2; }
+WORK=${WORK:-$(cd "$BUILD" && pwd)/bench/demo_ab}
 # shellcheck source=baseline_build.sh
 . "$HERE/baseline_build.sh"
 build_baseline demo_ab.sh "$REPO" "$BASE" "$WORK" RelWithDebInfo k3host k3_all_plugins

@@ -1,6 +1,6 @@
 // k3bench-fp-pipes: how fast this core retires the AVX-512 instructions an MXFP4 decode is
 // built from, with no memory traffic at all. That is the ceiling of any MXFP4 kernel made of
-// that instruction mix, whatever its loads, prefetches and loop do (docs/benchmarks.md,
+// that instruction mix, whatever its loads, prefetches and loop do (docs/benchmarks-log.md,
 // "Why MXFP4 stops near 60%").
 //
 // Three parts, all in cycles measured against a dependent chain of integer adds (1 cycle each
@@ -46,6 +46,8 @@ using Clock = std::chrono::steady_clock;
 // 16 instances of a 3-operand instruction `op src, src, dst` into zmm16-23, each register
 // written twice. Only `vpermi2pd` also reads its destination (its index), which makes pairs
 // of it dependent: its figure is a lower bound.
+// clang-format 14 wraps these two macros differently on every pass, so it leaves them alone:
+// clang-format off
 #define X2(op, d) op " %%zmm28,%%zmm29,%%zmm" #d "\n"
 #define X16(op)                                                                                         \
   X2(op, 16) X2(op, 17) X2(op, 18) X2(op, 19) X2(op, 20) X2(op, 21) X2(op, 22) X2(op, 23) X2(op, 16) \
@@ -54,6 +56,7 @@ using Clock = std::chrono::steady_clock;
 #define I16(op)                                                                                         \
   I2(op, 16) I2(op, 17) I2(op, 18) I2(op, 19) I2(op, 20) I2(op, 21) I2(op, 22) I2(op, 23) I2(op, 16) \
       I2(op, 17) I2(op, 18) I2(op, 19) I2(op, 20) I2(op, 21) I2(op, 22) I2(op, 23)
+// clang-format on
 
 // Each block runs its loop inside one asm statement, after zeroing every vector register (so
 // no FMA ever sees a denormal or NaN) and setting the masks to all ones.

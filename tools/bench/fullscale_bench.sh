@@ -1,5 +1,5 @@
 #!/bin/bash
-# Full K3 geometry (docs/benchmarks.md "Full K3 geometry").
+# Full K3 geometry (docs/benchmarks-log.md "Full K3 geometry").
 #
 # Runs the released K3 shape — 93 layers, 896 experts, 2.78 T parameters — on this machine
 # without its 1.56 TB of weights: `make-model --geometry k3 --headers-only` writes the real
@@ -17,9 +17,11 @@
 # and reports its bytes per token beside the baseline (the first row of each preset).
 #
 #   tools/bench/fullscale_bench.sh [options]
-#     --k3host EXE      k3host to run (default build/bin/k3host; its plugins next to it)
+#     --k3host EXE      k3host to run (default: the repository's build/bin/k3host; its plugins
+#                       next to it)
 #     --work DIR        the headers-only checkpoint (made when missing, ~75 MB of disk),
-#                       reports, logs and table.md (default /tmp/k3-fullscale-bench)
+#                       reports, logs and table.md (default: bench/fullscale_bench in
+#                       k3host's build folder)
 #     --geometry NAME   the geometry (default k3; tiny or demo try the script in seconds)
 #     --presets LIST    memory presets, comma-separated (default ultra,laptop)
 #     --tokens N        new tokens per run (default 3: the prefill's forward pass and 2 decode
@@ -37,8 +39,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-K3HOST=build/bin/k3host
-WORK=/tmp/k3-fullscale-bench
+K3HOST=$REPO/build/bin/k3host
+WORK=""
 GEOMETRY=k3
 PRESETS=ultra,laptop
 TOKENS=3
@@ -72,6 +74,7 @@ done
 [ -x "$K3HOST" ] || { echo "fullscale_bench.sh: no k3host at '$K3HOST' (--k3host)" >&2; exit 2; }
 [ "$TOKENS" -ge 2 ] 2>/dev/null || { echo "fullscale_bench.sh: --tokens must be at least 2 (one decode forward pass)" >&2; exit 2; }
 K3HOST=$(cd "$(dirname "$K3HOST")" && pwd)/$(basename "$K3HOST")
+WORK=${WORK:-$(dirname "$(dirname "$K3HOST")")/bench/fullscale_bench}
 mkdir -p "$WORK"
 MODEL=$WORK/$GEOMETRY-headers
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of tools/bench/fullscale_bench.sh (docs/benchmarks.md "Full K3 geometry").
+"""The tables of tools/bench/fullscale_bench.sh (docs/benchmarks-log.md "Full K3 geometry").
 
 Arguments: --throttle-mbps N, then one per run, "name=report.json=preset". The first run of
 each preset is its baseline; a run named "<preset>-throttle<N>" is the throttle check.

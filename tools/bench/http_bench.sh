@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming over loopback HTTP against local O_DIRECT (docs/benchmarks.md "Streaming over HTTP").
+# Streaming over loopback HTTP against local O_DIRECT (docs/benchmarks-log.md "Streaming over HTTP").
 #
 # One checkpoint several times larger than the memory budget, the same budget and prompt for
 # every run, the page cache dropped before each run (root: echo 3 > /proc/sys/vm/drop_caches):
@@ -16,12 +16,15 @@
 #   tools/bench/http_bench.sh [--k3host EXE] [--model DIR] [--work DIR] [--tokens N]
 #                             [--budget "--set memory.expert_cache_gb=X --set memory.trunk_gb=Y"]
 #                             [--http-params "connections: 8"]
+# Defaults: the repository's build/bin/k3host; the demo checkpoint in bench/models/demo of
+# k3host's build folder (written by make-model -g demo when missing); work folder
+# bench/http_bench there (emptied at the start); 9 tokens; the budget and params above.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-K3HOST=build/bin/k3host
-MODEL=/work/bench-http/demo
-WORK=/tmp/k3-http-bench
+K3HOST=$REPO/build/bin/k3host
+MODEL=""
+WORK=""
 TOKENS=9
 BUDGET="--set memory.expert_cache_gb=0.05 --set memory.trunk_gb=0.02"
 HTTP_PARAMS=""
@@ -37,7 +40,15 @@ while [ $# -gt 0 ]; do
     *) echo "http_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ -f "$MODEL/config.json" ] || { echo "no checkpoint at $MODEL: k3host make-model -g demo -o $MODEL" >&2; exit 2; }
+[ -x "$K3HOST" ] || { echo "http_bench.sh: no k3host at '$K3HOST' (--k3host)" >&2; exit 2; }
+BUILD_DIR=$(cd "$(dirname "$K3HOST")/.." && pwd)
+WORK=${WORK:-$BUILD_DIR/bench/http_bench}
+if [ -z "$MODEL" ]; then
+  MODEL=$BUILD_DIR/bench/models/demo
+  [ -f "$MODEL/config.json" ] || { echo "http_bench.sh: writing the demo checkpoint to $MODEL" >&2
+                                   "$K3HOST" -q make-model -g demo -o "$MODEL" >/dev/null; }
+fi
+[ -f "$MODEL/config.json" ] || { echo "http_bench.sh: no checkpoint at $MODEL: k3host make-model -g demo -o $MODEL" >&2; exit 2; }
 rm -rf "$WORK"; mkdir -p "$WORK"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 server_pid=""

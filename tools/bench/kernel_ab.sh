@@ -1,5 +1,5 @@
 #!/bin/bash
-# A/B of kernel sets between two revisions (docs/benchmarks.md, "Kernel sets").
+# A/B of kernel sets between two revisions (docs/benchmarks-log.md, "Kernel sets").
 #
 # On this VM the two vCPUs can differ by 25% or more at the same moment (one shares its
 # physical core with another guest), and which one is slow changes over minutes. So a
@@ -12,10 +12,10 @@
 #
 #   tools/bench/kernel_ab.sh --base REV [options]
 #     --base REV        git revision of the baseline (required), e.g. HEAD~1 or a commit
-#     --build DIR       build of the current tree with k3bench-kernels built (default build)
+#     --build DIR       build of the current tree with k3bench-kernels built (default: the repository's build)
 #     --cpu N           pin every run to this CPU (default 0)
 #     --rounds N        alternations (default 5)
-#     --work DIR        worktree and its build (default /tmp/k3-kernel-ab)
+#     --work DIR        worktree and its build (default: bench/kernel_ab in the build folder)
 #     -- ARGS           k3bench-kernels arguments for both sides
 #                       (default: --sets avx512 --kernels mxfp4 --threads 1 --min-time 0.3)
 set -euo pipefail
@@ -23,10 +23,10 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BASE=""
-BUILD=build
+BUILD=$REPO/build
 CPU=0
 ROUNDS=5
-WORK=/tmp/k3-kernel-ab
+WORK=""
 ARGS=(--sets avx512 --kernels mxfp4 --threads 1 --min-time 0.3)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --) shift; ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "kernel_ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +45,7 @@ CURRENT="$BUILD/bin/k3bench-kernels"
 [ -x "$CURRENT" ] || { echo "kernel_ab.sh: $CURRENT not found (cmake --build $BUILD --target k3bench-kernels)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "kernel_ab.sh: taskset (util-linux) is needed" >&2; exit 2; }
 
+WORK=${WORK:-$(cd "$BUILD" && pwd)/bench/kernel_ab}
 # shellcheck source=baseline_build.sh
 . "$HERE/baseline_build.sh"
 build_baseline kernel_ab.sh "$REPO" "$BASE" "$WORK" RelWithDebInfo k3bench-kernels k3_all_plugins

@@ -193,7 +193,7 @@ Rate measure(double min_time, std::size_t copies, std::size_t bytes_per_call, Bo
 }
 
 /// Memory read bandwidth: a streaming 64-bit integer sum over `mib` MiB, in 512 KiB pieces
-/// split over the threads by the matmuls' rule (model/row_blocks.hpp: a contiguous share
+/// split over the threads by the matmuls' rule (maths/row_blocks.hpp: a contiguous share
 /// per thread, the back half of the largest share to a thread that runs out), so a slower
 /// vCPU does not hold back the faster one and each thread reads one long stream.
 Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
@@ -219,7 +219,7 @@ Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
 }
 
 /// Runs one matmul over all rows, split over `threads` OpenMP threads by the host's rule
-/// (model/row_blocks.hpp: 64-row blocks in a contiguous share per thread, with stealing).
+/// (maths/row_blocks.hpp: 64-row blocks in a contiguous share per thread, with stealing).
 void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
          const std::vector<float>& x, std::size_t batch, std::vector<float>& y, int threads) {
   const std::size_t n = s.rows * s.cols;

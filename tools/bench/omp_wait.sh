@@ -1,5 +1,5 @@
 #!/bin/bash
-# OpenMP wait policies on a busy machine (docs/benchmarks.md, "OpenMP wait policy").
+# OpenMP wait policies on a busy machine (docs/benchmarks-log.md, "OpenMP wait policy").
 #
 # Runs one demo job (default: presets/laptop.yaml, 32 tokens, warm page cache; the demo held
 # resident with memory.budgets_for=model, as when these results were taken) with each
@@ -28,7 +28,8 @@
 #     --busy N            busy loops for "busy", pinned to CPUs 0..N-1 round robin
 #                         (default: the number of online CPUs)
 #     --timeout S         a run that takes longer is killed and recorded as > S (default 300)
-#     --work DIR          reports and the raw table (default /tmp/k3-omp-wait)
+#     --work DIR          reports and the raw table (default: bench/omp_wait in k3host's
+#                         build folder)
 #     -- ARGS             further k3host arguments (e.g. --set threads=2)
 # Output: a Markdown table on stdout (medians over rounds; ratios = median wall ÷ the baseline
 # policy's median wall idle, and under the same load), the load average before and after,
@@ -46,7 +47,7 @@ BASELINE=passive
 LOADS="idle busy"
 BUSY=$(nproc)
 TIMEOUT=300
-WORK=/tmp/k3-omp-wait
+WORK=""
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,12 +62,13 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "omp_wait.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 K3HOST=$(cd "$(dirname "$K3HOST")" && pwd)/$(basename "$K3HOST")
 [ -x "$K3HOST" ] || { echo "omp_wait.sh: $K3HOST not found (cmake --build build)" >&2; exit 2; }
+WORK=${WORK:-$(dirname "$(dirname "$K3HOST")")/bench/omp_wait}
 case " $POLICIES " in *" $BASELINE "*) ;; *) echo "omp_wait.sh: --baseline $BASELINE is not in --policies" >&2; exit 2 ;; esac
 case " $LOADS " in *" idle "*) ;; *) echo "omp_wait.sh: the ratios need the idle load in --loads" >&2; exit 2 ;; esac
 mkdir -p "$WORK"

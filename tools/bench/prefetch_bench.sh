@@ -10,7 +10,7 @@
 # run (the script checks it). Not a ctest test.
 #
 #   tools/bench/prefetch_bench.sh [options]
-#     --build DIR        build with k3host and plugins (default build)
+#     --build DIR        build with k3host and plugins (default: the repository's build)
 #     --model PATH       checkpoint (default: the demo model at models/demo)
 #     --preset NAME      preset the budgets start from (default ultra)
 #     --experts-gb X     memory.expert_cache_gb (default 0.05: about a sixth of demo's experts)
@@ -24,11 +24,11 @@
 #     --threads N        threads (default 2)
 #     --prompt-file F    prompt file (default: the preset's prompt)
 #     --set KEY=VALUE    extra pipeline key for both sides (repeatable)
-#     --work DIR         reports (default /tmp/k3-prefetch-bench)
+#     --work DIR         reports (default: bench/prefetch_bench in the build folder)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=build
+BUILD=$REPO/build
 MODEL=""
 PRESET=ultra
 EXPERTS_GB=0.05
@@ -42,7 +42,7 @@ TOKENS=32
 THREADS=2
 PROMPT_FILE=""
 EXTRA=()
-WORK=/tmp/k3-prefetch-bench
+WORK=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -60,12 +60,13 @@ while [ $# -gt 0 ]; do
     --prompt-file) PROMPT_FILE=$2; shift 2 ;;
     --set) EXTRA+=(--set "$2"); shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "prefetch_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 K3HOST="$(cd "$BUILD" && pwd)/bin/k3host"
 [ -x "$K3HOST" ] || { echo "prefetch_bench.sh: $K3HOST not found (cmake --build $BUILD)" >&2; exit 2; }
+WORK=${WORK:-$(cd "$BUILD" && pwd)/bench/prefetch_bench}
 mkdir -p "$WORK"
 ARGS=(--config "$REPO/presets/$PRESET.yaml" --set threads="$THREADS" --set job.max_new_tokens="$TOKENS"
       --set memory.expert_cache_gb="$EXPERTS_GB"

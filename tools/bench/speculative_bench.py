@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Speculative decoding: bytes read per generated token on the trained model's text
-(docs/benchmarks.md, "Speculative decoding").
+(docs/benchmarks-log.md, "Speculative decoding").
 
 For each of the first N fortunes of data/text/heldout.txt, its first line is the prompt;
 k3host generates --tokens tokens greedily (and with --temp, sampled) at a laptop-scaled
@@ -13,7 +13,7 @@ at the laptop preset reads (trunk 109 GB, experts 26 GB per token), and decode s
 per token. Not a ctest test.
 
   tools/bench/speculative_bench.py [--k3host build/bin/k3host] [--prompts 12] [--tokens 64]
-      [--drafts 0,2,4,8] [--ngram 3] [--min-ngram 1] [--temp 0] [--work /tmp/k3-spec-bench]
+      [--drafts 0,2,4,8] [--ngram 3] [--min-ngram 1] [--temp 0] [--work DIR]
       [--extra "--set kernels.set=scalar"] [--datastore TRAIN.txt] [--draft-model DIR] [--coded DIR]
 
 With --coded DIR (a trunk packed by `k3host pack-trunk --codec bf16-huff`), every setting
@@ -29,8 +29,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-# K3 at the laptop preset: decode bytes per token, trunk and routed experts (the issue's
-# measurement on the full geometry; docs/benchmarks.md).
+# K3 at the laptop preset: decode bytes per token, trunk and routed experts (measured on the
+# full geometry: docs/benchmarks-log.md, "Full K3 geometry").
 K3_TRUNK, K3_EXPERTS = 109e9, 26e9
 
 
@@ -72,7 +72,8 @@ def main():
     ap.add_argument("--ngram", type=int, default=3)
     ap.add_argument("--min-ngram", type=int, default=1)
     ap.add_argument("--temp", type=float, default=0.0)
-    ap.add_argument("--work", default="/tmp/k3-spec-bench")
+    ap.add_argument("--work", default=None, help="the reports (default: bench/speculative_bench in the build "
+                    "folder of --k3host)")
     ap.add_argument("--extra", default="")
     ap.add_argument("--coded", default="", help="a coded packed trunk of the fortune model: every setting also "
                     "runs with model.packed_trunk=DIR")
@@ -84,6 +85,9 @@ def main():
     drafts = [int(d) for d in args.drafts.split(",")]
     if drafts[0] != 0:
         drafts.insert(0, 0)
+    if args.work is None:
+        args.work = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.k3host))), "bench",
+                                 "speculative_bench")
     os.makedirs(args.work, exist_ok=True)
     settings = [(d, False) for d in drafts] + ([(d, True) for d in drafts] if args.coded else [])
     totals = {k: {"fed": 0, "passes": 0, "proposed": 0, "accepted": 0, "trunk": 0.0, "experts": 0.0,

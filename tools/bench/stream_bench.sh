@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming from disk (docs/benchmarks.md "Streaming from disk").
+# Streaming from disk (docs/benchmarks-log.md "Streaming from disk").
 #
 # On a checkpoint larger than RAM (configs/models/bench-big.yaml, generated outside the
 # repository), for each memory budget: drop the page cache, measure the disk's sequential
@@ -9,11 +9,11 @@
 # seconds per token beside the lower bound max(bytes read / measured bandwidth, compute time).
 # Needs root (drop_caches). Not a ctest test.
 #
-#   tools/bench/stream_bench.sh [options]
-#     --k3host EXE      k3host to run (default build/bin/k3host)
-#     --model DIR       the checkpoint (default /work/bench-models/bench-big; generate it with
-#                       k3host make-model -g configs/models/bench-big.yaml -o DIR)
-#     --work DIR        reports and logs (default /tmp/k3-stream-bench)
+#   tools/bench/stream_bench.sh --model DIR [options]
+#     --model DIR       the checkpoint (required; 30 GB: generate it once, on the disk to
+#                       measure, with k3host make-model -g configs/models/bench-big.yaml -o DIR)
+#     --k3host EXE      k3host to run (default: the repository's build/bin/k3host)
+#     --work DIR        reports and logs (default: bench/stream_bench in k3host's build folder)
 #     --tokens N        new tokens per run (default 8; N-1 decode forward passes are measured)
 #     --ids LIST        prompt token ids (default 3072,100,200,300,400,500: [BOS] and five tokens;
 #                       six tokens make the prefill touch every slot of a 6 GB expert cache)
@@ -25,9 +25,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-K3HOST=build/bin/k3host
-MODEL=/work/bench-models/bench-big
-WORK=/tmp/k3-stream-bench
+K3HOST=$REPO/build/bin/k3host
+MODEL=""
+WORK=""
 TOKENS=8
 IDS=3072,100,200,300,400,500
 BW_MIB=4096
@@ -61,7 +61,12 @@ if [ ${#BUDGETS[@]} -eq 0 ]; then
   )
 fi
 
+[ -n "$MODEL" ] || {
+  echo "usage: tools/bench/stream_bench.sh --model DIR [options] (--help); DIR from: k3host make-model -g configs/models/bench-big.yaml -o DIR" >&2
+  exit 2
+}
 [ -x "$K3HOST" ] || { echo "stream_bench.sh: no k3host at '$K3HOST' (--k3host)" >&2; exit 2; }
+WORK=${WORK:-$(cd "$(dirname "$K3HOST")/.." && pwd)/bench/stream_bench}
 [ -f "$MODEL/config.json" ] || {
   echo "stream_bench.sh: no checkpoint in '$MODEL'; generate it with: $K3HOST make-model -g configs/models/bench-big.yaml -o $MODEL" >&2
   exit 2

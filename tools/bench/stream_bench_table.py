@@ -5,7 +5,7 @@ Arguments: one per run, "name=report.json=B1/S1/B2/S2=load": the disk bandwidth 
 dd iflag=direct right before (B1 bytes in S1 seconds) and right after (B2 in S2) the run, and
 the 1-minute load average when it started. The bound uses the higher of the two bandwidths.
 
-From the k3host JSON report (core/src/runtime/job.cpp report_json), over the decode forward
+From the k3host JSON report (core/src/job/job.cpp report_json), over the decode forward
 passes only: generated token i's step (steps[i]) holds the forward pass of token i, so the
 last step (sampling only, no forward pass: "forward": false) and the prefill (prefill_seconds, not a step) are
 left out. Per decode token:

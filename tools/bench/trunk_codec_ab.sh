@@ -1,5 +1,5 @@
 #!/bin/bash
-# Streaming a packed trunk from disk, uncoded against coded (docs/benchmarks.md "Trunk codec").
+# Streaming a packed trunk from disk, uncoded against coded (docs/benchmarks-log.md "Trunk codec").
 #
 # Packs MODEL's trunk three times (pack-trunk --codec none, bf16-zstd and bf16-huff, kept in WORK),
 # then runs k3host on a fixed prompt with every trunk layer streamed (memory.trunk_gb tiny),
@@ -9,12 +9,14 @@
 # and their ratios to none. The outputs (generated ids) must be identical: checked.
 #
 #   tools/bench/trunk_codec_ab.sh [--k3host EXE] [--model DIR] [--work DIR] [--rounds N] [--tokens N]
-# Defaults: build/bin/k3host, a demo checkpoint generated into WORK, /tmp/k3-trunk-codec-ab, 5, 8.
+# Defaults: the repository's build/bin/k3host, a demo checkpoint generated into WORK,
+# WORK = bench/trunk_codec_ab in k3host's build folder, 5 rounds, 8 tokens.
 set -euo pipefail
 
-K3HOST=build/bin/k3host
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+K3HOST=$REPO/build/bin/k3host
 MODEL=""
-WORK=/tmp/k3-trunk-codec-ab
+WORK=""
 ROUNDS=5
 TOKENS=8
 while [ $# -gt 0 ]; do
@@ -24,10 +26,13 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --tokens) TOKENS=$2; shift 2 ;;
-    *) echo "usage: $0 [--k3host EXE] [--model DIR] [--work DIR] [--rounds N] [--tokens N]" >&2; exit 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: tools/bench/trunk_codec_ab.sh [--k3host EXE] [--model DIR] [--work DIR] [--rounds N] [--tokens N]" >&2
+       exit 2 ;;
   esac
 done
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x "$K3HOST" ] || { echo "trunk_codec_ab.sh: no k3host at '$K3HOST' (--k3host)" >&2; exit 2; }
+WORK=${WORK:-$(cd "$(dirname "$K3HOST")/.." && pwd)/bench/trunk_codec_ab}
 mkdir -p "$WORK"
 if [ -z "$MODEL" ]; then
   MODEL=$WORK/demo

@@ -3,7 +3,7 @@
 // run does, and renders the results (table, CSV, JSON, SVG). Also the synthetic trace
 // generator used to study policies on realistic (skewed, reusing) routing.
 //
-// The host role is the live expert cache's, run by the same code (core/src/cache/
+// The host role is the live expert cache's, run by the same code (core/src/streaming/
 // serve_batch.hpp), so replaying a run's own trace at the run's slot count gives exactly
 // its hits and misses, for every policy. Per serving group of the trace (one forward
 // chunk's requests at one layer, k3/trace.hpp):

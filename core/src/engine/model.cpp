@@ -60,7 +60,7 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   m.counters = std::make_unique<runtime::StreamCounters>();
   auto policy = std::move(plugins.cache);
   // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
-  // model; read whole only for a policy that wants the future (cache/cache_future.hpp).
+  // model; read whole only for a policy that wants the future (streaming/cache_future.hpp).
   std::shared_ptr<const cache::CacheFuture> future;
   if (policy->wants_future()) {
     if (settings.cache_future.empty())

@@ -3,7 +3,7 @@
 // thread, so the output does not depend on the thread count or on which thread ran a block.
 //
 // Which thread runs which block is chosen for speed, for two reasons measured on this VM
-// (docs/benchmarks.md, "Splitting rows over threads"):
+// (docs/benchmarks-log.md, "Splitting rows over threads"):
 //   - The two vCPUs can run at very different speeds (one shares its physical core with
 //     another guest; 9.2 vs 11.7 GB/s on the same MXFP4 kernel at the same moment), so a
 //     fixed split makes the fast core wait for the slow one.

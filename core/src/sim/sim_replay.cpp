@@ -1,5 +1,5 @@
 // Replay: plays the host's role for one policy over a whole trace, through the same
-// serve_batch() as the live expert cache (see k3/sim.hpp and cache/serve_batch.hpp).
+// serve_batch() as the live expert cache (see k3/sim.hpp and streaming/serve_batch.hpp).
 #include <time.h>
 
 #include <algorithm>

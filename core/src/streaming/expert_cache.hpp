@@ -6,7 +6,7 @@
 //
 // Policy events follow sdk/k3/cache_policy.hpp: route() calls on_access for every
 // (token, expert) request of a chunk-layer (a serving group) in request order; each
-// request() then serves one batch through serve_batch() (cache/serve_batch.hpp, the code
+// request() then serves one batch through serve_batch() (streaming/serve_batch.hpp, the code
 // the simulator runs too): the batch's resident experts are leased first, then each miss
 // gets on_insert (free slot) or choose_victim + on_remove + on_insert. A failed read gets
 // on_remove.

@@ -1,5 +1,5 @@
 // The host's decisions for one batch of expert requests, shared by the live expert cache
-// (cache/expert_cache.cpp) and the simulator (cache/sim_replay.cpp) so that the two cannot
+// (streaming/expert_cache.cpp) and the simulator (sim/sim_replay.cpp) so that the two cannot
 // drift: `k3host sim` on a run's trace reproduces that run's hits, misses and evictions
 // exactly, for every policy.
 //

@@ -7,7 +7,7 @@
 // shards, or as one aligned run per layer from a packed trunk (model.packed_trunk); the
 // layer loader is the same as the resident one, so binding is identical. A split dense
 // layer (plan.split_dense_ffn) holds only its attention part in a slot; its FFN matrices
-// are multiplied while read in row chunks (runtime/row_chunks.hpp).
+// are multiplied while read in row chunks (streaming/row_chunks.hpp).
 //
 // The embedding table is never resident here: each token's row is read on demand. lm_head
 // is resident, or read in row chunks when the plan says so (memory.stream_embedding).

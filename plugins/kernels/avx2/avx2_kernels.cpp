@@ -172,7 +172,7 @@ inline Block load_f64x8(const double* p) { return {_mm256_loadu_pd(p), _mm256_lo
 //   are decoded once into `scratch` (fp64, 6 KiB, in L1), and the 8 positions then run over
 //   it 4 at a time (chunk_half: 3 rows x 4 positions = 12 accumulators, 3 weight vectors
 //   and one activation vector per half).
-// Measured on a 2-vCPU AVX-512 Xeon (docs/benchmarks.md, "avx2 batch-N tiles that reuse each
+// Measured on a 2-vCPU AVX-512 Xeon (docs/benchmarks-log.md, "avx2 batch-N tiles that reuse each
 // weight across 8 positions"), batch 8 at 7168x3072 and 3072x7168, alternating with the
 // register tiles alone: 0.73-0.77 of their time for bf16 and fp32, 0.81-0.85 for MXFP4; one
 // batch-8 call costs 0.44-0.47 (bf16), 0.37-0.41 (fp32) and 0.46-0.52 (MXFP4) of eight

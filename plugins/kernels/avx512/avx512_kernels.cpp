@@ -44,7 +44,7 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 // kChunkPassRows rows (for_each_chunked_tile), so a chunk's panel of activations (256 x 8
 // doubles, 16 KiB) stays in L1 for every row tile of the pass; without chunks each tile
 // streamed the whole panel (up to 448 KiB) from L2, 512 bytes per 16 FMAs in a 2 x 8 tile.
-// Measured on a 2-vCPU Xeon with AVX-512 (docs/benchmarks.md, "Batch of 8 positions on an
+// Measured on a 2-vCPU Xeon with AVX-512 (docs/benchmarks-log.md, "Batch of 8 positions on an
 // AVX-512 Xeon"), batch 8 at 7168x3072 and 3072x7168, alternating with the unchunked 2-row
 // tiles before in one process: all of this (with in_register and the shuffle in
 // Bf16Weights) takes 0.68-0.85 of their time; 3 dense rows against 2: bf16 0.92-0.94, fp32
@@ -53,7 +53,7 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 // still costs 0.24-0.27 (fp32) and 0.36-0.41 (bf16) of eight batch-1 calls there. MXFP4
 // took 0.50-0.57 with 2-row tiles; the 3-row tiles take 0.92-0.95 of that time, alternated
 // call by call in one process, so 0.47-0.49 of eight batch-1 calls there
-// (docs/benchmarks.md, "MXFP4 batch-N tiles of 3 rows on the AVX-512 Xeon"). Its FMAs alone
+// (docs/benchmarks-log.md, "MXFP4 batch-N tiles of 3 rows on the AVX-512 Xeon"). Its FMAs alone
 // are 0.24-0.35 of eight batch-1 calls, and its decode (2 vector instructions per 8
 // weights, on the FMA pipes) adds a quarter to them. The avx2 set's fp64 scratch (decode a
 // chunk of 3 rows once, then FMAs over it) was no faster here: the decode already happens
@@ -333,7 +333,7 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
 //      dword cleared is weight 8+q (the next 8).
 // Per 8 weights that is half a shift, half a lookup, one shift-or-mask and the FMA: all four
 // vector pipes of Zen 5 stay busy, where a two-table vpermi2pd per 8 weights competed with
-// the FMA for the same two pipes (docs/benchmarks.md, "Kernel sets").
+// the FMA for the same two pipes (docs/benchmarks-log.md, "Kernel sets").
 //
 // Rows run 8 at a time: 8 independent FMA chains (latency 4) keep the pipes fed. The
 // table of a (row, group) is found through a byte offset; the offsets of a tile's next
@@ -529,7 +529,7 @@ inline __m512d decode8(std::uint32_t word, const char* table) {
 /// (decode8) and multiplied into the B positions, so a 3 x 8 tile needs 24 accumulators,
 /// 3 weight blocks, one activation block and the rows' tables (GCC 12 still spills a few
 /// accumulators once per group). With decode16 (two blocks per row at once) 3 rows did not
-/// fit: 2 x 8 tiles, which took 1.06-1.09 times as long (docs/benchmarks.md).
+/// fit: 2 x 8 tiles, which took 1.06-1.09 times as long (docs/benchmarks-log.md).
 template <std::size_t R, std::size_t B>
 inline void mxfp4_pos_groups(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t pstride,
                              std::size_t sstride, std::size_t g0, std::size_t g1, const double* xp, bool fresh,

@@ -1,7 +1,8 @@
 // k3::perplexity: the window plan by hand, the fp64 score by hand, the sliding windows
 // against one whole-sequence feed, and bit identity of the result across kernel sets,
 // thread counts, chunkings and a streamed budget (docs/model-spec.md §5). The PyTorch
-// reference's perplexity is compared in tests/cmake/perplexity_oracle.cmake.
+// reference's perplexity is compared by tests/support/perplexity_oracle.py (the
+// perplexity-oracle test of tests/cmake/cli_perplexity.cmake).
 #include <catch2/catch.hpp>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// How rows are split over threads (core/src/model/row_blocks.hpp): every block exactly once,
+// How rows are split over threads (core/src/maths/row_blocks.hpp): every block exactly once,
 // each thread's own share front to back, and a thread that runs out takes work from the
 // back of the largest share left.
 #include <omp.h>
