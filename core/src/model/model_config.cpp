@@ -293,6 +293,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   auto tree = detail::config_tree_from_json(json_text, origin);
   ModelConfig c = detail::model_config_from_tree(tree, origin);
   c.synthetic = tree.count("k3host_synthetic") != 0;
+  if (const auto it = tree.find("k3host_thinking"); it != tree.end()) {
+    if (it->second.type != detail::ConfigValue::Type::boolean)
+      throw UsageError(origin + ": k3host_thinking must be true or false (whether the model was trained with K3's "
+                                "think channel)");
+    c.thinking = it->second.boolean;
+  }
   return c;
 }
 
