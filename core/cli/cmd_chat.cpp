@@ -5,9 +5,12 @@
 // The pipeline is loaded once (k3::Runtime). Each turn appends the user's message and the
 // reply's opening to the conversation's id stream (k3/conversation.hpp) and feeds only the
 // ids the model has not seen; the reply streams as it is generated, the think channel dimmed
-// (or hidden), and a status line follows it. Line editing and history come from libedit.
-// Ctrl-C stops the answer being written (it is kept, closed in the id stream); at the prompt
-// it clears the line; Ctrl-D at an empty prompt ends the chat.
+// (or hidden), and a status line follows it. Answers stop at a token limit, and when the
+// context would not leave the next one its limit the oldest turns are dropped (said on
+// screen) and the rest is fed again. Thinking starts as the model was trained. Line editing
+// and history come from libedit. Ctrl-C stops the answer being written (it is kept, closed
+// in the id stream), a stalled storage read included; at the prompt it clears the line;
+// Ctrl-D at an empty prompt ends the chat.
 #include <histedit.h>
 #include <signal.h>
 #include <unistd.h>
@@ -309,6 +312,18 @@ class Chat {
 
  private:
   // --- a turn ---
+  using Clock = std::chrono::steady_clock;
+
+  /// How generating an answer went.
+  struct Answer {
+    GenerateResult result;
+    std::string format_error;  ///< the model wrote a token the format does not allow there
+    bool think_shown = false, response_started = false;
+    bool stopped = false;  ///< Ctrl-C or SIGTERM
+    int stop_signal = 0;
+    Clock::time_point first{}, last{};  ///< the first and last generated token
+  };
+
   void turn(const std::string& text) {
     std::vector<Message> messages;
     if (pending_system_) messages.emplace_back(Role::system, system_);
@@ -320,84 +335,86 @@ class Chat {
     // feeds them first (and leaves what it did not feed there).
     const auto unfed = conversation_.unfed(session_.tokens());
     session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
-    GenerateSettings g = settings_;
-    g.prompt.clear();
-    const std::int64_t room = context_room();
-    g.max_new_tokens = max_tokens_ > 0 ? std::min(max_tokens_, room) : room;
     TurnStats st;
     st.fed = unfed.size();
     st.before = runtime_.model().stream_stats();
-    std::string format_error;
-    bool think_shown = false, response_started = false;
-    using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
-    Clock::time_point first{}, last{};
-    int stop_signal = 0;
-    bool stopped = false;
-    GenerateResult result;
-    {
-      StopSignal stop;  // Ctrl-C now stops the answer at the next token
-      g.stop = &stop.flag();
-      // ... and cuts a storage wait short (a stalled http read): the plugins see the flag.
-      const StopFlagScope storage_stop(host_, &stop.flag());
-      try {
-        result = generate(session_, g, [&](std::uint32_t id) {
-          last = Clock::now();
-          if (st.generated == 0) first = last;
-          std::vector<StreamEvent> events;
-          try {
-            events = conversation_.add(id);
-          } catch (const RuntimeError& e) {
-            format_error = e.what();
-            throw FormatBreak{};
-          }
-          ++st.generated;
-          for (const auto& ev : events) {
-            if (ev.kind == StreamEvent::Kind::think_text && show_thinking_) {
-              out(std::string(style_.dim()) + printable(ev.text) + style_.reset());
-              think_shown = true;
-            } else if (ev.kind == StreamEvent::Kind::response_text) {
-              if (!response_started && think_shown) out("\n\n");
-              response_started = true;
-              out(printable(ev.text));
-            } else if (ev.kind == StreamEvent::Kind::tool_call) {
-              out("\n[tool call " + printable(ev.call.name + " " + ev.call.arguments) + " (not run: chat runs no tools)]");
-            }
-          }
-        });
-      } catch (const FormatBreak&) {
-      }
-      stopped = stop.requested();
-      stop_signal = stop.signal_number();
-    }
+    const Answer a = stream_answer(st);
     // A storage wait cut short left part of a forward pass in the model state: it starts over,
     // and the next turn feeds the conversation again (the answer so far is kept).
-    if (!result.cut.empty()) session_.reset();
+    if (!a.result.cut.empty()) session_.reset();
     const bool in_think = conversation_.reply_in_think();
     const Ending ending = conversation_.reply_done() ? Ending::stop
-                          : !format_error.empty()    ? Ending::format_error
-                          : stopped                  ? Ending::interrupted
+                          : !a.format_error.empty()  ? Ending::format_error
+                          : a.stopped                ? Ending::interrupted
                                                      : Ending::length;
     conversation_.end_reply(ending);
     write_history();  // the turn's messages and the reply, once the reply is whole
     st.after = runtime_.model().stream_stats();
-    st.prefill_seconds = std::chrono::duration<double>((st.generated > 0 ? first : Clock::now()) - t0).count();
-    const double decode = std::chrono::duration<double>(last - first).count();
+    st.prefill_seconds = std::chrono::duration<double>((st.generated > 0 ? a.first : Clock::now()) - t0).count();
+    const double decode = std::chrono::duration<double>(a.last - a.first).count();
     st.tokens_per_second = st.generated > 1 && decode > 0 ? static_cast<double>(st.generated - 1) / decode : 0;
     last_ = st;
     if (ending == Ending::interrupted) {
-      out(std::string(response_started || think_shown ? "\n" : "") + "[stopped]");
-      if (!result.cut.empty()) out(" [a storage read was cut short; the next message feeds the conversation again]");
+      out(std::string(a.response_started || a.think_shown ? "\n" : "") + "[stopped]");
+      if (!a.result.cut.empty()) out(" [a storage read was cut short; the next message feeds the conversation again]");
     }
     if (ending == Ending::length) {
       const bool at_limit = max_tokens_ > 0 && static_cast<std::int64_t>(st.generated) >= max_tokens_;
-      out(std::string("\n[") + (at_limit ? "token limit: " + limit_text() + " (/max-tokens N to change it)" : "the context is full") +
-          (in_think ? "; it ended inside the think channel, before any answer: /think off, or a higher limit" : "") + "]");
+      out(std::string("\n[") +
+          (at_limit ? "token limit: " + limit_text() + " (/max-tokens N to change it)" : "the context is full") +
+          (in_think ? "; it ended inside the think channel, before any answer: /think off, or a higher limit" : "") +
+          "]");
     }
     if (ending == Ending::format_error)
-      out("\n[the answer ends here: the model broke K3's chat format: " + printable(format_error) + "]");
+      out("\n[the answer ends here: the model broke K3's chat format: " + printable(a.format_error) + "]");
     out("\n" + std::string(style_.dim()) + status_line(st) + style_.reset() + "\n");
-    if (stop_signal == SIGTERM) quit_ = true;
+    if (a.stop_signal == SIGTERM) quit_ = true;
+  }
+
+  /// Generates the open reply from the session's pending ids, showing it as it comes.
+  Answer stream_answer(TurnStats& st) {
+    Answer a;
+    GenerateSettings g = settings_;
+    g.prompt.clear();
+    const std::int64_t room = context_room();
+    g.max_new_tokens = max_tokens_ > 0 ? std::min(max_tokens_, room) : room;
+    StopSignal stop;  // Ctrl-C now stops the answer at the next token
+    g.stop = &stop.flag();
+    // ... and cuts a storage wait short (a stalled http read): the plugins see the flag.
+    const StopFlagScope storage_stop(host_, &stop.flag());
+    try {
+      a.result = generate(session_, g, [&](std::uint32_t id) {
+        a.last = Clock::now();
+        if (st.generated == 0) a.first = a.last;
+        std::vector<StreamEvent> events;
+        try {
+          events = conversation_.add(id);
+        } catch (const RuntimeError& e) {
+          a.format_error = e.what();
+          throw FormatBreak{};
+        }
+        ++st.generated;
+        for (const auto& ev : events) show(ev, a);
+      });
+    } catch (const FormatBreak&) {
+    }
+    a.stopped = stop.requested();
+    a.stop_signal = stop.signal_number();
+    return a;
+  }
+
+  void show(const StreamEvent& ev, Answer& a) {
+    if (ev.kind == StreamEvent::Kind::think_text && show_thinking_) {
+      out(std::string(style_.dim()) + printable(ev.text) + style_.reset());
+      a.think_shown = true;
+    } else if (ev.kind == StreamEvent::Kind::response_text) {
+      if (!a.response_started && a.think_shown) out("\n\n");
+      a.response_started = true;
+      out(printable(ev.text));
+    } else if (ev.kind == StreamEvent::Kind::tool_call) {
+      out("\n[tool call " + printable(ev.call.name + " " + ev.call.arguments) + " (not run: chat runs no tools)]");
+    }
   }
 
   /// Ids kept free after an answer to close it, should it be cut short.
