@@ -5,9 +5,12 @@
 // The pipeline is loaded once (k3::Runtime). Each turn appends the user's message and the
 // reply's opening to the conversation's id stream (k3/conversation.hpp) and feeds only the
 // ids the model has not seen; the reply streams as it is generated, the think channel dimmed
-// (or hidden), and a status line follows it. Line editing and history come from libedit.
-// Ctrl-C stops the answer being written (it is kept, closed in the id stream); at the prompt
-// it clears the line; Ctrl-D at an empty prompt ends the chat.
+// (or hidden), and a status line follows it. Answers stop at a token limit, and when the
+// context would not leave the next one its limit the oldest turns are dropped (said on
+// screen) and the rest is fed again. Thinking starts as the model was trained. Line editing
+// and history come from libedit. Ctrl-C stops the answer being written (it is kept, closed
+// in the id stream), a stalled storage read included; at the prompt it clears the line;
+// Ctrl-D at an empty prompt ends the chat.
 #include <histedit.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -45,14 +49,19 @@ using chat::Message;
 using chat::Role;
 using chat::StreamEvent;
 
+/// An answer's default token limit: a few screens of text (the think channel counts), so that
+/// one answer does not take the context a conversation needs.
+constexpr std::int64_t kDefaultMaxTokens = 1024;
+
 struct ChatOptions {
   std::string history;      ///< --history FILE: append every message to FILE
   std::string resume;       ///< --resume FILE: continue the conversation of FILE (and its state)
   std::string system;       ///< --system TEXT
+  bool think = false;       ///< --think
   bool no_think = false;    ///< --no-think
   std::string effort = "max";
   bool hide_thinking = false;
-  std::int64_t max_tokens = 0;  ///< 0 = as many as the context holds
+  std::int64_t max_tokens = kDefaultMaxTokens;  ///< 0 = as many as the context holds
 };
 
 // --- The terminal ---------------------------------------------------------------------------
@@ -233,8 +242,11 @@ void check_history_file(const std::filesystem::path& file, const std::string& wh
 
 class Chat {
  public:
-  Chat(Runtime& runtime, const Pipeline& pipeline, const ChatOptions& opt)
+  /// `resumed`: the history of --resume, read before the model loaded.
+  Chat(Runtime& runtime, PluginHost& host, const Pipeline& pipeline, const ChatOptions& opt,
+       std::optional<chat::History> resumed)
       : runtime_(runtime),
+        host_(host),
         tokens_(runtime.tokenizer()),
         session_(runtime.model(), pipeline.get_int("memory.context")),
         conversation_(tokens_),
@@ -242,13 +254,17 @@ class Chat {
         max_tokens_(opt.max_tokens),
         show_thinking_(!opt.hide_thinking),
         system_(opt.system) {
-    render_.thinking = !opt.no_think;
+    // A flag given now wins; else a resumed conversation goes on as it was (load()), and a
+    // new one starts as the model was trained (model.thinking, the checkpoint's config.json).
+    thinking_given_ = opt.think || opt.no_think;
+    render_.thinking = opt.think || (!opt.no_think && runtime.thinking());
     render_.effort = chat::parse_effort(opt.effort);
     settings_.stop_at_eos = true;
     settings_.stop_tokens = tokens_.stop_ids();
     settings_.dump_logits.clear();
     pending_system_ = !system_.empty();
     resume_ = opt.resume;
+    resumed_ = std::move(resumed);
     keep_out_ = checkpoint_folders(pipeline);  // --history and --resume were checked against them
     if (!opt.history.empty()) {
       std::error_code ec;
@@ -262,12 +278,12 @@ class Chat {
   int run() {
     LineEditor editor;
     PromptInterrupt prompt_interrupt;
-    out(std::string("k3host chat: ") + runtime_.model_uri() + " | thinking " + (render_.thinking ? "on" : "off") +
-        " | /help for commands, Ctrl-D to quit\n");
     if (!resume_.empty()) {
-      load(resume_);
+      load(resume_, std::move(resumed_));
       history_ = resume_;
     }
+    out(std::string("k3host chat: ") + runtime_.model_uri() + " | thinking " + (render_.thinking ? "on" : "off") +
+        " | answers up to " + limit_text() + " | /help for commands, Ctrl-D to quit\n");
     for (;;) {
       const Input in = read_turn(editor);
       if (in.kind == Input::Kind::interrupted) continue;
@@ -296,90 +312,183 @@ class Chat {
 
  private:
   // --- a turn ---
+  using Clock = std::chrono::steady_clock;
+
+  /// How generating an answer went.
+  struct Answer {
+    GenerateResult result;
+    std::string format_error;  ///< the model wrote a token the format does not allow there
+    bool think_shown = false, response_started = false;
+    bool stopped = false;  ///< Ctrl-C or SIGTERM
+    int stop_signal = 0;
+    Clock::time_point first{}, last{};  ///< the first and last generated token
+  };
+
   void turn(const std::string& text) {
     std::vector<Message> messages;
     if (pending_system_) messages.emplace_back(Role::system, system_);
     messages.emplace_back(Role::user, text);
-    conversation_.begin_reply(messages, render_);
-    const auto unfed = conversation_.unfed(session_.tokens());
-    // Room for the answer and for the ids that would close it if it is cut short.
-    constexpr std::int64_t kClosingRoom = 32;
-    const std::int64_t room = session_.max_positions() - session_.position() - static_cast<std::int64_t>(unfed.size()) -
-                              kClosingRoom;
-    if (room < 1) {
-      conversation_.abandon_reply();
-      out("[the conversation fills the context (" + std::to_string(conversation_.ids().size()) + " of " +
-          std::to_string(session_.max_positions()) + " tokens): /reset, or /save it and raise memory.context]\n");
-      return;
-    }
+    if (!begin_turn(messages)) return;
     pending_system_ = false;
 
     // The conversation's ids the model has not seen are the session's pending ids: generate()
     // feeds them first (and leaves what it did not feed there).
+    const auto unfed = conversation_.unfed(session_.tokens());
     session_.set_pending(std::vector<std::uint32_t>(unfed.begin(), unfed.end()));
-    GenerateSettings g = settings_;
-    g.prompt.clear();
-    g.max_new_tokens = max_tokens_ > 0 ? std::min(max_tokens_, room) : room;
     TurnStats st;
     st.fed = unfed.size();
     st.before = runtime_.model().stream_stats();
-    std::string format_error;
-    bool think_shown = false, response_started = false;
-    using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
-    Clock::time_point first{}, last{};
-    int stop_signal = 0;
-    bool stopped = false;
-    {
-      StopSignal stop;  // Ctrl-C now stops the answer at the next token
-      g.stop = &stop.flag();
-      try {
-        generate(session_, g, [&](std::uint32_t id) {
-          last = Clock::now();
-          if (st.generated == 0) first = last;
-          std::vector<StreamEvent> events;
-          try {
-            events = conversation_.add(id);
-          } catch (const RuntimeError& e) {
-            format_error = e.what();
-            throw FormatBreak{};
-          }
-          ++st.generated;
-          for (const auto& ev : events) {
-            if (ev.kind == StreamEvent::Kind::think_text && show_thinking_) {
-              out(std::string(style_.dim()) + printable(ev.text) + style_.reset());
-              think_shown = true;
-            } else if (ev.kind == StreamEvent::Kind::response_text) {
-              if (!response_started && think_shown) out("\n\n");
-              response_started = true;
-              out(printable(ev.text));
-            } else if (ev.kind == StreamEvent::Kind::tool_call) {
-              out("\n[tool call " + printable(ev.call.name + " " + ev.call.arguments) + " (not run: chat runs no tools)]");
-            }
-          }
-        });
-      } catch (const FormatBreak&) {
-      }
-      stopped = stop.requested();
-      stop_signal = stop.signal_number();
-    }
+    const Answer a = stream_answer(st);
+    // A storage wait cut short left part of a forward pass in the model state: it starts over,
+    // and the next turn feeds the conversation again (the answer so far is kept).
+    if (!a.result.cut.empty()) session_.reset();
+    const bool in_think = conversation_.reply_in_think();
     const Ending ending = conversation_.reply_done() ? Ending::stop
-                          : !format_error.empty()    ? Ending::format_error
-                          : stopped                  ? Ending::interrupted
+                          : !a.format_error.empty()  ? Ending::format_error
+                          : a.stopped                ? Ending::interrupted
                                                      : Ending::length;
     conversation_.end_reply(ending);
     write_history();  // the turn's messages and the reply, once the reply is whole
     st.after = runtime_.model().stream_stats();
-    st.prefill_seconds = std::chrono::duration<double>((st.generated > 0 ? first : Clock::now()) - t0).count();
-    const double decode = std::chrono::duration<double>(last - first).count();
+    st.prefill_seconds = std::chrono::duration<double>((st.generated > 0 ? a.first : Clock::now()) - t0).count();
+    const double decode = std::chrono::duration<double>(a.last - a.first).count();
     st.tokens_per_second = st.generated > 1 && decode > 0 ? static_cast<double>(st.generated - 1) / decode : 0;
     last_ = st;
-    if (ending == Ending::interrupted) out(std::string(response_started || think_shown ? "\n" : "") + "[stopped]");
-    if (ending == Ending::length) out("\n[token limit]");
+    if (ending == Ending::interrupted) {
+      out(std::string(a.response_started || a.think_shown ? "\n" : "") + "[stopped]");
+      if (!a.result.cut.empty()) out(" [a storage read was cut short; the next message feeds the conversation again]");
+    }
+    if (ending == Ending::length) {
+      const bool at_limit = max_tokens_ > 0 && static_cast<std::int64_t>(st.generated) >= max_tokens_;
+      out(std::string("\n[") +
+          (at_limit ? "token limit: " + limit_text() + " (/max-tokens N to change it)" : "the context is full") +
+          (in_think ? "; it ended inside the think channel, before any answer: /think off, or a higher limit" : "") +
+          "]");
+    }
     if (ending == Ending::format_error)
-      out("\n[the answer ends here: the model broke K3's chat format: " + printable(format_error) + "]");
+      out("\n[the answer ends here: the model broke K3's chat format: " + printable(a.format_error) + "]");
     out("\n" + std::string(style_.dim()) + status_line(st) + style_.reset() + "\n");
-    if (stop_signal == SIGTERM) quit_ = true;
+    if (a.stop_signal == SIGTERM) quit_ = true;
+  }
+
+  /// Generates the open reply from the session's pending ids, showing it as it comes.
+  Answer stream_answer(TurnStats& st) {
+    Answer a;
+    GenerateSettings g = settings_;
+    g.prompt.clear();
+    const std::int64_t room = context_room();
+    g.max_new_tokens = max_tokens_ > 0 ? std::min(max_tokens_, room) : room;
+    StopSignal stop;  // Ctrl-C now stops the answer at the next token
+    g.stop = &stop.flag();
+    // ... and cuts a storage wait short (a stalled http read): the plugins see the flag.
+    const StopFlagScope storage_stop(host_, &stop.flag());
+    try {
+      a.result = generate(session_, g, [&](std::uint32_t id) {
+        a.last = Clock::now();
+        if (st.generated == 0) a.first = a.last;
+        std::vector<StreamEvent> events;
+        try {
+          events = conversation_.add(id);
+        } catch (const RuntimeError& e) {
+          a.format_error = e.what();
+          throw FormatBreak{};
+        }
+        ++st.generated;
+        for (const auto& ev : events) show(ev, a);
+      });
+    } catch (const FormatBreak&) {
+    }
+    a.stopped = stop.requested();
+    a.stop_signal = stop.signal_number();
+    return a;
+  }
+
+  void show(const StreamEvent& ev, Answer& a) {
+    if (ev.kind == StreamEvent::Kind::think_text && show_thinking_) {
+      out(std::string(style_.dim()) + printable(ev.text) + style_.reset());
+      a.think_shown = true;
+    } else if (ev.kind == StreamEvent::Kind::response_text) {
+      if (!a.response_started && a.think_shown) out("\n\n");
+      a.response_started = true;
+      out(printable(ev.text));
+    } else if (ev.kind == StreamEvent::Kind::tool_call) {
+      out("\n[tool call " + printable(ev.call.name + " " + ev.call.arguments) + " (not run: chat runs no tools)]");
+    }
+  }
+
+  /// Ids kept free after an answer to close it, should it be cut short.
+  static constexpr std::int64_t kClosingRoom = 32;
+
+  /// The room the context leaves for the answer being begun (the session holds a prefix of
+  /// the stream, so what it still needs fed and what it holds are the stream).
+  [[nodiscard]] std::int64_t context_room() const {
+    return session_.max_positions() - static_cast<std::int64_t>(conversation_.ids().size()) - kClosingRoom;
+  }
+
+  /// Begins the turn's reply. When the context would leave the answer less than its limit
+  /// (at most a quarter of the context: dropping turns means feeding the rest again, so it
+  /// is not done while a long answer still fits), the oldest turns are dropped first, and the
+  /// screen and the history file say so. False (nothing begun) when the message does not fit
+  /// even alone.
+  bool begin_turn(const std::vector<Message>& messages) {
+    const std::int64_t context = session_.max_positions();
+    const std::int64_t want = std::min(max_tokens_ > 0 ? max_tokens_ : context, context / 4);
+    // What dropping every old turn would leave: the system messages and this turn.
+    std::size_t kept = 0;
+    for (const auto& e : conversation_.entries())
+      if (!e.dropped && e.message.role == Role::system) kept += e.ids.size();
+    const std::size_t turn_ids = conversation_.begin_reply(messages, render_);
+    if (context_room() >= want) return true;
+    kept += turn_ids;
+    conversation_.abandon_reply();
+    if (context - static_cast<std::int64_t>(kept) - kClosingRoom < 1) {
+      out("[this message does not fit the context (" + std::to_string(turn_ids) + " tokens with the reply's opening, " +
+          std::to_string(context) + " in all, memory.context): shorten it, or raise memory.context]\n");
+      return false;
+    }
+    std::vector<chat::DroppedTurn> dropped;
+    while (context - static_cast<std::int64_t>(conversation_.ids().size() + turn_ids) - kClosingRoom < want) {
+      auto d = conversation_.drop_oldest_turn();
+      if (!d) break;
+      dropped.push_back(std::move(*d));
+    }
+    if (!dropped.empty()) after_drop(dropped);
+    conversation_.begin_reply(messages, render_);
+    return true;
+  }
+
+  /// Says which turns went, and keeps the files consistent: the model state of the old stream
+  /// no longer matches (the session starts over), the history file is rewritten with those
+  /// records marked dropped, and a state file beside it is removed first (a crash between the
+  /// two then leaves the old history without a state, which resumes).
+  void after_drop(const std::vector<chat::DroppedTurn>& dropped) {
+    std::size_t messages = 0, ids = 0;
+    for (const auto& d : dropped) messages += d.messages, ids += d.ids;
+    auto quote = [](std::string text) {
+      if (text.size() > 40) text = text.substr(0, 40 - 3) + "...";  // bytes; printable() shows a cut character safely
+      for (char& c : text)
+        if (c == '\n') c = ' ';
+      return "\"" + printable(text) + "\"";
+    };
+    std::string which = quote(dropped.front().user_text);
+    if (dropped.size() > 1) which = "from " + which + " to " + quote(dropped.back().user_text);
+    session_.reset();
+    if (!history_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(chat::history_state_file(history_), ec);
+      chat::write_history(history_, conversation_.entries());
+      written_ = conversation_.entries().size();
+    }
+    out("[the context is full: dropped the " + (dropped.size() == 1 ? std::string("oldest turn") : std::to_string(dropped.size()) + " oldest turns") +
+        " (" + std::to_string(messages) + " messages, " + std::to_string(ids) + " tokens: " + which +
+        "); the kept conversation is fed again" + (history_.empty() ? "" : ", and " + history_.string() + " marks them dropped") +
+        "]\n");
+  }
+
+  /// The answer limit as the screen says it.
+  [[nodiscard]] std::string limit_text() const {
+    return max_tokens_ > 0 ? std::to_string(max_tokens_) + " tokens" : "what the context holds";
   }
 
   std::string status_line(const TurnStats& st) const {
@@ -447,6 +556,8 @@ class Chat {
         if (arg != "on" && arg != "off") throw UsageError("/think on|off");
         render_.thinking = arg == "on";
         out(std::string("[thinking ") + arg + " from the next answer]\n");
+      } else if (name == "/max-tokens") {
+        set_max_tokens(arg);
       } else if (name == "/reasoning") {
         if (arg != "show" && arg != "hide") throw UsageError("/reasoning show|hide");
         show_thinking_ = arg == "show";
@@ -460,9 +571,20 @@ class Chat {
     return true;
   }
 
-  static std::string help_text() {
+  /// /max-tokens N: the answer limit from the next answer (0: what the context holds).
+  void set_max_tokens(const std::string& arg) {
+    std::int64_t n = -1;
+    if (!arg.empty() && arg.size() <= 9 && arg.find_first_not_of("0123456789") == std::string::npos) n = std::stoll(arg);
+    if (n < 0) throw UsageError("/max-tokens N: a number of tokens, 0 for what the context holds");
+    max_tokens_ = n;
+    out("[answers up to " + limit_text() + " from the next one]\n");
+  }
+
+  std::string help_text() const {
     return "Type a message and press Enter. End a line with \\ to continue on the next one, or put\n"
            "a message between two lines that hold only \"\"\". A message starting with / is typed //.\n"
+           "Answers are limited to " + limit_text() + " (--max-tokens, /max-tokens); when the context fills,\n"
+           "the oldest turns are dropped (the screen says which) and the rest is fed again.\n"
            "  /help               this text\n"
            "  /reset              start a new conversation (the system prompt stays)\n"
            "  /save FILE          write the conversation to FILE (JSONL) and the model state to FILE.state;\n"
@@ -470,7 +592,8 @@ class Chat {
            "  /load FILE          continue the conversation in FILE (with FILE.state when it is there)\n"
            "  /stats              tokens, speed, expert cache and I/O\n"
            "  /system TEXT        set the system prompt (sent with the next message); /system shows it\n"
-           "  /think on|off       K3's thinking for the next answers\n"
+           "  /think on|off       K3's thinking for the next answers (now " + std::string(render_.thinking ? "on" : "off") + ")\n"
+           "  /max-tokens N       the answer limit from the next answer (0: what the context holds)\n"
            "  /reasoning show|hide  show the think channel (dimmed) or hide it\n"
            "  /quit               end the chat (as does Ctrl-D)\n"
            "Ctrl-C stops an answer (what was written is kept); at the prompt it clears the line.\n";
@@ -480,7 +603,7 @@ class Chat {
     std::ostringstream s;
     const StreamStats io = runtime_.model().stream_stats();
     std::size_t messages = 0;
-    for (const auto& e : conversation_.entries()) messages += e.internal ? 0 : 1;
+    for (const auto& e : conversation_.entries()) messages += e.internal || e.dropped ? 0 : 1;
     s << "conversation: " << messages << " messages, " << conversation_.ids().size() << " tokens; model state: "
       << session_.position() << " tokens (" << (conversation_.ids().size() - static_cast<std::size_t>(session_.position()))
       << " not fed yet); context " << session_.max_positions() << "\n";
@@ -489,7 +612,8 @@ class Chat {
       << format_bytes(io.expert_bytes) << "), expert requests " << io.expert_requests << ", hits " << io.expert_hits
       << ", I/O wait " << io.io_wait_seconds << " s, peak RSS " << format_bytes(peak_rss_bytes()) << "\n";
     s << "thinking " << (render_.thinking ? "on" : "off") << ", reasoning " << (show_thinking_ ? "shown" : "hidden")
-      << ", history " << (history_.empty() ? std::string("none") : history_.string()) << "\n";
+      << ", answers up to " << limit_text() << ", history "
+      << (history_.empty() ? std::string("none") : history_.string()) << "\n";
     return s.str();
   }
 
@@ -519,11 +643,15 @@ class Chat {
     out("[saved " + file.string() + " and " + chat::history_state_file(file).string() + "]\n");
   }
 
-  /// Loads a history file and its state; the current conversation stays when the file
-  /// cannot be read. A state that does not belong to the history is refused.
-  void load(const std::filesystem::path& file) {
+  /// Loads a history file (or, for --resume, the history already read from it) and its
+  /// state; the current conversation stays when the file cannot be read. A state that does
+  /// not belong to the history is refused. The conversation goes on with the thinking setting
+  /// of its last answer, unless --think or --no-think was given for --resume.
+  void load(const std::filesystem::path& file, std::optional<chat::History> read = std::nullopt) {
     check_history_file(file, "/load", keep_out_);  // it is written from now on
-    chat::History h = chat::read_history(file, runtime_.model().config().vocab_size);
+    const std::int64_t vocab = runtime_.model().config().vocab_size;
+    chat::History h = read ? std::move(*read) : chat::read_history(file, vocab);
+    if (read) chat::check_history_ids(file, h, vocab);
     if (h.torn_warning) log(LogLevel::warn, "chat", *h.torn_warning);
     Conversation loaded(tokens_);
     for (auto& e : h.entries) loaded.append(std::move(e));
@@ -557,13 +685,25 @@ class Chat {
     conversation_ = std::move(loaded);
     written_ = conversation_.entries().size();
     pending_system_ = false;
-    std::size_t messages = 0;
-    for (const auto& e : conversation_.entries()) messages += e.internal ? 0 : 1;
+    const bool keep_flag = thinking_given_ && read.has_value();  // --resume with --think/--no-think
+    if (!keep_flag)
+      for (auto e = conversation_.entries().rbegin(); e != conversation_.entries().rend(); ++e)
+        if (e->message.role == Role::assistant) {
+          render_.thinking = e->thinking;
+          break;
+        }
+    std::size_t messages = 0, dropped = 0;
+    for (const auto& e : conversation_.entries()) {
+      messages += e.internal || e.dropped ? 0 : 1;
+      dropped += e.dropped ? 1 : 0;
+    }
     out("[loaded " + file.string() + ": " + std::to_string(messages) + " messages, " +
         std::to_string(conversation_.ids().size()) + " tokens, " + std::to_string(session_.position()) +
-        " of them in the model state]\n");
+        " of them in the model state" +
+        (dropped ? "; " + std::to_string(dropped) + " older messages were dropped when the context filled" : "") +
+        "]\n");
     for (const auto& e : conversation_.entries()) {
-      if (e.internal) continue;
+      if (e.internal || e.dropped) continue;
       const char* who = e.message.role == Role::user ? "> " : e.message.role == Role::system ? "[system] " : "";
       out(std::string(style_.dim()) + who + printable(e.message.content) + style_.reset() + "\n");
     }
@@ -578,6 +718,7 @@ class Chat {
   }
 
   Runtime& runtime_;
+  PluginHost& host_;  ///< its plugins see the stop flag while an answer is written
   chat::ChatTokens tokens_;
   Session session_;
   Conversation conversation_;
@@ -589,6 +730,8 @@ class Chat {
   bool pending_system_ = false;
   std::filesystem::path history_;
   std::filesystem::path resume_;  ///< --resume FILE, loaded when the chat starts
+  std::optional<chat::History> resumed_;  ///< its records, read before the model loaded
+  bool thinking_given_ = false;   ///< --think or --no-think: a resumed conversation keeps it
   std::vector<std::filesystem::path> keep_out_;  ///< the checkpoint folders: no history goes there
   std::size_t written_ = 0;  ///< entries already in history_
   std::optional<TurnStats> last_;
@@ -601,17 +744,24 @@ int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
     throw UsageError("chat: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
   if (!opt.history.empty() && !opt.resume.empty())
     throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
+  if (opt.think && opt.no_think) throw UsageError("chat: --think and --no-think both given; choose one");
   (void)chat::parse_effort(opt.effort);
   const Pipeline pipeline = load_pipeline(global.config, global.overrides);
-  // Where the conversation is written, before the model loads.
+  // Where the conversation is written, before the model loads, and the conversation to
+  // resume read whole (a missing, unreadable or damaged file fails in a moment, not after
+  // the model loaded); its ids are checked against the vocabulary once the model is there.
   if (!opt.history.empty()) check_history_file(opt.history, "chat: --history", checkpoint_folders(pipeline));
-  if (!opt.resume.empty()) check_history_file(opt.resume, "chat: --resume", checkpoint_folders(pipeline));
+  std::optional<chat::History> resumed;
+  if (!opt.resume.empty()) {
+    check_history_file(opt.resume, "chat: --resume", checkpoint_folders(pipeline));
+    resumed = chat::read_history(opt.resume, std::numeric_limits<std::int64_t>::max());
+  }
   PluginHost host(pipeline.plugin_path());
   LoadHooks hooks;
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_plan = [](const std::string& table) { log_text(LogLevel::debug, table); };
   Runtime runtime(pipeline, host, hooks);
-  Chat chat(runtime, pipeline, opt);
+  Chat chat(runtime, host, pipeline, opt, std::move(resumed));
   return chat.run();
 }
 
@@ -623,7 +773,7 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
       "Chat with the model in the terminal, in K3's chat format (docs/chat.md):\n"
       "  k3host chat --config PIPELINE [--set key=value]... [options]\n"
       "Line editing and history (libedit); end a line with \\ to continue it, or enclose a message in\n"
-      "lines of \"\"\". Commands: /help /reset /save FILE /load FILE /stats /system TEXT /think on|off\n"
+      "lines of \"\"\". Commands: /help /reset /save FILE /load FILE /stats /system TEXT /think on|off /max-tokens N\n"
       "/reasoning show|hide /quit. Ctrl-C stops an answer (it is kept) or clears the line; Ctrl-D quits.");
   auto opt = std::make_shared<ChatOptions>();
   sub->add_option("--history", opt->history,
@@ -633,11 +783,16 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
                   "Continue the conversation in FILE with its model state FILE.state, and go on appending to FILE")
       ->type_name("FILE");
   sub->add_option("--system", opt->system, "System prompt, sent with the first message");
-  sub->add_flag("--no-think", opt->no_think, "Start with K3's thinking off (/think on turns it on)");
+  sub->add_flag("--think", opt->think,
+                "Answer with K3's thinking on (/think off turns it off); default: as the model was trained "
+                "(model.thinking), or as a resumed conversation was");
+  sub->add_flag("--no-think", opt->no_think, "Answer with K3's thinking off (/think on turns it on)");
   sub->add_option("--effort", opt->effort, "Thinking effort: low, high or max (default max)")->type_name("EFFORT");
   sub->add_flag("--hide-reasoning", opt->hide_thinking, "Do not show the think channel (/reasoning show shows it)");
   sub->add_option("--max-tokens", opt->max_tokens,
-                  "At most N generated tokens per answer (default: as many as the context holds)")
+                  "At most N generated tokens per answer, the think channel included (0: as many as the context "
+                  "holds); /max-tokens N changes it")
+      ->capture_default_str()
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
   sub->footer("Exit codes: 0 after /quit or Ctrl-D, 5 when SIGTERM stopped an answer, 1 runtime failure, 2 a usage or "

@@ -97,6 +97,9 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   } join{server, watcher};
 
   PluginHost host(pipeline.plugin_path());
+  // A stop request also cuts a storage wait short (a stalled http read): shutdown does not
+  // wait for it beyond the backend's second.
+  const StopFlagScope storage_stop(host, &signal.flag());
   LoadHooks hooks;
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_plan = [](const std::string& table) { log_text(LogLevel::info, table); };

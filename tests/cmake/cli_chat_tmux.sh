@@ -10,6 +10,8 @@
 #     it closed in the history, and the prompt goes on; Ctrl-D exits 0.
 #   C (a fresh conversation, streaming and throttled): Ctrl-C while the answer's tokens
 #     stream stops it, and the stopped answer is kept, closed.
+#   D (a context of 320 tokens): long messages fill it, the oldest turn is dropped and the
+#     screen names it; the chat goes on.
 # Exit 77 (skipped) without tmux.
 #   cli_chat_tmux.sh <k3host> <source dir> <scratch dir>
 set -u
@@ -214,6 +216,25 @@ type_line "/save $WORK/c.jsonl"
 wait_count "^\[saved $WORK/c.jsonl" 1 20 "/save after Ctrl-C during decoding"
 tail -n 1 "$WORK/c.jsonl" | grep -q '"ending":"interrupted"' || fail "the answer stopped while streaming is not recorded as interrupted"
 tail -n 1 "$WORK/c.jsonl" | grep -Eq '"closing":[1-9]' || fail "the answer stopped while streaming was not closed"
+T send-keys -t chat C-d
+wait_count '^EXIT=0$' 1 60 "exit 0 after Ctrl-D"
+
+# --- D ---------------------------------------------------------------------------------------
+# A small context filling up (resident, thinking off, short answers, long messages): the
+# oldest turn is dropped, the screen says which, and the chat goes on.
+start "${common[@]}" --set memory.context=320 --max-tokens 24 --no-think
+wait_count '^k3host chat: .* \| thinking off \| answers up to 24 tokens \|' 1 60 "the banner with the answer limit"
+wait_prompt 10 "the first prompt"
+SMALL='^-- [0-9]+ tokens, .* \| context [0-9]+/320$'
+long="tell me more about the long and winding road that leads to your door, and the rest of it"
+for i in 1 2 3 4 5; do
+  type_line "$i: $long"
+  wait_count "$SMALL" "$i" 60 "the status line of message $i"
+  wait_prompt 10 "the prompt after message $i"
+done
+(($(count '^\[the context is full: dropped the oldest turn \(2 messages, [0-9]+ tokens: "1: tell me') == 1)) ||
+  fail "the first drop does not name the first turn"
+(($(count 'fills the context') == 0)) || fail "a message was refused instead of dropping old turns"
 T send-keys -t chat C-d
 wait_count '^EXIT=0$' 1 60 "exit 0 after Ctrl-D"
 echo "ok"

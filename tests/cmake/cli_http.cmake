@@ -31,6 +31,8 @@ set(k3_http_cases
   "redirect|a redirect to another origin carries no secret header, one within the origin keeps them"
   "deadline|a range stalled mid-run ends the run about read_timeout_s later, exit 1, with a retry warning and the report"
   "interrupt|SIGTERM during a stalled storage wait exits 5 within seconds with the report written and no state"
+  "chat-interrupt|chat: Ctrl-C during a stalled storage wait stops the answer within seconds and the chat goes on"
+  "serve-interrupt|serve: SIGINT during a stalled storage wait shuts the server down within seconds, exit 0"
   "killed|a server killed mid-run is exit 1 (trunk) or exit 4 (experts) with the report written"
   "names|shard names are percent-encoded in URLs, and names that are not plain file names are exit 2 everywhere")
 foreach(entry IN LISTS k3_http_cases)

@@ -4,7 +4,8 @@
 //
 //   node serve_test.mjs --exe K3HOST --src SOURCE_DIR --work SCRATCH --case NAME
 //
-// Cases: chat, reuse, cancel, errors, queue. Exit 0 pass, 1 fail, 77 skipped (no openai
+// Cases: chat, reuse, cancel, errors, queue, shipped (the shipped fortune model instead of tiny).
+// Exit 0 pass, 1 fail, 77 skipped (no openai
 // module: tools/install-deps.sh --with-npm).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -398,7 +399,81 @@ async function caseQueue(model) {
   await stopServer(s);
 }
 
-const cases = { chat: caseChat, reuse: caseReuse, cancel: caseCancel, errors: caseErrors, queue: caseQueue };
+/** Every sample of /metrics: name (with labels) -> its text. */
+async function samples(s) {
+  const r = await request(s, 'GET', '/metrics');
+  const out = {};
+  for (const line of r.body.split('\n')) if (line && !line.startsWith('#')) out[line.split(' ')[0]] = line.split(' ')[1];
+  return out;
+}
+
+// The shipped model (configs/default.yaml's data/models/fortune, trained on plain text, its
+// config.json says k3host_thinking: false): a request with nothing but its messages gets text
+// in content; one that asks for thinking and ends inside the think channel says so. Metrics
+// are written as what they measure allows, and the hit rate is 1 with every expert resident,
+// NaN on a streaming model before its first request.
+async function caseShipped(model) {
+  const argv = ['serve', '--config', path.join(src, 'configs/default.yaml'), '--set', 'threads=1', '--port', '0'];
+  const proc = spawn(exe, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const s = { name: 'shipped', proc, stderr: '', port: 0, exited: null };
+  servers.push(s);
+  proc.stderr.on('data', (d) => { s.stderr += d.toString(); });
+  proc.on('exit', (code, sig) => { s.exited = { code, sig }; });
+  for (let i = 0; i < 600 && !s.port; ++i) {
+    const m = s.stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    if (m) s.port = Number(m[1]);
+    else await sleep(50);
+  }
+  for (let i = 0; i < 600 && (await request(s, 'GET', '/health')).status !== 200; ++i) await sleep(50);
+  check(/chat replies think only when a request sends reasoning_effort/.test(s.stderr),
+        'the server does not say that the model answers without thinking');
+  const ai = client(s);
+  const plain = await ai.chat.completions.create({ model: 'fortune', messages: [{ role: 'user', content: 'Life is' }] });
+  const msg = plain.choices[0].message;
+  check(typeof msg.content === 'string' && msg.content.trim().length > 0, `no text in content: ${JSON.stringify(plain)}`);
+  check(!('reasoning_content' in msg) && !('reasoning_unfinished' in plain.choices[0]), `thinking was on: ${JSON.stringify(plain)}`);
+  const streamed = await collectChat(await ai.chat.completions.create({ model: 'fortune', stream: true,
+    messages: [{ role: 'user', content: 'Life is' }] }));
+  check(streamed.content === msg.content && streamed.reasoning === '', `the stream differs: ${JSON.stringify(streamed)}`);
+
+  // Thinking asked for: the model never closes its think channel, and the reply says so.
+  const ask = { model: 'fortune', messages: [{ role: 'user', content: 'Life is' }], reasoning_effort: 'max', max_tokens: 12 };
+  const thought = await ai.chat.completions.create(ask);
+  const choice = thought.choices[0];
+  check(choice.message.reasoning_content.length > 0 && choice.message.content === '' && choice.finish_reason === 'length',
+        `a reply cut in the think channel: ${JSON.stringify(thought)}`);
+  check(choice.reasoning_unfinished === true, `reasoning_unfinished missing: ${JSON.stringify(choice)}`);
+  let last = null;
+  for await (const c of await ai.chat.completions.create({ ...ask, stream: true })) if (c.choices.length) last = c.choices[0];
+  check(last && last.finish_reason === 'length' && last.reasoning_unfinished === true,
+        `the stream's last chunk does not say the reasoning was cut: ${JSON.stringify(last)}`);
+  check(/ended inside the think channel/.test(s.stderr), 'no log line for the reply cut in the think channel');
+
+  // Metrics: integers, seconds to the microsecond, ratios to 6 digits; every expert resident.
+  const m = await samples(s);
+  check(Number(m.k3_requests_total) === 4, `k3_requests_total ${m.k3_requests_total}`);
+  for (const [name, value] of Object.entries(m)) {
+    // A ratio: at most 6 significant digits; anything else: at most 6 decimals (microseconds).
+    const digits = name.endsWith('_rate') ? value.replace(/e.*$/, '').replace(/[-.]/g, '').replace(/^0+/, '').length
+      : (value.split('.')[1] ?? '').length;
+    check(value === 'NaN' || (/^-?\d+(\.\d*[1-9])?(e[-+]\d+)?$/.test(value) && digits <= 6),
+          `${name} ${value}: more digits than it measures`);
+  }
+  check(Number(m.k3_seconds_per_token) > 0 && /^\d+\.\d{1,6}$/.test(m.k3_seconds_per_token), `k3_seconds_per_token ${m.k3_seconds_per_token}`);
+  check(Number(m.k3_expert_requests_total) === 0 && m.k3_expert_hit_rate === '1',
+        `every expert resident: hit rate ${m.k3_expert_hit_rate} (${m.k3_expert_requests_total} requests)`);
+  await stopServer(s);
+
+  const streaming = await startServer('streaming', model, ['--set', 'memory.trunk_gb=0.00005', '--set', 'memory.expert_cache_gb=0.00005']);
+  check((await samples(streaming)).k3_expert_hit_rate === 'NaN', 'a streaming model before any request: hit rate not NaN');
+  await client(streaming).chat.completions.create({ model: 'model', messages: conversation, max_tokens: 4 });
+  const rate = Number((await samples(streaming)).k3_expert_hit_rate);
+  check(rate >= 0 && rate <= 1, `hit rate after a request: ${rate}`);
+  await stopServer(streaming);
+}
+
+const cases = { chat: caseChat, reuse: caseReuse, cancel: caseCancel, errors: caseErrors, queue: caseQueue,
+  shipped: caseShipped };
 check(cases[testCase], `unknown case ${testCase}`);
 const model = makeModel();
 await cases[testCase](model);

@@ -36,6 +36,13 @@ CASE:
              range is retried, the message naming read_timeout_s, the report written with it.
   interrupt  SIGTERM while a trunk range stalls: exit 5 within a few seconds, the report
              written (interrupted, the cut wait named), no state saved.
+  chat-interrupt
+             k3host chat over the stalling server: Ctrl-C (SIGINT) while an answer's trunk
+             range stalls stops the answer within a few seconds ([stopped], the cut read
+             named), the chat goes on to its prompt, and /quit exits 0.
+  serve-interrupt
+             k3host serve over the stalling server: SIGINT while a request's trunk range
+             stalls shuts the server down within a few seconds, exit 0.
   killed     the server killed mid-run: exit 1 while the trunk streams, exit 4 when only
              experts do (the trunk resident); the report written with the reason each time.
   names      shard names with a space, '?' and '#' are read over http (percent-encoded) as
@@ -46,6 +53,7 @@ Exit 77 (skipped) when nginx is not installed. Servers listen on 127.0.0.1 only,
 with the test (or after their lifetime).
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -53,6 +61,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -557,6 +566,108 @@ def case_interrupt(t):
           "the report of the interrupted run is missing or does not name the cut wait", r)
 
 
+def stalled_args(t, base, extra=()):
+    """The pipeline flags of a run that streams the one-shard tiny model from `base` over http."""
+    params = ", ".join("%s: '%s'" % kv for kv in FAST_RETRIES.items())
+    return ["--config", os.path.join(t.src, "configs/default.yaml"), "--set", "threads=1",
+            "--set", "memory.context=256", "--set", "memory.trunk_gb=0.00005", "--set", "memory.expert_cache_gb=0.00005",
+            "--set", "model.generate_if_missing=false", "--set", "model.path=" + base + "/",
+            "--set", "storage.plugin=http", "--set", "storage.params={%s}" % params, *extra]
+
+
+def read_text(path):
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+
+def wait_text(path, pattern, seconds, proc):
+    """Until `pattern` shows in the file (a regular expression); the match, or None."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        m = re.search(pattern, read_text(path))
+        if m or proc.poll() is not None:
+            return m
+        time.sleep(0.02)
+    return None
+
+
+def case_chat_interrupt(t):
+    model = t.make_model(one_shard=True)
+    marker = os.path.join(t.work, "hang.marker")
+    s, base = stalled_server(t, model, marker, 120)
+    out_path, err_path = os.path.join(t.work, "chat.stdout"), os.path.join(t.work, "chat.stderr")
+    args = ["chat", *stalled_args(t, base), "--max-tokens", "8"]
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen([t.exe, *args], stdin=subprocess.PIPE, stdout=out, stderr=err)
+    d = type("Done", (), {})()
+    try:
+        proc.stdin.write(b"Hello there\n")
+        proc.stdin.flush()
+        check(wait_for(marker, 120, proc), "the chat never reached the stalling range")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        stopped = wait_text(out_path, r"\[stopped\]", 30, proc)
+        waited = time.monotonic() - sent
+        print("chat-interrupt: the answer stopped %.1f s after SIGINT" % waited)
+        proc.stdin.write(b"/quit\n")
+        proc.stdin.close()
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure("the chat did not end within 30 s of /quit")
+    d.returncode, d.stdout, d.stderr = proc.returncode, read_text(out_path), read_text(err_path)
+    r = Run(args, d)
+    check(stopped is not None, "Ctrl-C during a storage stall: no [stopped] within 30 s", r)
+    check(waited < 5, "Ctrl-C during a storage stall: the answer took %.1f s to stop" % waited, r)
+    check("a storage read was cut short" in r.out, "the screen does not say that a storage read was cut short", r)
+    check(r.code == 0, "/quit after the stopped answer: expected exit 0", r)
+
+
+def case_serve_interrupt(t):
+    model = t.make_model(one_shard=True)
+    marker = os.path.join(t.work, "hang.marker")
+    s, base = stalled_server(t, model, marker, 120)
+    err_path = os.path.join(t.work, "serve.stderr")
+    args = ["serve", *stalled_args(t, base), "--port", "0"]
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen([t.exe, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    d = type("Done", (), {})()
+    try:
+        m = wait_text(err_path, r"ready on http://127\.0\.0\.1:(\d+)", 120, proc)
+        check(m is not None, "the server never became ready:\n" + read_text(err_path))
+        answers = []
+
+        def ask():
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)), timeout=60)
+                c.request("POST", "/v1/chat/completions", json.dumps(
+                    {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8}),
+                    {"Content-Type": "application/json"})
+                answers.append(c.getresponse().status)
+            except OSError as e:
+                answers.append(str(e))
+
+        client = threading.Thread(target=ask)
+        client.start()
+        check(wait_for(marker, 120, proc), "the request never reached the stalling range")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        proc.wait(30)
+        waited = time.monotonic() - sent
+        client.join(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure("SIGINT during a storage stall: the server did not stop within 30 s\n" + read_text(err_path))
+    print("serve-interrupt: stopped %.1f s after SIGINT (the request got %s)" % (waited, answers))
+    d.returncode, d.stdout, d.stderr = proc.returncode, "", read_text(err_path)
+    r = Run(args, d)
+    check(waited < 5, "SIGINT during a storage stall: the server took %.1f s to stop" % waited, r)
+    check(r.code == 0, "SIGINT during a storage stall: expected exit 0", r)
+
+
 def case_killed(t):
     model = t.make_model(one_shard=True)
     params = dict(FAST_RETRIES, retries="0")
@@ -638,14 +749,14 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--case", required=True, choices=["nginx", "transient", "permanent", "secret", "tiered", "tls",
                                                      "validators", "redirect", "deadline", "interrupt", "killed",
-                                                     "names"])
+                                                     "names", "chat-interrupt", "serve-interrupt"])
     a = p.parse_args()
     if shutil.which("nginx") is None and not os.access("/usr/sbin/nginx", os.X_OK) and a.case in ("nginx", "names"):
         print("SKIP: nginx is not installed")
         return 77
     t = Test(a)
     try:
-        globals()["case_" + a.case](t)
+        globals()["case_" + a.case.replace("-", "_")](t)
     except Failure as e:
         print("FAILED: %s" % e, file=sys.stderr)
         return 1

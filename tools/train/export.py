@@ -6,7 +6,9 @@ Tensor names, shapes and dtypes as docs/model-spec.md §2/§4 (the layout tools/
 and make_test_checkpoint.py writes): routed experts MXFP4 (weight_packed + weight_scale U8),
 the KDA conv kernels, A_log (stored [head_dim] as released, zero past num_heads), dt_bias,
 o_norm and the router's e_score_correction_bias F32, every other tensor BF16 (round to nearest
-even). config.json nests the text keys under text_config. TOKENIZER_DIR supplies
+even). config.json nests the text keys under text_config and says `k3host_thinking: false`:
+train.py trains on plain text, never on K3's chat format, so chat and serve answer such a
+model with the think channel closed (docs/chat.md, "Thinking"). TOKENIZER_DIR supplies
 tiktoken.model and tokenizer_config.json, copied as they are.
 """
 
@@ -75,7 +77,7 @@ def export(params, config_doc, tokenizer_dir, out_dir, shards):
     text["model_type"] = "kimi_linear"
     mtc.write_json(os.path.join(out_dir, "config.json"),
                    {"model_type": "kimi_k3", "bos_token_id": text["bos_token_id"],
-                    "eos_token_id": text["eos_token_id"], "text_config": text})
+                    "eos_token_id": text["eos_token_id"], "k3host_thinking": False, "text_config": text})
     for f in ("tiktoken.model", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(tokenizer_dir, f), os.path.join(out_dir, f))
 

@@ -146,6 +146,9 @@ class CompletionParser {
   /// The channel the last token belonged to: think, response, tools, or none (structure).
   enum class Channel { think, response, tools, structure };
   [[nodiscard]] Channel channel() const;
+  /// The think channel is still open (thinking on, its <|close|>think not written yet): a
+  /// completion cut here holds reasoning and no answer.
+  [[nodiscard]] bool in_think() const;
   /// The whole-payload decode so far (think channel, response channel), independent of the
   /// deltas: what parse_completion returns.
   [[nodiscard]] Completion result() const;

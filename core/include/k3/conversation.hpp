@@ -46,7 +46,18 @@ struct Entry {
   bool thinking = false;          ///< assistant: generated with the think channel open
   Ending ending = Ending::stop;   ///< assistant
   std::size_t closing = 0;        ///< assistant: trailing ids of `ids` the conversation added
+  /// Dropped to make room when the context filled (Conversation::drop_oldest_turn): kept for
+  /// the record (the history file), no longer part of the id stream or the messages.
+  bool dropped = false;
   bool operator==(const Entry&) const = default;
+};
+
+/// What Conversation::drop_oldest_turn took out of the stream.
+struct DroppedTurn {
+  std::size_t first = 0, last = 0;  ///< entry indices, inclusive (system messages among them stay)
+  std::size_t messages = 0;         ///< entries dropped
+  std::size_t ids = 0;              ///< ids they held
+  std::string user_text;            ///< the turn's first user message (for saying which)
 };
 
 class Conversation {
@@ -72,6 +83,9 @@ class Conversation {
   [[nodiscard]] bool replying() const noexcept;
   /// The stop id has arrived (the reply is complete).
   [[nodiscard]] bool reply_done() const;
+  /// The reply is still inside its think channel (CompletionParser::in_think): cut now, it
+  /// would hold reasoning and no answer.
+  [[nodiscard]] bool reply_in_think() const;
   /// What the reply holds so far (reasoning, content, complete tool calls).
   [[nodiscard]] Completion reply() const;
   /// Ends the reply: a reply that is not done is closed (its closing ids appended) and
@@ -83,19 +97,28 @@ class Conversation {
   /// been called (a turn that would not fit the context; nothing of it may have been fed).
   void abandon_reply();
 
-  /// The stream: every entry's ids, in order.
+  /// The stream: every entry's ids, in order (dropped entries left out).
   [[nodiscard]] const std::vector<std::uint32_t>& ids() const noexcept;
+  /// Every entry, dropped ones included (as the history file holds them).
   [[nodiscard]] const std::vector<Entry>& entries() const noexcept;
-  /// The messages (internal ones left out); an open reply is not among them.
+  /// The messages (internal and dropped ones left out); an open reply is not among them.
   [[nodiscard]] std::vector<Message> messages() const;
   /// The ids of the stream after `fed` (what a Session holding `fed` still has to be given).
   /// UsageError when `fed` is not a prefix of the stream (a model state of another
   /// conversation).
   [[nodiscard]] std::span<const std::uint32_t> unfed(std::span<const std::uint32_t> fed) const;
 
+  /// Drops the oldest turn still in the stream: its user (and tool) messages and the
+  /// assistant's replies up to the next user message after a reply; system messages, typed or
+  /// internal, stay. The stream is then the kept entries' ids, which is what rendering the
+  /// kept messages gives (each message's segments are encoded on their own), so a model state
+  /// of the old stream no longer matches it: the caller feeds the conversation again. nullopt
+  /// when there is no whole turn to drop; UsageError while a reply is open.
+  std::optional<DroppedTurn> drop_oldest_turn();
+
   /// Appends a complete entry as it was recorded (a history file); its ids are taken as
-  /// they are (the model refuses ids outside its vocabulary when they are fed). UsageError
-  /// while a reply is open.
+  /// they are (the model refuses ids outside its vocabulary when they are fed), and a
+  /// dropped entry's are not part of the stream. UsageError while a reply is open.
   void append(Entry entry);
   /// Forgets everything (a reply included).
   void clear();
@@ -114,8 +137,8 @@ class Conversation {
 //   {"role":"user","content":"Hello","ids":[...]}
 //   {"role":"assistant","content":"...","reasoning_content":"...","ids":[...],
 //    "thinking":true,"ending":"stop","closing":0}
-// plus "name", "internal":true and "tool_calls" when they apply. The concatenated "ids" are
-// the conversation's id stream.
+// plus "name", "internal":true, "dropped":true and "tool_calls" when they apply. The
+// concatenated "ids" of the records that are not dropped are the conversation's id stream.
 
 /// One record, '\n' included.
 std::string history_record(const Entry& entry);
@@ -134,6 +157,9 @@ struct History {
 /// that is not one (other than a torn last line) and for an id outside a vocabulary of
 /// `vocab_size` ids; UsageError for a missing file, a folder, a device or a FIFO.
 History read_history(const std::filesystem::path& file, std::int64_t vocab_size);
+/// The vocabulary check of read_history on its own, for a history read before the model
+/// was known (read with vocab_size INT64_MAX): UsageError naming file:line and the id.
+void check_history_ids(const std::filesystem::path& file, const History& history, std::int64_t vocab_size);
 /// Appends one record (util's append_record: one write(2) under O_APPEND, on a line of its
 /// own even when the file's last record lacks its '\n').
 void append_history(const std::filesystem::path& file, const Entry& entry);

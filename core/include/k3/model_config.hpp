@@ -3,6 +3,7 @@
 // naming the key and the file). Nothing here has a default.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -55,6 +56,11 @@ struct ModelConfig {
   /// geometry file): part of the checkpoint identity (k3/checkpoint.hpp), not of the
   /// fingerprint, which names the shape alone.
   std::uint64_t source_hash = 0;
+  /// config.json's `k3host_thinking` (a boolean): false for a model that was not trained with
+  /// K3's think channel (the shipped fortune models, trained on plain text), which `chat` and
+  /// `serve` then answer with thinking off unless asked (docs/chat.md, "Thinking"). Absent:
+  /// nullopt, read as true, as the released K3 thinks. Not part of the fingerprint.
+  std::optional<bool> thinking;
 
   [[nodiscard]] bool is_mla(std::int64_t layer) const;     ///< 0-based layer index
   [[nodiscard]] bool is_dense(std::int64_t layer) const { return layer < first_k_dense_replace; }

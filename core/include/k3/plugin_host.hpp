@@ -151,4 +151,18 @@ class PluginHost {
   std::unique_ptr<Impl> impl_;
 };
 
+/// For its lifetime, `host`'s plugins see `flag` as HostServices::stop_requested() (null
+/// before it goes): a batch run, a chat answer or a server's life, so that a stop request
+/// cuts a storage wait short.
+class StopFlagScope {
+ public:
+  StopFlagScope(PluginHost& host, const std::atomic<bool>* flag) noexcept : host_(host) { host_.set_stop_flag(flag); }
+  ~StopFlagScope() { host_.set_stop_flag(nullptr); }
+  StopFlagScope(const StopFlagScope&) = delete;
+  StopFlagScope& operator=(const StopFlagScope&) = delete;
+
+ private:
+  PluginHost& host_;
+};
+
 }  // namespace k3

@@ -53,6 +53,9 @@ class Runtime {
   [[nodiscard]] double load_seconds() const noexcept { return load_seconds_; }
   /// job.speculative.draft_model, loaded (null when not set or drafting is off).
   [[nodiscard]] std::shared_ptr<DraftModel> draft_model() const noexcept { return draft_model_; }
+  /// Whether a chat answer opens K3's think channel when nothing asks otherwise: model.thinking,
+  /// or with `auto` the checkpoint's `k3host_thinking` (ModelConfig::thinking; absent: true).
+  [[nodiscard]] bool thinking() const noexcept { return thinking_; }
 
   /// Plain text to ids (no special tokens). UsageError when the tokenizer refuses it.
   [[nodiscard]] std::vector<std::uint32_t> encode(const std::string& text) const;
@@ -66,6 +69,7 @@ class Runtime {
   std::shared_ptr<sdk::Tokenizer> tokenizer_;
   std::shared_ptr<DraftModel> draft_model_;
   double load_seconds_ = 0;
+  bool thinking_ = true;
 };
 
 /// The pipeline's storage backend alone, for tools that read the checkpoint without a model

@@ -265,6 +265,8 @@ bool CompletionParser::done() const { return state_->phase == Phase::done; }
 
 CompletionParser::Channel CompletionParser::channel() const { return state_->channel; }
 
+bool CompletionParser::in_think() const { return state_->thinking && state_->phase == Phase::think; }
+
 std::vector<Segment> CompletionParser::closing() const {
   const State& s = *state_;
   std::vector<Segment> out;

@@ -53,6 +53,13 @@ std::vector<KeySpec> build_schema() {
        "location (the model.demo_path configs/default.yaml names); any other missing model.path is an error (exit 2)",
        "the main command must work on a fresh machine; set false to make a missing demo checkpoint an error too"},
 
+      {"model.thinking", T::choice, "auto", {}, {"auto", "on", "off"},
+       "Whether `chat` and `serve` answer with K3's think channel open unless a request or command says otherwise "
+       "(--think/--no-think, /think, reasoning_effort): auto = what the checkpoint's config.json says "
+       "(`k3host_thinking: false` for a model trained without the think channel), on when it says nothing",
+       "auto: the model's own training decides; the released K3 thinks, the shipped fortune models (plain text) "
+       "do not, and a model left in its think channel answers nothing (docs/chat.md, \"Thinking\")"},
+
       {"storage.plugin", T::name, "posix", {}, {},
        "Storage plugin that reads the checkpoint (posix, direct, mmap, uring, http, tiered, throttle, faulty, synthetic)",
        "posix (buffered pread) works on every file system"},

@@ -69,7 +69,9 @@ std::size_t Conversation::begin_reply(std::span<const Message> messages, const R
   opts.generation_prompt = true;
   const std::vector<Segment> whole = render(all, opts);
   std::size_t skip = 0;
-  if (before > 0) {
+  // A conversation with a stream has what the options put first already (or started
+  // without it), even when every message of it was dropped and only that is left.
+  if (before > 0 || !ids_.empty()) {
     opts.generation_prompt = false;
     const std::vector<Segment> so_far = render(std::span<const Message>(all.data(), before), opts);
     if (so_far.size() > whole.size() || !std::equal(so_far.begin(), so_far.end(), whole.begin()))
@@ -126,6 +128,8 @@ bool Conversation::replying() const noexcept { return reply_ != nullptr; }
 
 bool Conversation::reply_done() const { return reply_ && reply_->parser.done(); }
 
+bool Conversation::reply_in_think() const { return reply_ && reply_->parser.in_think(); }
+
 Completion Conversation::reply() const {
   if (!reply_) throw UsageError("chat: no reply is open");
   return reply_->parser.result();
@@ -155,6 +159,38 @@ void Conversation::abandon_reply() {
   reply_.reset();
 }
 
+std::optional<DroppedTurn> Conversation::drop_oldest_turn() {
+  if (reply_) throw UsageError("chat: a reply is still open");
+  auto kept = [&](std::size_t i) { return !entries_[i].dropped; };
+  std::size_t first = 0;
+  while (first < entries_.size() && (!kept(first) || entries_[first].message.role == Role::system)) ++first;
+  // The turn runs to the next user message after one of the assistant's replies.
+  std::size_t end = first;
+  bool replied = false;
+  for (; end < entries_.size(); ++end) {
+    if (!kept(end)) continue;
+    const Role role = entries_[end].message.role;
+    if (role == Role::user && replied) break;
+    replied = replied || role == Role::assistant;
+  }
+  if (first >= entries_.size() || !replied) return std::nullopt;
+  DroppedTurn d;
+  d.first = first;
+  d.last = end - 1;
+  for (std::size_t i = first; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.dropped || e.message.role == Role::system) continue;
+    if (d.user_text.empty() && e.message.role == Role::user) d.user_text = e.message.content;
+    e.dropped = true;
+    ++d.messages;
+    d.ids += e.ids.size();
+  }
+  ids_.clear();
+  for (const Entry& e : entries_)
+    if (!e.dropped) ids_.insert(ids_.end(), e.ids.begin(), e.ids.end());
+  return d;
+}
+
 const std::vector<std::uint32_t>& Conversation::ids() const noexcept { return ids_; }
 
 const std::vector<Entry>& Conversation::entries() const noexcept { return entries_; }
@@ -163,7 +199,7 @@ std::vector<Message> Conversation::messages() const {
   std::vector<Message> out;
   const std::size_t n = entries_.size() - (reply_ ? 1 : 0);
   for (std::size_t i = 0; i < n; ++i)
-    if (!entries_[i].internal) out.push_back(entries_[i].message);
+    if (!entries_[i].internal && !entries_[i].dropped) out.push_back(entries_[i].message);
   return out;
 }
 
@@ -179,7 +215,7 @@ std::span<const std::uint32_t> Conversation::unfed(std::span<const std::uint32_t
 
 void Conversation::append(Entry entry) {
   if (reply_) throw UsageError("chat: a reply is still open");
-  ids_.insert(ids_.end(), entry.ids.begin(), entry.ids.end());
+  if (!entry.dropped) ids_.insert(ids_.end(), entry.ids.begin(), entry.ids.end());
   entries_.push_back(std::move(entry));
 }
 

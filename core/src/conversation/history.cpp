@@ -56,6 +56,7 @@ Entry entry_of(const json& j, const std::string& where) {
   e.message.tool_call_id = field<std::string>(j, "tool_call_id", "", where);
   e.internal = field<bool>(j, "internal", false, where);
   e.thinking = field<bool>(j, "thinking", false, where);
+  e.dropped = field<bool>(j, "dropped", false, where);
   const auto ids = j.find("ids");
   if (ids == j.end() || !ids->is_array()) throw UsageError(where + ": \"ids\" must be an array of token ids");
   for (const auto& id : *ids) {
@@ -87,6 +88,7 @@ std::string history_record(const Entry& e) {
   j["role"] = role_name(e.message.role);
   if (!e.message.name.empty()) j["name"] = e.message.name;
   if (e.internal) j["internal"] = true;
+  if (e.dropped) j["dropped"] = true;
   j["content"] = e.message.content;
   if (e.message.role == Role::assistant) {
     if (e.thinking) j["reasoning_content"] = e.message.reasoning_content;
@@ -129,14 +131,20 @@ History read_history(const std::filesystem::path& file, std::int64_t vocab_size)
     // A whole record whose '\n' alone is missing is kept (append_record starts the next
     // record on a line of its own).
     h.entries.push_back(entry_of(j, where));
-    for (const std::uint32_t id : h.entries.back().ids)
-      if (static_cast<std::int64_t>(id) >= vocab_size)
-        throw UsageError(where + ": token id " + std::to_string(id) + " is outside the model's vocabulary of " +
-                         std::to_string(vocab_size) + " ids (a history of another model?)");
     pos = last ? data.size() : eol + 1;
     h.valid_bytes = pos;
   }
+  check_history_ids(file, h, vocab_size);
   return h;
+}
+
+void check_history_ids(const std::filesystem::path& file, const History& h, std::int64_t vocab_size) {
+  for (std::size_t i = 0; i < h.entries.size(); ++i)  // record i is line i + 1: every line is one
+    for (const std::uint32_t id : h.entries[i].ids)
+      if (static_cast<std::int64_t>(id) >= vocab_size)
+        throw UsageError(file.string() + ":" + std::to_string(i + 1) + ": token id " + std::to_string(id) +
+                         " is outside the model's vocabulary of " + std::to_string(vocab_size) +
+                         " ids (a history of another model?)");
 }
 
 void append_history(const std::filesystem::path& file, const Entry& entry) {

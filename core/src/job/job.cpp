@@ -101,19 +101,6 @@ JobReport run_job(const Pipeline& p, const JobHooks& hooks) {
 
 namespace {
 
-/// For the length of a run: the host's plugins see the run's stop flag
-/// (HostServices::stop_requested), so a stop request cuts a storage wait short.
-class StopFlagScope {
- public:
-  StopFlagScope(PluginHost& host, const std::atomic<bool>* flag) noexcept : host_(host) { host_.set_stop_flag(flag); }
-  ~StopFlagScope() { host_.set_stop_flag(nullptr); }
-  StopFlagScope(const StopFlagScope&) = delete;
-  StopFlagScope& operator=(const StopFlagScope&) = delete;
-
- private:
-  PluginHost& host_;
-};
-
 /// What a run that failed part way knew (exit 1, or exit 5 outside generation): the
 /// report is still written, with the reason, so a failure leaves the same record a finished
 /// run does. Never throws: a report that cannot be written is logged, the run's own error wins.

@@ -258,6 +258,8 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (hooks.on_plan) hooks.on_plan(model_->plan().table());
   draft_model_ = load_draft_model(p, host, *model_, settings_, hooks);
+  const std::string thinking = p.get_string("model.thinking");
+  thinking_ = thinking == "auto" ? model_->config().thinking.value_or(true) : thinking == "on";
   if (hooks.on_status) {
     // Said at every load, so nobody mistakes the demo's noise for a broken engine.
     if (model_->config().synthetic)

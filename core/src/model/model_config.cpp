@@ -294,6 +294,12 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   ModelConfig c = detail::model_config_from_tree(tree, origin);
   c.synthetic = tree.count("k3host_synthetic") != 0;
   c.source_hash = XXH3_64bits(json_text.data(), json_text.size());
+  if (const auto it = tree.find("k3host_thinking"); it != tree.end()) {
+    if (it->second.type != detail::ConfigValue::Type::boolean)
+      throw UsageError(origin + ": k3host_thinking must be true or false (whether the model was trained with K3's "
+                                "think channel)");
+    c.thinking = it->second.boolean;
+  }
   return c;
 }
 

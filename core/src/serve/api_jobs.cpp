@@ -147,6 +147,16 @@ class ChatJob final : public ApiJob {
   }
 
  private:
+  /// A reply cut inside the think channel has reasoning and no answer (content ""): the choice
+  /// says so, since clients that show only content would show nothing (docs/serve.md).
+  void mark_reasoning_unfinished(json& choice, const ChatOutput& out) const {
+    if (!out.in_reasoning()) return;
+    choice["reasoning_unfinished"] = true;
+    log(LogLevel::info, kComponent,
+        id_ + ": the reply ended inside the think channel (no answer yet): raise max_tokens, or send "
+              "reasoning_effort \"none\"");
+  }
+
   void name_calls(std::vector<chat::ToolCall>& calls) {
     for (auto& c : calls) c.id = cx_.new_id("call_");
   }
@@ -165,14 +175,16 @@ class ChatJob final : public ApiJob {
     msg["content"] = out.content.empty() && !out.calls.empty() ? json(nullptr) : json(out.content);
     if (req_.render.thinking) msg["reasoning_content"] = out.reasoning;
     if (!out.calls.empty()) msg["tool_calls"] = tool_calls_json(out.calls, 0, false);
+    json choice = {{"index", 0},
+                   {"message", msg},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish_reason(*r, out.stopped(), !out.calls.empty())}};
+    mark_reasoning_unfinished(choice, out);
     const json body = {{"id", id_},
                        {"object", "chat.completion"},
                        {"created", created_},
                        {"model", cx_.model_id},
-                       {"choices", json::array({{{"index", 0},
-                                                 {"message", msg},
-                                                 {"logprobs", nullptr},
-                                                 {"finish_reason", finish_reason(*r, out.stopped(), !out.calls.empty())}}})},
+                       {"choices", json::array({std::move(choice)})},
                        {"usage", usage_json(prompt_tokens_, r->generated.size(), r->cached)}};
     out_->write(dump(body));
     out_->finish();
@@ -205,7 +217,9 @@ class ChatJob final : public ApiJob {
     const auto r = generate("chat (stream)", [](const ApiError& e) { return "data: " + error_body(e) + "\n\n"; });
     if (!r) return;
     send_delta(out.flush());
-    send(sse(chunk_json(json::object(), finish_reason(*r, out.stopped(), !out.calls.empty()))));
+    json last = chunk_json(json::object(), finish_reason(*r, out.stopped(), !out.calls.empty()));
+    mark_reasoning_unfinished(last["choices"][0], out);
+    send(sse(last));
     if (req_.gen.include_usage)
       send(sse({{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", cx_.model_id},
                 {"choices", json::array()}, {"usage", usage_json(prompt_tokens_, r->generated.size(), r->cached)}}));

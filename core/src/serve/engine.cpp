@@ -105,7 +105,16 @@ RunResult Engine::run(const RunRequest& req) {
     }
     const std::size_t next_mark = (at / every + 1) * every;
     const std::size_t end = std::min({at + chunk, max_len, next_mark});
-    live_.feed({ids.data() + at, end - at}, false, logits);
+    try {
+      live_.feed({ids.data() + at, end - at}, false, logits);
+    } catch (const Interrupted&) {
+      // A storage wait cut short on shutdown (HostServices::stop_requested): the session holds
+      // part of a forward pass, so it is not kept.
+      live_.reset();
+      r.interrupted = true;
+      r.prefill_seconds = seconds_since(t0);
+      return r;
+    }
     at = end;
     // At every mark, and before the last prompt token: the same prompt sent again (a retry,
     // a regenerated answer) resumes there.
@@ -144,6 +153,10 @@ RunResult Engine::run(const RunRequest& req) {
   r.generated = gr.generated;
   r.stopped_at_eos = gr.stopped_at_eos;
   r.interrupted = r.interrupted || gr.interrupted;
+  if (!gr.cut.empty()) {
+    live_.reset();  // part of a forward pass (a storage wait cut short): nothing to resume from
+    return r;
+  }
   keep(live_);  // the end of the reply: a follow-up whose ids repeat it resumes here
   return r;
 }

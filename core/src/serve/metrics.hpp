@@ -14,7 +14,8 @@ namespace k3::serve {
 
 class Metrics {
  public:
-  void set_loaded(const StreamStats& io, double load_seconds);
+  /// `experts_resident`: the plan holds every expert (no expert cache), so k3_expert_hit_rate is 1.
+  void set_loaded(const StreamStats& io, double load_seconds, bool experts_resident);
   void record(const RunResult& r, std::size_t prompt_tokens, const StreamStats& io, const EngineStats& engine);
   void count_rejected();
   void set_queue(std::size_t depth);
@@ -29,6 +30,7 @@ class Metrics {
   double last_seconds_per_token_ = 0, last_ttft_ = 0, load_seconds_ = 0;
   std::size_t queue_ = 0;
   bool running_ = false;
+  bool experts_resident_ = false;
   StreamStats io_;
   EngineStats engine_;
 };

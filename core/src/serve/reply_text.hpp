@@ -33,6 +33,9 @@ class ChatOutput {
 
   [[nodiscard]] bool stopped() const noexcept { return stop_.stopped(); }
   [[nodiscard]] bool thinking() const noexcept { return thinking_; }
+  /// The reply stopped inside the think channel (a token limit reached before the model
+  /// closed it): all of it is reasoning. The response says so (docs/serve.md, "Responses").
+  [[nodiscard]] bool in_reasoning() const { return !raw_ && parser_.in_think(); }
 
   std::string reasoning, content;
   std::vector<chat::ToolCall> calls;

@@ -213,10 +213,11 @@ std::vector<std::uint32_t> ids_of(const json& a) {
 
 }  // namespace
 
-ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_tokens) {
+ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_tokens, bool thinking) {
   const json j = parse_body(body);
   std::set<std::string> seen;
   ChatRequest r;
+  r.render.thinking = thinking;
   r.gen = read_gen(j, default_max_tokens, seen, true);
   seen.insert({"messages", "tools", "tool_choice", "reasoning_effort", "parallel_tool_calls"});
   if (!j.contains("messages")) bad("messages", "'messages' is required");
@@ -251,6 +252,7 @@ ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_t
     } else {
       try {
         r.render.effort = chat::parse_effort(v);
+        r.render.thinking = true;  // asking for an effort asks for thinking, whatever the model's default
       } catch (const UsageError& err) {
         bad("reasoning_effort", std::string("'reasoning_effort': ") + err.what() + " (or \"none\" for no thinking)");
       }

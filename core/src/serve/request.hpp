@@ -40,7 +40,7 @@ struct GenParams {
 struct ChatRequest {
   GenParams gen;
   std::vector<chat::Message> messages;
-  chat::RenderOptions render;      ///< tools, tool_choice, thinking/effort from reasoning_effort
+  chat::RenderOptions render;      ///< tools, tool_choice, thinking/effort from reasoning_effort (or the model's default)
 };
 
 struct CompletionRequest {
@@ -51,8 +51,9 @@ struct CompletionRequest {
 };
 
 /// ApiError 400 for malformed JSON, a wrong type, an out-of-range or unsupported parameter
-/// (naming it in `param`), an unknown one.
-ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_tokens);
+/// (naming it in `param`), an unknown one. `thinking` is the model's default (Runtime::thinking):
+/// a chat request without reasoning_effort gets it; "none" turns thinking off, an effort on.
+ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_tokens, bool thinking = true);
 CompletionRequest parse_completion_request(std::string_view body, std::int64_t default_max_tokens);
 
 /// Stop sequences over streamed text: push() returns the text that can be shown now,

@@ -103,7 +103,7 @@ void Server::Impl::handle(HttpRequest req, const std::shared_ptr<Responder>& out
       out->reply(200, "application/json", json{{"object", "list"}, {"data", json::array({entry})}}.dump());
     } else if (post && req.path == "/v1/chat/completions") {
       if (!ready.load()) throw ApiError(503, "The model is still loading.", "server_error", "", "model_loading");
-      ChatRequest cr = parse_chat_request(req.body, opt.default_max_tokens);
+      ChatRequest cr = parse_chat_request(req.body, opt.default_max_tokens, engine->runtime().thinking());
       submit(chat_job(*api, std::move(cr), out, deadline()), *out);
     } else if (post && req.path == "/v1/completions") {
       if (!ready.load()) throw ApiError(503, "The model is still loading.", "server_error", "", "model_loading");
@@ -172,9 +172,17 @@ void Server::load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& h
   } else {
     s.model_id = s.opt.model_name;
   }
+  const std::string thinking_from = pipeline.get_string("model.thinking") == "auto"
+                                        ? runtime->model_uri() + "/config.json says k3host_thinking: false"
+                                        : "model.thinking: off, " + pipeline.where("model.thinking");
+  const bool thinking = runtime->thinking();
   s.engine = std::make_unique<Engine>(std::move(runtime), defaults, s.opt);
+  if (!thinking)
+    log(LogLevel::info, "serve",
+        "chat replies think only when a request sends reasoning_effort (" + thinking_from + ")");
   s.api = std::make_unique<ApiContext>(*s.engine, s.metrics, s.model_id);
-  s.metrics.set_loaded(s.engine->runtime().model().stream_stats(), s.engine->runtime().load_seconds());
+  s.metrics.set_loaded(s.engine->runtime().model().stream_stats(), s.engine->runtime().load_seconds(),
+                       !s.engine->runtime().model().streaming());
   s.ready.store(true);
 }
 

@@ -260,3 +260,15 @@ TEST_CASE("a flat config (keys at the root, kda_ aliases) is read like the neste
   write_file(dir / "config.json", replace_once(flat, "\"kda_num_heads\": 2, ", ""));
   CHECK_THAT(config_refusal(dir / "config.json"), Catch::Contains("linear_attn_config.num_heads"));
 }
+
+TEST_CASE("config.json's k3host_thinking says whether the model thinks, and another type is refused", "[config][bad_input]") {
+  const fs::path dir = tiny_copy("cfg-thinking");
+  const fs::path cfg = dir / "config.json";
+  const std::string good = read_file(cfg);
+  CHECK_FALSE(k3::test::read_config(dir).thinking.has_value());  // a synthetic K3 says nothing: it thinks
+  const std::string head = "\"model_type\": \"kimi_k3\",";
+  write_file(cfg, replace_once(good, head, head + " \"k3host_thinking\": false,"));
+  CHECK(k3::test::read_config(dir).thinking == std::optional<bool>(false));
+  write_file(cfg, replace_once(good, head, head + " \"k3host_thinking\": \"no\","));
+  CHECK_THAT(config_refusal(cfg), Catch::Contains(cfg.string()) && Catch::Contains("k3host_thinking must be true or false"));
+}

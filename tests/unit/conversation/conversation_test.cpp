@@ -173,3 +173,71 @@ TEST_CASE("conversation: a turn that does not fit can be taken back, misuse is r
   CHECK_THROWS_AS(c.unfed(other), k3::UsageError);
   CHECK(c.unfed({}).size() == c.ids().size());
 }
+
+TEST_CASE("conversation: dropping the oldest turns leaves the rendering of the kept messages") {
+  for (const bool thinking : {true, false}) {
+    CAPTURE(thinking);
+    RenderOptions opt;
+    opt.thinking = thinking;
+    Conversation c(chat_tokens());
+    const Message system(Role::system, "Be brief.");
+    std::vector<Message> all;  // what the stream renders, as it grows
+    auto answer = [&](const std::vector<Message>& turn, const std::string& reasoning, const std::string& text) {
+      c.begin_reply(turn, opt);
+      all.insert(all.end(), turn.begin(), turn.end());
+      const Message a = assistant(thinking ? reasoning : "", text);
+      add_all(c, generated_ids(all, a, opt));
+      REQUIRE(c.reply_done());
+      c.end_reply(Ending::stop);
+      all.push_back(a);
+    };
+    answer({system, {Role::user, "First question"}}, "Hmm.", "One.");
+    answer({{Role::user, "Second question"}}, "Well.", "Two.");
+    answer({{Role::user, "Third question"}}, "So.", "Three.");
+    REQUIRE(c.ids() == rendered(all, opt, false));
+    const std::size_t entries = c.entries().size();
+
+    const auto d = c.drop_oldest_turn();
+    REQUIRE(d.has_value());
+    CHECK(d->messages == 2);  // the user message and its answer; the system message stays
+    CHECK(d->user_text == "First question");
+    const std::vector<Message> kept{system, all[3], all[4], all[5], all[6]};
+    CHECK(c.messages() == kept);
+    // The stream is exactly K3's rendering of the kept messages, and grows from there.
+    CHECK(c.ids() == rendered(kept, opt, false));
+    CHECK(c.entries().size() == entries);  // kept for the record, marked
+    std::size_t dropped_ids = 0;
+    for (const auto& e : c.entries()) dropped_ids += e.dropped ? e.ids.size() : 0;
+    CHECK(dropped_ids == d->ids);
+    const std::vector<Message> turn4{{Role::user, "Fourth"}};
+    c.begin_reply(turn4, opt);
+    std::vector<Message> with4 = kept;
+    with4.push_back(turn4[0]);
+    CHECK(c.ids() == rendered(with4, opt, true));
+    CHECK_THROWS_AS(c.drop_oldest_turn(), k3::UsageError);  // a reply is open
+    c.abandon_reply();
+
+    // Every turn dropped: the system message (and the effort message) alone, once.
+    CHECK(c.drop_oldest_turn().has_value());
+    CHECK(c.drop_oldest_turn().has_value());
+    CHECK_FALSE(c.drop_oldest_turn().has_value());
+    CHECK(c.ids() == rendered({system}, opt, false));
+    c.begin_reply(turn4, opt);
+    CHECK(c.ids() == rendered({system, turn4[0]}, opt, true));
+  }
+}
+
+TEST_CASE("conversation: with every turn dropped and no system message, the effort message is not rendered twice") {
+  RenderOptions opt;  // thinking on: the conversation starts with the effort message
+  Conversation c(chat_tokens());
+  const std::vector<Message> turn{{Role::user, "Hello"}};
+  c.begin_reply(turn, opt);
+  add_all(c, generated_ids(turn, assistant("Hm.", "Hi."), opt));
+  c.end_reply(Ending::stop);
+  REQUIRE(c.drop_oldest_turn().has_value());
+  CHECK(c.messages().empty());
+  CHECK(c.ids() == rendered({}, opt, false));  // the effort message
+  const std::vector<Message> next{{Role::user, "Again"}};
+  c.begin_reply(next, opt);
+  CHECK(c.ids() == rendered(next, opt, true));
+}

@@ -214,3 +214,25 @@ TEST_CASE("history: a resumed conversation feeds only the new ids and gives the 
   other.begin_reply(std::vector<Message>{{Role::user, "Something else entirely."}}, opt);
   CHECK_THROWS_AS(other.unfed(resumed.tokens()), k3::UsageError);
 }
+
+TEST_CASE("history: dropped records are kept for the record and left out of the stream") {
+  const auto file = scratch_dir() / "dropped.jsonl";
+  std::filesystem::remove(file);
+  RenderOptions opt;
+  Conversation c(chat_tokens());
+  for (const char* text : {"One", "Two", "Three"}) {
+    c.begin_reply(std::vector<Message>{{Role::user, text}}, opt);
+    for (const auto id : plain_ids("ok")) (void)c.add(id);
+    c.end_reply(Ending::length);
+  }
+  REQUIRE(c.drop_oldest_turn().has_value());
+  k3::chat::write_history(file, c.entries());
+  CHECK(read_all(file).find("\"dropped\":true") != std::string::npos);
+  const auto h = k3::chat::read_history(file, vocab());
+  CHECK(h.entries == c.entries());
+  Conversation back(chat_tokens());
+  for (auto e : h.entries) back.append(std::move(e));
+  CHECK(back.ids() == c.ids());
+  CHECK(back.messages() == c.messages());
+  CHECK(back.messages().front().content == "Two");
+}

@@ -61,6 +61,17 @@ TEST_CASE("a chat request: messages, sampling, stop, stream, tools", "[serve][re
   CHECK(nlohmann::json::parse(r.render.tools).size() == 1);
 }
 
+TEST_CASE("thinking: the model's default without reasoning_effort, an effort turns it on, none off", "[serve][request]") {
+  const std::string plain = R"({"messages":[{"role":"user","content":"x"}]})";
+  CHECK(parse_chat_request(plain, 8, true).render.thinking);
+  CHECK_FALSE(parse_chat_request(plain, 8, false).render.thinking);
+  const auto asked = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"})", 8, false);
+  CHECK(asked.render.thinking);
+  CHECK(asked.render.effort == k3::chat::Effort::low);
+  CHECK_FALSE(
+      parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"})", 8, true).render.thinking);
+}
+
 TEST_CASE("defaults: the server's max_tokens, OpenAI sampling, reasoning_effort none turns thinking off",
           "[serve][request]") {
   const auto r = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"})", 33);
