@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What checking bytes costs (docs/benchmarks.md, "What checking bytes costs"): on the demo
+# What checking bytes costs (docs/benchmarks-log.md, "What checking bytes costs"): on the demo
 # checkpoint with everything streaming (every trunk layer through the ring, embedding rows
 # and lm_head in row chunks, the experts in a small cache), the same prompt run
 #   - from the shards (no pack: nothing to check but the identity at open),
