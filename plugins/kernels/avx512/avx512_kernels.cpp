@@ -19,15 +19,20 @@
 //
 // Every tile software-prefetches ahead in its rows and into the next tile's rows
 // (common/row_prefetch.hpp says why).
+//
+// The ops around these kernels (the row range, batch 1 against batch > 1, the widened
+// activations, the op table) are common/simd_ops.hpp's, over `Avx512` at the end.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "../common/mxfp4_groups.hpp"
 #include "../common/mxfp4_top32.hpp"
 #include "../common/position_tiles.hpp"
 #include "../common/row_prefetch.hpp"
+#include "../common/simd_ops.hpp"
+#include "../common/simd_sets.hpp"
 #include "../common/widened_activations.hpp"
-#include "avx512_ops.hpp"
 
 namespace k3::kernels::avx512 {
 namespace {
@@ -63,13 +68,6 @@ constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
 constexpr std::size_t kChunkCols = 256;      // a multiple of the MXFP4 group (32)
 constexpr std::size_t kChunkPassRows = 12;   // whole tiles of 3 rows
-
-/// The rows of `range` that exist in a matrix of `rows` rows (an end past it is clipped,
-/// as in the scalar set).
-inline RowRange clip(RowRange range, std::size_t rows) {
-  const std::size_t end = range.end < rows ? range.end : rows;
-  return {range.begin < end ? range.begin : end, end};
-}
 
 /// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) over the lanes of one accumulator.
 inline double reduce_tree(__m512d acc) {
@@ -221,9 +219,11 @@ inline void for_each_chunked_tile(std::size_t begin, std::size_t end, std::size_
 /// `xp` (position_tiles.hpp): each block of 8 weights of a row is widened once and
 /// multiplied into the B positions' accumulators, which come from `park` (or zero, if
 /// `fresh`) and go back there. A loop of its own, with nothing after it but the stores, so
-/// the compiler keeps all R x B accumulators in registers.
+/// the compiler keeps all R x B accumulators in registers; never inlined, so that holds
+/// whatever its caller grows into (inlined into a larger caller, GCC 12 reloads loop
+/// variables from the stack inside the loop of the 3 x 8 tile).
 template <class W, std::size_t R, std::size_t B>
-inline void dense_pos_blocks(const typename W::T* w, std::size_t cols, std::size_t c0, std::size_t c1,
+[[gnu::noinline]] void dense_pos_blocks(const typename W::T* w, std::size_t cols, std::size_t c0, std::size_t c1,
                              const double* xp, bool fresh, __m512d* park) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   const std::size_t stride = cols * sizeof(typename W::T);
@@ -278,46 +278,6 @@ inline void dense_pos_tile(const typename W::T* w, std::size_t cols, std::size_t
     for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(park[r * kPosTile + b]));
 }
 
-template <class W>
-void matmul_dense(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
-                  std::size_t batch, float* y) noexcept {
-  const RowRange rr = clip(range, rows);
-  if (rr.begin == rr.end) return;
-  if (batch == 1) return dense_each_position<W>(w, rows, cols, rr, x, 0, 1, y);
-  const std::size_t xs = round_up(cols, 8);
-  alignas(64) Parked park;
-  over_widened_positions(
-      x, batch, cols, xs, kPosTile,
-      [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_chunked_tile<kDensePosRowTile, kPosTile>(
-            rr.begin, rr.end, n, cols,
-            [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
-              dense_pos_tile<W, R, B>(w + r * cols, cols, c0, c1, xw + p * xs,
-                                      park + (r - rr.begin) % kChunkPassRows * kPosTile, y + (p0 + p) * rows + r, rows);
-            });
-      },
-      [&](std::size_t p0, std::size_t n) { dense_each_position<W>(w, rows, cols, rr, x, p0, n, y); });
-}
-
-void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
-                 std::size_t batch, float* y) noexcept {
-  matmul_dense<Bf16Weights>(w, rows, cols, range, x, batch, y);
-}
-
-void matmul_f32(const float* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
-                std::size_t batch, float* y) noexcept {
-  matmul_dense<F32Weights>(w, rows, cols, range, x, batch, y);
-}
-
-double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
-  __m512d acc = _mm512_setzero_pd();
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    acc = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(a + i)), _mm512_cvtps_pd(_mm256_loadu_ps(b + i)), acc);
-  if (i < n) acc = _mm512_mask3_fmadd_pd(load_f32_tail(a + i, n - i), load_f32_tail(b + i, n - i), acc, lanes_below(n - i));
-  return reduce_tree(acc);
-}
-
 // MXFP4. Every weight E2M1[code]·2^(s-127) is a double whose mantissa has at most its top
 // bit set, so its low 32 bits are zero and its top 32 bits say everything. For each scale
 // byte s the top halves of the 16 possible weights (codes 0-7, then their negatives 8-15;
@@ -343,8 +303,7 @@ double dot_f32(const float* a, const float* b, std::size_t n) noexcept {
 constexpr auto kTop32Tables = mxfp4_top32_tables<16>();
 
 constexpr std::size_t kMxfp4RowTile = 8;  // 8 FMA chains; measured: 8 and 10 equal, 6 and 12 slower
-constexpr std::size_t kMxfp4Group = 32;
-constexpr std::size_t kGroupBytes = kMxfp4Group / 2;
+constexpr std::size_t kGroupBytes = kMxfp4GroupBytes;
 constexpr std::size_t kScaleChunk = 64;  // groups whose table offsets are prepared at once
 
 inline std::uint64_t load_u64(const std::uint8_t* p) {
@@ -619,27 +578,64 @@ inline void mxfp4_pos_tile(const Mxfp4Matrix& m, std::size_t r0, std::size_t c0,
     for (std::size_t b = 0; b < B; ++b) y[b * ys + r] = static_cast<float>(reduce_tree(park[r * kPosTile + b]));
 }
 
-void matmul_mxfp4(const Mxfp4Matrix& m, RowRange range, const float* x, std::size_t batch, float* y) noexcept {
-  const RowRange rr = clip(range, m.rows);
-  if (rr.begin == rr.end) return;
-  if (batch == 1) return mxfp4_each_position(m, rr, x, 0, 1, y);
-  const std::size_t xs = round_up(m.cols, kMxfp4Group);
-  alignas(64) Parked park;
-  over_widened_positions(
-      x, batch, m.cols, xs, kPosTile,
-      [&](const double* xw, std::size_t p0, std::size_t n) {
-        for_each_chunked_tile<kPosRowTile, kPosTile>(
-            rr.begin, rr.end, n, m.cols,
-            [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
-              mxfp4_pos_tile<R, B>(m, r, c0, c1, xw + p * xs, park + (r - rr.begin) % kChunkPassRows * kPosTile,
-                                   y + (p0 + p) * m.rows + r, m.rows);
-            });
-      },
-      [&](std::size_t p0, std::size_t n) { mxfp4_each_position(m, rr, x, p0, n, y); });
-}
+/// The ISA-specific code SimdOps (common/simd_ops.hpp) builds the ops from: the kernels
+/// above, batch > 1 always in tiles of kPosTile positions (the rest as one narrower tile).
+struct Avx512 {
+  using Bf16Weights = avx512::Bf16Weights;
+  using F32Weights = avx512::F32Weights;
+
+  template <class W>
+  static void dense_each_position(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange rr,
+                                  const float* x, std::size_t p, std::size_t n, float* y) {
+    avx512::dense_each_position<W>(w, rows, cols, rr, x, p, n, y);
+  }
+
+  static constexpr std::size_t dense_panel(std::size_t /*batch*/) { return kPosTile; }
+
+  template <class W>
+  static void dense_positions(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange rr,
+                              const float* /*x*/, std::size_t /*batch*/, const double* xw, std::size_t xs,
+                              std::size_t p0, std::size_t n, float* y) {
+    alignas(64) Parked park;
+    for_each_chunked_tile<kDensePosRowTile, kPosTile>(
+        rr.begin, rr.end, n, cols,
+        [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
+          dense_pos_tile<W, R, B>(w + r * cols, cols, c0, c1, xw + p * xs,
+                                  park + (r - rr.begin) % kChunkPassRows * kPosTile, y + (p0 + p) * rows + r, rows);
+        });
+  }
+
+  static void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std::size_t p, std::size_t n,
+                                  float* y) {
+    avx512::mxfp4_each_position(m, rr, x, p, n, y);
+  }
+
+  static constexpr std::size_t mxfp4_panel(std::size_t /*batch*/) { return kPosTile; }
+
+  static void mxfp4_positions(const Mxfp4Matrix& m, RowRange rr, const float* /*x*/, std::size_t /*batch*/,
+                              const double* xw, std::size_t xs, std::size_t p0, std::size_t n, float* y) {
+    alignas(64) Parked park;
+    for_each_chunked_tile<kPosRowTile, kPosTile>(
+        rr.begin, rr.end, n, m.cols,
+        [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
+          mxfp4_pos_tile<R, B>(m, r, c0, c1, xw + p * xs, park + (r - rr.begin) % kChunkPassRows * kPosTile,
+                               y + (p0 + p) * m.rows + r, m.rows);
+        });
+  }
+
+  // dot_f32: one zmm is the contract's 8 accumulators; the last k < 8 elements masked.
+  using Acc = __m512d;
+  static void dot_block(__m512d& acc, const float* a, const float* b) {
+    acc = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(a)), _mm512_cvtps_pd(_mm256_loadu_ps(b)), acc);
+  }
+  static void dot_tail(__m512d& acc, const float* a, const float* b, std::size_t k) {
+    acc = _mm512_mask3_fmadd_pd(load_f32_tail(a, k), load_f32_tail(b, k), acc, lanes_below(k));
+  }
+  static double reduce_tree(__m512d acc) { return avx512::reduce_tree(acc); }
+};
 
 }  // namespace
 
-const Ops ops = {matmul_bf16, matmul_f32, matmul_mxfp4, dot_f32};
+const OpTable ops = SimdOps<Avx512>::table;
 
 }  // namespace k3::kernels::avx512

@@ -1,7 +1,7 @@
 // Can this CPU run the avx512 set? Built with baseline flags: the shared check executes
 // CPUID and XGETBV only.
+#include "../common/simd_sets.hpp"
 #include "../common/x86_cpu_features.hpp"
-#include "avx512_ops.hpp"
 
 namespace k3::kernels::avx512 {
 

@@ -1,7 +1,7 @@
 // Can this CPU run the neon set? Linux reports Advanced SIMD in the auxiliary vector.
 #include <sys/auxv.h>
 
-#include "neon_ops.hpp"
+#include "../common/simd_sets.hpp"
 
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1 << 1)

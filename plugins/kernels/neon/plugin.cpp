@@ -3,7 +3,7 @@
 #include <k3/plugin.hpp>
 
 #include "../common/op_table_kernel_set.hpp"
-#include "neon_ops.hpp"
+#include "../common/simd_sets.hpp"
 
 namespace {
 

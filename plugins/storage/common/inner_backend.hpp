@@ -32,4 +32,23 @@ inline sdk::Status create_inner(sdk::HostServices* host, const std::string& deco
   return st;
 }
 
+/// The inner backend a decorator's parameters name: `inner` and the `inner.*` keys, read
+/// with the decorator's other parameters (before ParamReader::unused()), and created once
+/// those are checked.
+class InnerBackend {
+ public:
+  explicit InnerBackend(sdk::ParamReader& params)
+      : name_(params.get_string("inner")), forwarded_(params.forwarded("inner.")) {}
+
+  /// create_inner for the decorator `decorator`.
+  sdk::Status create(sdk::HostServices* host, const std::string& decorator,
+                     std::unique_ptr<sdk::StorageBackend>& out) const {
+    return create_inner(host, decorator, name_, forwarded_, out);
+  }
+
+ private:
+  std::string name_;
+  std::vector<sdk::Param> forwarded_;
+};
+
 }  // namespace k3::storage::local

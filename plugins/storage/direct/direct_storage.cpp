@@ -3,21 +3,19 @@
 // measures the disk, not memory). O_DIRECT needs aligned offsets, lengths and buffers:
 // aligned requests are read straight into the destination, the rest through aligned bounce
 // windows. A batch is split over a pool of reader threads.
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <k3/plugin.hpp>
 
+#include "common/aligned_file.hpp"
 #include "common/batch_outcome.hpp"
 #include "common/local_file.hpp"
 #include "common/reader_pool.hpp"
@@ -29,25 +27,17 @@ using k3::sdk::Status;
 using k3::sdk::StatusCode;
 namespace local = k3::storage::local;
 
-constexpr std::uint64_t kAlignment = 4096;
-constexpr std::uint64_t kBounceWindow = std::uint64_t{1} << 20;  // 1 MiB per bounce buffer
-constexpr std::uint64_t kDirectChunk = std::uint64_t{1} << 30;   // at most 1 GiB per pread
+constexpr std::uint64_t kBufferedChunk = std::uint64_t{1} << 30;  // without O_DIRECT: at most 1 GiB per pread
 
 struct Options {
   unsigned threads = 2;
   bool fallback_buffered = false;
 };
 
-class DirectFile final : public k3::sdk::StorageFile {
+class DirectFile final : public local::AlignedFile {
  public:
-  DirectFile(std::string path, local::UniqueFd fd, std::uint64_t size, bool direct,
-             std::shared_ptr<local::ReaderPool> pool)
-      : path_(std::move(path)), fd_(std::move(fd)), size_(size), direct_(direct), pool_(std::move(pool)) {}
-
-  [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
-  [[nodiscard]] std::uint32_t alignment() const noexcept override {
-    return direct_ ? static_cast<std::uint32_t>(kAlignment) : 1;
-  }
+  DirectFile(std::string path, local::AlignedOpen opened, std::shared_ptr<local::ReaderPool> pool)
+      : AlignedFile(std::move(path), std::move(opened)), pool_(std::move(pool)) {}
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     try {
@@ -67,28 +57,20 @@ class DirectFile final : public k3::sdk::StorageFile {
 
  private:
   Status read_one(const k3::sdk::ReadRequest& request) const {
-    if (request.length == 0) return Status::success();
-    if (request.dest == nullptr) return local::no_destination(path_, request.offset);
-    if (Status st = local::check_inside(path_, size_, request.offset, request.length); !st.ok()) return st;
     std::vector<local::Segment> segments;
-    local::plan_segments(0, request.offset, request.length, request.dest, direct_ ? kAlignment : 1,
-                         direct_ ? kBounceWindow : kDirectChunk, segments);
+    if (Status st = plan(0, request, kBufferedChunk, segments); !st.ok()) return st;
     local::AlignedBuffer bounce;
     for (const auto& seg : segments) {
       std::byte* target = seg.dest;
       if (seg.bounce) {
-        if (!bounce) bounce = local::aligned_buffer(kBounceWindow, kAlignment);
+        if (!bounce) bounce = bounce_buffer();
         target = bounce.get();
       }
       std::uint64_t got = 0;
       if (Status st = read_window(seg, target, got); !st.ok()) return st;
-      if (got < seg.needed()) {  // the file ended early: truncated after open
-        const std::uint64_t before = seg.bounce ? seg.file_offset + seg.copy_from : seg.file_offset;
-        const std::uint64_t reached = seg.file_offset + got;
-        return local::short_read(path_, request.offset,
-                                 (reached > before ? reached : before) - request.offset, request.length);
-      }
-      if (seg.bounce) std::memcpy(seg.dest, target + seg.copy_from, seg.copy_length);
+      if (got < seg.needed())  // the file ended early: truncated after open
+        return local::short_read(path_, request.offset, got_before_end(seg, request, got), request.length);
+      if (seg.bounce) copy_out(seg, target);
     }
     return Status::success();
   }
@@ -103,66 +85,29 @@ class DirectFile final : public k3::sdk::StorageFile {
       if (n < 0) {
         const int err = errno;
         if (err == EINTR) continue;
-        return Status::error(StatusCode::io_error,
-                             path_ + ": read error at offset " + std::to_string(position) + ": " + local::errno_text(err));
+        return read_error(position, err);
       }
-      if (n == 0) break;
       got += static_cast<std::uint64_t>(n);
-      // O_DIRECT returns a partial, unaligned count only at the end of the file.
-      if (direct_ && got % kAlignment != 0) break;
+      if (at_end(static_cast<std::uint64_t>(n), got)) break;
     }
     return Status::success();
   }
 
-  std::string path_;
-  local::UniqueFd fd_;
-  std::uint64_t size_;
-  bool direct_;
   std::shared_ptr<local::ReaderPool> pool_;
 };
 
-class DirectBackend final : public k3::sdk::StorageBackend {
+class DirectBackend final : public local::AlignedBackend {
  public:
   DirectBackend(k3::sdk::HostServices* host, Options options)
-      : host_(host), options_(options), pool_(std::make_shared<local::ReaderPool>(options.threads)) {}
-
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    return k3::storage::local::list_local(uri, names);
-  }
-
-  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
-    try {
-      const std::string path(uri);
-      local::UniqueFd fd;
-      std::uint64_t size = 0;
-      int open_errno = 0;
-      Status st = local::open_local(path, O_DIRECT, fd, size, open_errno);
-      bool direct = true;
-      if (!st.ok() && open_errno == EINVAL) {
-        if (!options_.fallback_buffered)
-          return Status::error(StatusCode::unsupported,
-                               path + ": the filesystem refuses O_DIRECT (EINVAL at open); use another backend or "
-                                      "set fallback=buffered");
-        if (host_ != nullptr)
-          host_->log(k3::sdk::LogLevel::warn, "storage/direct",
-                     path + ": the filesystem refuses O_DIRECT; reading through the page cache (fallback=buffered)");
-        st = local::open_local(path, 0, fd, size, open_errno);
-        direct = false;
-      }
-      if (!st.ok()) return st;
-      if (host_ != nullptr)
-        host_->log(k3::sdk::LogLevel::debug, "storage/direct",
-                   "opened " + path + " (" + std::to_string(size) + " bytes, " + (direct ? "O_DIRECT" : "buffered") + ")");
-      out = std::make_unique<DirectFile>(path, std::move(fd), size, direct, pool_);
-      return Status::success();
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
-  }
+      : AlignedBackend(host, "storage/direct", true, options.fallback_buffered,
+                       "use another backend or set fallback=buffered"),
+        pool_(std::make_shared<local::ReaderPool>(options.threads)) {}
 
  private:
-  k3::sdk::HostServices* host_;
-  Options options_;
+  std::unique_ptr<k3::sdk::StorageFile> make_file(std::string path, local::AlignedOpen opened) override {
+    return std::make_unique<DirectFile>(std::move(path), std::move(opened), pool_);
+  }
+
   std::shared_ptr<local::ReaderPool> pool_;  // shared with open files, which may outlive the backend
 };
 

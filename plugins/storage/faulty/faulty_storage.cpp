@@ -17,6 +17,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/decorator.hpp"
 #include "common/inner_backend.hpp"
 #include "fault_plan.hpp"
 
@@ -33,12 +34,10 @@ struct Config {
   bool transient = true;
 };
 
-class FaultyFile final : public k3::sdk::StorageFile {
+class FaultyFile final : public local::DecoratorFile {
  public:
   FaultyFile(std::string path, std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<const Config> config)
-      : path_(std::move(path)), inner_(std::move(inner)), config_(std::move(config)) {}
-  [[nodiscard]] std::uint64_t size() const noexcept override { return inner_->size(); }
-  [[nodiscard]] std::uint32_t alignment() const noexcept override { return inner_->alignment(); }
+      : DecoratorFile(std::move(inner)), path_(std::move(path)), config_(std::move(config)) {}
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     try {
@@ -65,7 +64,7 @@ class FaultyFile final : public k3::sdk::StorageFile {
         passed_index.push_back(i);
       }
       if (delay) std::this_thread::sleep_for(std::chrono::microseconds(config_->delay_us));
-      Status inner_status = passed.empty() ? Status::success() : inner_->read(passed);
+      Status inner_status = passed.empty() ? Status::success() : inner().read(passed);
       for (std::size_t k = 0; k < passed.size(); ++k) batch[passed_index[k]].result = passed[k].result;
       // The first failure in batch order: an injected one, or the inner backend's.
       for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -92,35 +91,23 @@ class FaultyFile final : public k3::sdk::StorageFile {
   }
 
   std::string path_;
-  std::unique_ptr<k3::sdk::StorageFile> inner_;
   std::shared_ptr<const Config> config_;
   std::mutex mutex_;
   std::set<std::pair<std::uint64_t, std::uint64_t>> failed_once_;
 };
 
-class FaultyBackend final : public k3::sdk::StorageBackend {
+class FaultyBackend final : public local::DecoratorBackend {
  public:
   FaultyBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<const Config> config)
-      : inner_(std::move(inner)), config_(std::move(config)) {}
+      : DecoratorBackend(std::move(inner)), config_(std::move(config)) {}
 
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    return inner_->list(uri, names);  // listing costs no modelled bandwidth and injects no fault
-  }
-
-  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
-    std::unique_ptr<k3::sdk::StorageFile> file;
-    Status st = inner_->open(uri, file);
-    if (!st.ok()) return st;
-    try {
-      out = std::make_unique<FaultyFile>(std::string(uri), std::move(file), config_);
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
+ private:
+  Status wrap(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile> inner,
+              std::unique_ptr<k3::sdk::StorageFile>& out) override {
+    out = std::make_unique<FaultyFile>(std::string(uri), std::move(inner), config_);
     return Status::success();
   }
 
- private:
-  std::unique_ptr<k3::sdk::StorageBackend> inner_;
   std::shared_ptr<const Config> config_;
 };
 
@@ -169,8 +156,7 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
   sdk::ParamReader params(args.params, kParams);
   if (!params.ok()) return params.status();
   auto config = std::make_shared<Config>();
-  const std::string inner = params.get_string("inner");
-  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  const local::InnerBackend inner(params);
   config->faults.seed = params.get_int<std::uint64_t>("seed");
   config->faults.short_read_rate = params.get_double("short_read_rate");
   config->faults.eio_rate = params.get_double("eio_rate");
@@ -183,7 +169,7 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
   if (sdk::Status parsed = parse_offsets(offsets, config->faults.fail_offsets); !parsed.ok())
     return params.refuse("fail_offsets", parsed.detail);
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args.host, "faulty", inner, forwarded, wrapped); !made.ok()) return made;
+  if (sdk::Status made = inner.create(args.host, "faulty", wrapped); !made.ok()) return made;
   out = std::make_unique<FaultyBackend>(std::move(wrapped), std::move(config));
   return sdk::Status::success();
 }

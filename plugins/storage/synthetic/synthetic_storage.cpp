@@ -19,6 +19,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/decorator.hpp"
 #include "common/inner_backend.hpp"
 #include "fill_rules.hpp"
 #include "shard_layout.hpp"
@@ -55,16 +56,14 @@ class Tables {
   std::vector<std::shared_ptr<const syn::Table>> tables_;
 };
 
-class SyntheticFile final : public k3::sdk::StorageFile {
+class SyntheticFile final : public local::DecoratorFile {
  public:
   SyntheticFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<const std::vector<syn::TensorSpan>> spans,
                 std::uint64_t file_key, std::uint64_t seed)
-      : inner_(std::move(inner)), spans_(std::move(spans)), file_key_(file_key), seed_(seed) {}
-  [[nodiscard]] std::uint64_t size() const noexcept override { return inner_->size(); }
-  [[nodiscard]] std::uint32_t alignment() const noexcept override { return inner_->alignment(); }
+      : DecoratorFile(std::move(inner)), spans_(std::move(spans)), file_key_(file_key), seed_(seed) {}
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
-    Status st = inner_->read(batch);
+    Status st = inner().read(batch);
     // Requests the inner backend served are filled; a failed one keeps its failure.
     for (const auto& r : batch)
       if (r.result == StatusCode::ok && r.length > 0) syn::fill_range(*spans_, file_key_, seed_, r.offset, r.length, r.dest);
@@ -72,7 +71,6 @@ class SyntheticFile final : public k3::sdk::StorageFile {
   }
 
  private:
-  std::unique_ptr<k3::sdk::StorageFile> inner_;
   std::shared_ptr<const std::vector<syn::TensorSpan>> spans_;
   std::uint64_t file_key_;
   std::uint64_t seed_;
@@ -91,40 +89,30 @@ Status read_exact(k3::sdk::StorageFile& file, std::uint64_t offset, std::uint64_
   return file.read(std::span(&r, 1));
 }
 
-class SyntheticBackend final : public k3::sdk::StorageBackend {
+class SyntheticBackend final : public local::DecoratorBackend {
  public:
   SyntheticBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::uint64_t seed)
-      : inner_(std::move(inner)), tables_(seed) {}
+      : DecoratorBackend(std::move(inner)), tables_(seed) {}
 
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    return inner_->list(uri, names);
-  }
-
-  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
-    std::unique_ptr<k3::sdk::StorageFile> file;
-    Status st = inner_->open(uri, file);
-    if (!st.ok()) return st;
+ private:
+  Status wrap(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile> file,
+              std::unique_ptr<k3::sdk::StorageFile>& out) override {
     if (!file_name(uri).ends_with(".safetensors")) {  // config, index, tokenizer: unchanged
       out = std::move(file);
       return Status::success();
     }
-    try {
-      std::shared_ptr<const std::vector<syn::TensorSpan>> spans;
-      if (auto it = layouts_.find(std::string(uri)); it != layouts_.end() && it->second.first == file->size()) {
-        spans = it->second.second;
-      } else {
-        if (Status made = layout(uri, *file, spans); !made.ok()) return made;
-        layouts_[std::string(uri)] = {file->size(), spans};
-      }
-      out = std::make_unique<SyntheticFile>(std::move(file), std::move(spans), syn::name_hash(file_name(uri)),
-                                            tables_.seed());
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
+    std::shared_ptr<const std::vector<syn::TensorSpan>> spans;
+    if (auto it = layouts_.find(std::string(uri)); it != layouts_.end() && it->second.first == file->size()) {
+      spans = it->second.second;
+    } else {
+      if (Status made = layout(uri, *file, spans); !made.ok()) return made;
+      layouts_[std::string(uri)] = {file->size(), spans};
     }
+    out = std::make_unique<SyntheticFile>(std::move(file), std::move(spans), syn::name_hash(file_name(uri)),
+                                          tables_.seed());
     return Status::success();
   }
 
- private:
   /// The tensor spans of a shard, from its header read through the inner backend.
   Status layout(std::string_view uri, k3::sdk::StorageFile& file, std::shared_ptr<const std::vector<syn::TensorSpan>>& out) {
     const std::string where = "synthetic: " + std::string(uri) + ": ";
@@ -155,7 +143,6 @@ class SyntheticBackend final : public k3::sdk::StorageBackend {
     return Status::success();
   }
 
-  std::unique_ptr<k3::sdk::StorageBackend> inner_;
   Tables tables_;
   /// Parsed layouts by URI (and the size they were parsed at): a shard opened again is not
   /// parsed again. open() is called from one thread at a time (storage.hpp).
@@ -176,12 +163,11 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
                    std::vector<std::string>& unknown_params) {
   sdk::ParamReader params(args.params, kParams);
   if (!params.ok()) return params.status();
-  const std::string inner = params.get_string("inner");
-  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  const local::InnerBackend inner(params);
   const auto seed = params.get_int<std::uint64_t>("seed");
   unknown_params = params.unused();
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args.host, "synthetic", inner, forwarded, wrapped); !made.ok()) return made;
+  if (sdk::Status made = inner.create(args.host, "synthetic", wrapped); !made.ok()) return made;
   out = std::make_unique<SyntheticBackend>(std::move(wrapped), seed);
   return sdk::Status::success();
 }

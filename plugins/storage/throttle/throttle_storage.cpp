@@ -16,6 +16,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/decorator.hpp"
 #include "common/inner_backend.hpp"
 #include "link_model.hpp"
 
@@ -46,12 +47,10 @@ struct Device {
   }
 };
 
-class ThrottleFile final : public k3::sdk::StorageFile {
+class ThrottleFile final : public local::DecoratorFile {
  public:
   ThrottleFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Device> device)
-      : inner_(std::move(inner)), device_(std::move(device)) {}
-  [[nodiscard]] std::uint64_t size() const noexcept override { return inner_->size(); }
-  [[nodiscard]] std::uint32_t alignment() const noexcept override { return inner_->alignment(); }
+      : DecoratorFile(std::move(inner)), device_(std::move(device)) {}
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     Clock::time_point done;
@@ -60,39 +59,27 @@ class ThrottleFile final : public k3::sdk::StorageFile {
     } catch (const std::exception& e) {
       return Status::error(StatusCode::out_of_memory, std::string("throttle: ") + e.what());
     }
-    Status st = inner_->read(batch);
+    Status st = inner().read(batch);
     std::this_thread::sleep_until(done);
     return st;
   }
 
  private:
-  std::unique_ptr<k3::sdk::StorageFile> inner_;
   std::shared_ptr<Device> device_;
 };
 
-class ThrottleBackend final : public k3::sdk::StorageBackend {
+class ThrottleBackend final : public local::DecoratorBackend {
  public:
   ThrottleBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Device> device)
-      : inner_(std::move(inner)), device_(std::move(device)) {}
+      : DecoratorBackend(std::move(inner)), device_(std::move(device)) {}
 
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    return inner_->list(uri, names);  // listing costs no modelled bandwidth and injects no fault
-  }
-
-  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
-    std::unique_ptr<k3::sdk::StorageFile> file;
-    Status st = inner_->open(uri, file);
-    if (!st.ok()) return st;
-    try {
-      out = std::make_unique<ThrottleFile>(std::move(file), device_);
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
+ private:
+  Status wrap(std::string_view /*uri*/, std::unique_ptr<k3::sdk::StorageFile> inner,
+              std::unique_ptr<k3::sdk::StorageFile>& out) override {
+    out = std::make_unique<ThrottleFile>(std::move(inner), device_);
     return Status::success();
   }
 
- private:
-  std::unique_ptr<k3::sdk::StorageBackend> inner_;
   std::shared_ptr<Device> device_;
 };
 
@@ -112,14 +99,13 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
                    std::vector<std::string>& unknown_params) {
   sdk::ParamReader params(args.params, kParams);
   if (!params.ok()) return params.status();
-  const std::string inner = params.get_string("inner");
-  const std::vector<sdk::Param> forwarded = params.forwarded("inner.");
+  const local::InnerBackend inner(params);
   const double mbps = params.get_double("bandwidth_mbps");
   const double latency_us = params.get_double("latency_us");
   const auto max_inflight = params.get_int<unsigned>("max_inflight");
   unknown_params = params.unused();
   std::unique_ptr<sdk::StorageBackend> wrapped;
-  if (sdk::Status made = local::create_inner(args.host, "throttle", inner, forwarded, wrapped); !made.ok()) return made;
+  if (sdk::Status made = inner.create(args.host, "throttle", wrapped); !made.ok()) return made;
   auto device = std::make_shared<Device>(mbps * 1e6, latency_us * 1e-6, max_inflight);
   out = std::make_unique<ThrottleBackend>(std::move(wrapped), std::move(device));
   return sdk::Status::success();

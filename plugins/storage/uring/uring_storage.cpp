@@ -3,11 +3,9 @@
 // reads reach ~1.2-2 GiB/s only from QD 8 up). Optionally O_DIRECT, with the same aligned
 // windows as `direct`. A ring is not safe to drive from two threads at once, so each
 // concurrent read() borrows its own ring from a small pool.
-#include <fcntl.h>
 #include <liburing.h>
 
 #include <cerrno>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -19,6 +17,7 @@
 
 #include <k3/plugin.hpp>
 
+#include "common/aligned_file.hpp"
 #include "common/batch_outcome.hpp"
 #include "common/local_file.hpp"
 #include "common/segments.hpp"
@@ -29,9 +28,7 @@ using k3::sdk::Status;
 using k3::sdk::StatusCode;
 namespace local = k3::storage::local;
 
-constexpr std::uint64_t kAlignment = 4096;
-constexpr std::uint64_t kDirectWindow = std::uint64_t{1} << 20;   // O_DIRECT: 1 MiB per read
-constexpr std::uint64_t kBufferedChunk = std::uint64_t{8} << 20;  // buffered: 8 MiB per read
+constexpr std::uint64_t kBufferedChunk = std::uint64_t{8} << 20;  // without O_DIRECT: 8 MiB per read
 
 /// One io_uring instance (move-free: the struct is referenced by the kernel mappings).
 class Ring {
@@ -93,32 +90,16 @@ struct InFlight {
   [[nodiscard]] std::byte* target(const local::Segment& s) const { return s.bounce ? bounce.get() : s.dest; }
 };
 
-class UringFile final : public k3::sdk::StorageFile {
+class UringFile final : public local::AlignedFile {
  public:
-  UringFile(std::string path, local::UniqueFd fd, std::uint64_t size, bool direct, std::shared_ptr<RingPool> rings)
-      : path_(std::move(path)), fd_(std::move(fd)), size_(size), direct_(direct), rings_(std::move(rings)) {}
-
-  [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
-  [[nodiscard]] std::uint32_t alignment() const noexcept override {
-    return direct_ ? static_cast<std::uint32_t>(kAlignment) : 1;
-  }
+  UringFile(std::string path, local::AlignedOpen opened, std::shared_ptr<RingPool> rings)
+      : AlignedFile(std::move(path), std::move(opened)), rings_(std::move(rings)) {}
 
   Status read(std::span<k3::sdk::ReadRequest> batch) noexcept override {
     try {
       std::vector<Status> results(batch.size());
       std::vector<local::Segment> segments;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const auto& r = batch[i];
-        if (r.length == 0) continue;
-        if (r.dest == nullptr) {
-          results[i] = local::no_destination(path_, r.offset);
-          continue;
-        }
-        results[i] = local::check_inside(path_, size_, r.offset, r.length);
-        if (results[i].ok())
-          local::plan_segments(i, r.offset, r.length, r.dest, direct_ ? kAlignment : 1,
-                               direct_ ? kDirectWindow : kBufferedChunk, segments);
-      }
+      for (std::size_t i = 0; i < batch.size(); ++i) results[i] = plan(i, batch[i], kBufferedChunk, segments);
       if (!segments.empty()) {
         std::string error;
         auto ring = rings_->acquire(error);
@@ -152,7 +133,7 @@ class UringFile final : public k3::sdk::StorageFile {
         slots[s].segment = next_segment++;
         slots[s].done = 0;
         if (segments[slots[s].segment].bounce && !slots[s].bounce)
-          slots[s].bounce = local::aligned_buffer(kDirectWindow, kAlignment);
+          slots[s].bounce = bounce_buffer();
         to_submit.push_back(s);
       }
       while (!to_submit.empty()) {
@@ -209,32 +190,26 @@ class UringFile final : public k3::sdk::StorageFile {
       return;
     }
     if (res < 0) {
-      if (result.ok())
-        result = Status::error(StatusCode::io_error, path_ + ": read error at offset " +
-                                                         std::to_string(seg.file_offset + slot.done) + ": " +
-                                                         local::errno_text(-res));
+      if (result.ok()) result = read_error(seg.file_offset + slot.done, -res);
       free_slots.push_back(s);
       return;
     }
     slot.done += static_cast<std::uint64_t>(res);
-    const bool at_end = res == 0 || (direct_ && slot.done % kAlignment != 0);
-    if (slot.done < seg.needed() && !at_end) {  // short completion: read the rest
+    if (slot.done < seg.needed() && !at_end(static_cast<std::uint64_t>(res), slot.done)) {  // short: read the rest
       to_submit.push_back(s);
       return;
     }
     free_slots.push_back(s);
     const auto& request = batch[seg.request];
     if (slot.done < seg.needed()) {  // the file ended early: truncated after open
-      const std::uint64_t before = seg.bounce ? seg.file_offset + seg.copy_from : seg.file_offset;
-      const std::uint64_t reached = seg.file_offset + slot.done;
       if (result.ok() || result.code == StatusCode::short_read) {
-        const std::uint64_t got = (reached > before ? reached : before) - request.offset;
+        const std::uint64_t got = got_before_end(seg, request, slot.done);
         if (result.ok() || got < short_got(result, request))
           result = local::short_read(path_, request.offset, got, request.length);
       }
       return;
     }
-    if (seg.bounce) std::memcpy(seg.dest, slot.bounce.get() + seg.copy_from, seg.copy_length);
+    if (seg.bounce) copy_out(seg, slot.bounce.get());
   }
 
   /// The "got" count of an existing short_read status (segments may finish out of order;
@@ -265,46 +240,19 @@ class UringFile final : public k3::sdk::StorageFile {
     }
   }
 
-  std::string path_;
-  local::UniqueFd fd_;
-  std::uint64_t size_;
-  bool direct_;
   std::shared_ptr<RingPool> rings_;
 };
 
-class UringBackend final : public k3::sdk::StorageBackend {
+class UringBackend final : public local::AlignedBackend {
  public:
   UringBackend(k3::sdk::HostServices* host, bool direct, std::shared_ptr<RingPool> rings)
-      : host_(host), direct_(direct), rings_(std::move(rings)) {}
-
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
-    return k3::storage::local::list_local(uri, names);
-  }
-
-  Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
-    try {
-      const std::string path(uri);
-      local::UniqueFd fd;
-      std::uint64_t size = 0;
-      int open_errno = 0;
-      Status st = local::open_local(path, direct_ ? O_DIRECT : 0, fd, size, open_errno);
-      if (!st.ok() && direct_ && open_errno == EINVAL)
-        return Status::error(StatusCode::unsupported,
-                             path + ": the filesystem refuses O_DIRECT (EINVAL at open); set direct=false");
-      if (!st.ok()) return st;
-      if (host_ != nullptr)
-        host_->log(k3::sdk::LogLevel::debug, "storage/uring",
-                   "opened " + path + " (" + std::to_string(size) + " bytes" + (direct_ ? ", O_DIRECT)" : ")"));
-      out = std::make_unique<UringFile>(path, std::move(fd), size, direct_, rings_);
-      return Status::success();
-    } catch (const std::exception& e) {
-      return Status::error(StatusCode::out_of_memory, std::string(uri) + ": " + e.what());
-    }
-  }
+      : AlignedBackend(host, "storage/uring", direct, false, "set direct=false"), rings_(std::move(rings)) {}
 
  private:
-  k3::sdk::HostServices* host_;
-  bool direct_;
+  std::unique_ptr<k3::sdk::StorageFile> make_file(std::string path, local::AlignedOpen opened) override {
+    return std::make_unique<UringFile>(std::move(path), std::move(opened), rings_);
+  }
+
   std::shared_ptr<RingPool> rings_;
 };
 

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "neon_ops.hpp"
 #include "random_inputs.hpp"
 #include "scalar_ops.hpp"
+#include "simd_sets.hpp"
 
 namespace {
 

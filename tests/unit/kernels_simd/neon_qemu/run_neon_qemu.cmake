@@ -15,7 +15,7 @@ set(exe ${OUT}/neon_vs_scalar)
 execute_process(
   COMMAND ${CROSS_CXX} -std=c++20 -O2 -static -Wall -Wextra -Wpedantic -Wshadow -Wconversion
           -Wno-sign-conversion -Werror -ffp-contract=off -fno-fast-math
-          -I${SRC}/sdk -I${SRC}/plugins/kernels/neon -I${SRC}/plugins/kernels/scalar
+          -I${SRC}/sdk -I${SRC}/plugins/kernels/common -I${SRC}/plugins/kernels/scalar
           -I${SRC}/tests/unit/kernels_simd
           ${SRC}/tests/unit/kernels_simd/neon_qemu/neon_vs_scalar.cpp
           ${SRC}/plugins/kernels/neon/neon_kernels.cpp ${SRC}/plugins/kernels/neon/cpu_support.cpp
