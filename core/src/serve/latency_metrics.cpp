@@ -1,3 +1,5 @@
+// The batch and latency figures of /metrics (latency_metrics.hpp): histograms in the
+// Prometheus text format, cumulative buckets as the format wants them.
 #include "serve/latency_metrics.hpp"
 
 #include <cstdio>
