@@ -244,6 +244,9 @@ async function caseReuse(model) {
         'streamed resumed turn equals the cold one');
   check(s.usage.prompt_tokens_details.cached_tokens > 0, 'streamed turn reused tokens');
   check(await metric(warm, 'k3_cached_prompt_tokens_total') > 0, 'metrics count reused tokens');
+  // No --parallel: the plan chose the slots, the most (8) on the tiny model, and says so.
+  check(await metric(warm, 'k3_sequences_parallel') === 8, 'the plan\'s default of 8 sequence slots');
+  check(/8 sequences decoded together \(serve\.parallel auto\)/.test(warm.stderr), 'the log names the plan\'s slots');
   check(await metric(warm, 'k3_prefix_snapshots') > 0, 'snapshots kept');
   check(await metric(cold, 'k3_cached_prompt_tokens_total') === 0, 'cold server reused nothing');
   // Prefetch hits are requests too, and never counted as hits.
@@ -402,7 +405,8 @@ async function caseQueue(model) {
 async function runOne(s, r) {
   const ai = client(s);
   if (r.chat) {
-    const params = { model: 'model', messages: r.messages, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed };
+    const params = { model: 'model', messages: r.messages, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed,
+      top_p: r.top_p };
     if (!r.stream) {
       const a = await ai.chat.completions.create(params);
       return { text: JSON.stringify(a.choices[0].message), finish: a.choices[0].finish_reason, tokens: a.usage.completion_tokens };
@@ -411,7 +415,8 @@ async function runOne(s, r) {
     return { text: JSON.stringify({ role: 'assistant', content: b.content, reasoning_content: b.reasoning }), finish: b.finish,
       tokens: b.usage.completion_tokens, streamed: true };
   }
-  const params = { model: 'model', prompt: r.prompt, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed };
+  const params = { model: 'model', prompt: r.prompt, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed,
+    top_p: r.top_p };
   if (!r.stream) {
     const c = await ai.completions.create(params);
     return { text: c.choices[0].text, finish: c.choices[0].finish_reason, tokens: c.usage.completion_tokens };
@@ -432,9 +437,10 @@ async function caseBatch(model) {
   // them, streaming the trunk and the experts through a throttle (so that steps take a few
   // milliseconds and the requests overlap).
   const alone = await startServer('alone', model, ['--parallel', '1', '--draft-max', '0', '--no-prefix-reuse']);
+  // The batched one also runs 2 threads (the reference 1).
   const batched = await startServer('batched', model, ['--parallel', '4', '--set', 'serve.prefill_budget=4', '--queue', '16',
     '--set', 'storage.plugin=throttle', '--set', 'storage.params.latency_us=300', '--set', 'memory.trunk_gb=0.00005',
-    '--set', 'memory.expert_cache_gb=0.00005']);
+    '--set', 'memory.expert_cache_gb=0.00005', '--set', 'threads=2']);
   const ids = (n, k) => Array.from({ length: n }, (_, i) => (k * 53 + i * 29) % 500);
   const requests = [
     { prompt: ids(8, 1), max_tokens: 40, temperature: 0 },
@@ -445,6 +451,7 @@ async function caseBatch(model) {
     { prompt: ids(60, 6), max_tokens: 6, temperature: 0, stream: true },
     { prompt: ids(12, 7), max_tokens: 30, temperature: 0.8, seed: 2 },
     { prompt: ids(5, 8), max_tokens: 9, temperature: 0 },
+    { prompt: ids(9, 9), max_tokens: 14, temperature: 1.3, top_p: 0.6, seed: 8, stream: true },
   ];
   const reference = [];
   for (const r of requests) reference.push(await runOne(alone, r));
@@ -462,6 +469,27 @@ async function caseBatch(model) {
   check(await metric(batched, 'k3_queue_wait_seconds_count') >= requests.length, 'queue waits observed');
   check(await metric(batched, 'k3_inter_token_seconds_count') > 0, 'token gaps observed');
   check(await metric(batched, 'k3_request_first_token_seconds_count') >= requests.length, 'first tokens observed');
+
+  // Prefix reuse per request: two conversations' second turns, sent together, each resume
+  // from its own first turn (a slot's live session or a snapshot) and reply as the
+  // one-slot server without reuse does.
+  const convs = [
+    [{ role: 'user', content: 'Tell me about rivers and the sea, in some detail please.' }],
+    [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'What is a mountain made of, and why?' }],
+  ];
+  const chatParams = { model: 'model', max_tokens: 10, temperature: 0 };
+  const firsts = await Promise.all(convs.map((m) => client(batched).chat.completions.create({ ...chatParams, messages: m })));
+  const seconds = convs.map((m, i) => [...m, { role: 'assistant', content: firsts[i].choices[0].message.content },
+    { role: 'user', content: `And then, part ${i + 2}?` }]);
+  const again = await Promise.all(seconds.map((m) => client(batched).chat.completions.create({ ...chatParams, messages: m })));
+  for (let i = 0; i < seconds.length; ++i) {
+    const ref = await client(alone).chat.completions.create({ ...chatParams, messages: seconds[i] });
+    const cached = again[i].usage.prompt_tokens_details.cached_tokens;
+    check(cached >= firsts[i].usage.prompt_tokens && cached < again[i].usage.prompt_tokens,
+          `conversation ${i}: turn 2 reused ${cached} tokens, turn 1's prompt was ${firsts[i].usage.prompt_tokens}`);
+    check(JSON.stringify(again[i].choices[0].message) === JSON.stringify(ref.choices[0].message),
+          `conversation ${i}: resumed beside another ${JSON.stringify(again[i].choices[0].message)} != alone ${JSON.stringify(ref.choices[0].message)}`);
+  }
 
   // A long prompt does not stall a running stream: it is prefilled 4 tokens per step, and
   // the stream gets a token at every one of those steps. The stream's prompt runs to its
