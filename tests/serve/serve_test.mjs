@@ -432,12 +432,13 @@ async function runOne(s, r) {
 }
 
 async function caseBatch(model) {
-  // The reference serves one request at a time, resident, without drafts; the other
-  // decodes up to four together with drafts, prefilling prompts 4 tokens per step beside
-  // them, streaming the trunk and the experts through a throttle (so that steps take a few
-  // milliseconds and the requests overlap).
-  const alone = await startServer('alone', model, ['--parallel', '1', '--draft-max', '0', '--no-prefix-reuse']);
-  // The batched one also runs 2 threads (the reference 1).
+  // The reference serves one request at a time, resident, without drafts, with the scalar
+  // kernels on 1 thread; the other decodes up to four together with drafts, prefilling
+  // prompts 4 tokens per step beside them, streaming the trunk and the experts through a
+  // throttle (so that steps take a few milliseconds and the requests overlap), with the best
+  // kernel set this machine runs on 2 threads.
+  const alone = await startServer('alone', model, ['--parallel', '1', '--draft-max', '0', '--no-prefix-reuse',
+    '--set', 'kernels.set=scalar']);
   const batched = await startServer('batched', model, ['--parallel', '4', '--set', 'serve.prefill_budget=4', '--queue', '16',
     '--set', 'storage.plugin=throttle', '--set', 'storage.params.latency_us=300', '--set', 'memory.trunk_gb=0.00005',
     '--set', 'memory.expert_cache_gb=0.00005', '--set', 'threads=2']);
