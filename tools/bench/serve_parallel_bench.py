@@ -14,14 +14,18 @@ first streams again. Per N it measures, from the client's clock and the server's
   TTFT p50/p99         first text chunk of each stream, from its request
   ITL p50/p99          gaps between consecutive text chunks of each stream
 
-and prints each as a ratio to the 1-stream round of the same run. The rounds run
+and prints each as a ratio to the 1-stream round of the same run. With --arrival N, one
+more measurement: the largest stream count less one streams run, and once each has its
+first tokens an N-token prompt arrives (max_tokens 1); it prints the streams' gaps between
+tokens before it and while it is prefilled beside them (p50, p99, max), and its own time to
+first token: how far serve.prefill_budget bounds the running streams' latency. The rounds run
 --reps times in the order 1, 2, 4, 8, 1, 2, ... (a shared machine drifts; interleaving
 spreads it over every N); the figures are the medians over the repetitions. A warm-up
 round (one stream) runs first. Also checks exactness: stream i's text is the same in
 every round that runs it.
 
   tools/bench/serve_parallel_bench.py [--exe build/bin/k3host] [--config presets/laptop.yaml]
-      [--set key=value]... [--streams 1,2,4,8] [--tokens 32] [--reps 2] [--json OUT]
+      [--set key=value]... [--streams 1,2,4,8] [--tokens 32] [--reps 2] [--arrival N] [--json OUT]
 
 Not a ctest test. Standard library only.
 """
@@ -86,8 +90,9 @@ def metrics(port):
             'in_steps': value('k3_batch_size_sum')}
 
 
-def stream(port, prompt, seed, tokens, out):
-    """One streamed completion; fills out with its send time, chunk times, text, tokens."""
+def stream(port, prompt, seed, tokens, out, quit=None):
+    """One streamed completion; fills out with its send time, chunk times, text, tokens. Set
+    `quit` (a threading.Event) to hang up early: the server ends the generation."""
     body = json.dumps({'model': 'm', 'prompt': prompt, 'max_tokens': tokens, 'temperature': 0.8, 'seed': seed,
                        'stream': True, 'stream_options': {'include_usage': True}})
     c = http.client.HTTPConnection('127.0.0.1', port, timeout=3600)
@@ -95,7 +100,8 @@ def stream(port, prompt, seed, tokens, out):
     c.request('POST', '/v1/completions', body, {'Content-Type': 'application/json'})
     r = c.getresponse()
     times, text, usage, buf = [], '', None, b''
-    while True:
+    out['times'] = times  # filled as the chunks come (--arrival watches it)
+    while quit is None or not quit.is_set():
         chunk = r.read1(65536)
         if not chunk:
             break
@@ -143,6 +149,43 @@ def round_of(port, n, tokens):
             'texts': [o['text'] for o in outs]}
 
 
+def arrival(port, streams, tokens, length):
+    """`streams` running streams, then a `length`-token prompt beside them."""
+    quit = threading.Event()
+    outs = [dict(times=[]) for _ in range(streams)]
+    threads = [threading.Thread(target=stream, args=(port, PROMPTS[i], i, tokens, outs[i], quit)) for i in range(streams)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 3600
+    while time.time() < deadline and any(len(o.get('times', [])) < 3 for o in outs):
+        time.sleep(0.01)
+    ids = [100 + (i * 7919) % 3000 for i in range(length)]  # within every model's vocabulary here
+    body = json.dumps({'model': 'm', 'prompt': ids, 'max_tokens': 1, 'temperature': 0})
+    c = http.client.HTTPConnection('127.0.0.1', port, timeout=3600)
+    t0 = time.perf_counter()
+    c.request('POST', '/v1/completions', body, {'Content-Type': 'application/json'})
+    usage = json.loads(c.getresponse().read())['usage']
+    t1 = time.perf_counter()
+    c.close()
+    time.sleep(min(5.0, t1 - t0))  # some gaps after it, for the record
+    quit.set()
+    for t in threads:
+        t.join()
+    before, during = [], []
+    for o in outs:
+        for a, b in zip(o['times'], o['times'][1:]):
+            if b <= t0:
+                before.append(b - a)
+            elif a >= t0 and b <= t1:
+                during.append(b - a)
+            elif a < t1 and b > t0:
+                during.append(b - a)  # a gap the arrival overlaps
+    return {'streams': streams, 'prompt_tokens': usage['prompt_tokens'], 'ttft_s': t1 - t0,
+            'itl_before': {'p50': pct(before, 0.5), 'p99': pct(before, 0.99), 'max': max(before, default=float('nan'))},
+            'itl_during': {'p50': pct(during, 0.5), 'p99': pct(during, 0.99), 'max': max(during, default=float('nan')),
+                           'count': len(during)}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--exe', default=os.path.join(REPO, 'build/bin/k3host'))
@@ -151,6 +194,7 @@ def main():
     ap.add_argument('--streams', default='1,2,4,8')
     ap.add_argument('--tokens', type=int, default=32, help='max_tokens of every stream')
     ap.add_argument('--reps', type=int, default=2)
+    ap.add_argument('--arrival', type=int, default=0, help='prompt tokens of a long prompt arriving beside running streams')
     ap.add_argument('--json', help='write the rounds and the table here')
     a = ap.parse_args()
     counts = [int(x) for x in a.streams.split(',')]
@@ -170,6 +214,12 @@ def main():
                         sys.exit('stream %d gave another text with %d streams (exactness broken)' % (i, n))
                 print('rep %d, %d streams: %.2f tokens/s, %.0f bytes/token, %.2f sequences/step' %
                       (rep + 1, n, r['tokens_per_s'], r['bytes_per_token'], r['sequences_per_step']), file=sys.stderr)
+        if a.arrival:
+            try:
+                arrived = arrival(port, max(1, max(counts) - 1), 100000, a.arrival)
+            except Exception as e:  # the rounds above still print
+                print('the arrival measurement failed: %r' % e, file=sys.stderr)
+                a.arrival = 0
     finally:
         server.send_signal(2)
         server.wait(timeout=120)
@@ -185,11 +235,17 @@ def main():
             n, m['tokens_per_s'], ratio('tokens_per_s'), '{:,.0f}'.format(m['bytes_per_token']), ratio('bytes_per_token'),
             m['ttft_p50'], ratio('ttft_p50'), m['ttft_p99'], m['itl_p50'], ratio('itl_p50'), m['itl_p99'],
             ratio('itl_p99'), m['sequences_per_step']))
+    if a.arrival:
+        b, d = arrived['itl_before'], arrived['itl_during']
+        print('\n%d streams running, a %d-token prompt arrives: its time to first token %.2f s; the streams\' gaps '
+              'between tokens before it p50 %.4f s, p99 %.4f s, max %.4f s; while it is prefilled (%d gaps) p50 %.4f s, '
+              'p99 %.4f s, max %.4f s' % (arrived['streams'], arrived['prompt_tokens'], arrived['ttft_s'], b['p50'], b['p99'],
+                                          b['max'], d['count'], d['p50'], d['p99'], d['max']))
     if a.json:
         with open(a.json, 'w') as f:
             json.dump({'config': a.config, 'sets': a.sets, 'tokens': a.tokens, 'reps': a.reps,
                        'rounds': {str(n): [{k: v for k, v in r.items() if k != 'texts'} for r in rounds[n]] for n in counts},
-                       'medians': {str(n): med[n] for n in counts}}, f, indent=2)
+                       'medians': {str(n): med[n] for n in counts}, 'arrival': arrived if a.arrival else None}, f, indent=2)
 
 
 if __name__ == '__main__':
