@@ -13,6 +13,9 @@ first streams again. Per N it measures, from the client's clock and the server's
                        the round / tokens generated in it
   TTFT p50/p99         first text chunk of each stream, from its request
   ITL p50/p99          gaps between consecutive text chunks of each stream
+  CPU s/token          the server process's CPU time (user + system, /proc) during the
+                       round / tokens generated: on a shared machine, where the wall time of
+                       a compute-bound run depends on what else runs, the steadier figure
 
 and prints each as a ratio to the 1-stream round of the same run. With --arrival N, one
 more measurement: the largest stream count less one streams run, and once each has its
@@ -90,6 +93,13 @@ def metrics(port):
             'in_steps': value('k3_batch_size_sum')}
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (every thread)."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def stream(port, prompt, seed, tokens, out, quit=None):
     """One streamed completion; fills out with its send time, chunk times, text, tokens. Set
     `quit` (a threading.Event) to hang up early: the server ends the generation."""
@@ -127,8 +137,9 @@ def pct(values, q):
     return v[min(len(v) - 1, max(0, int(round(q * len(v) + 0.5)) - 1))]
 
 
-def round_of(port, n, tokens):
+def round_of(port, n, tokens, pid):
     before = metrics(port)
+    cpu0 = cpu_seconds(pid)
     outs = [dict() for _ in range(n)]
     threads = [threading.Thread(target=stream, args=(port, PROMPTS[i], i, tokens, outs[i])) for i in range(n)]
     t0 = time.perf_counter()
@@ -138,6 +149,7 @@ def round_of(port, n, tokens):
         t.join()
     wall = max(o['done'] for o in outs) - t0
     after = metrics(port)
+    cpu = cpu_seconds(pid) - cpu0
     generated = sum(o['tokens'] for o in outs)
     ttft = [o['times'][0] - o['sent'] for o in outs if o['times']]
     itl = [b - a for o in outs for a, b in zip(o['times'], o['times'][1:])]
@@ -146,6 +158,7 @@ def round_of(port, n, tokens):
             'bytes_per_token': (after['read'] - before['read']) / max(1, generated),
             'ttft_p50': pct(ttft, 0.5), 'ttft_p99': pct(ttft, 0.99), 'itl_p50': pct(itl, 0.5), 'itl_p99': pct(itl, 0.99),
             'sequences_per_step': (after['in_steps'] - before['in_steps']) / max(1, steps),
+            'cpu_per_token': cpu / max(1, generated),
             'texts': [o['text'] for o in outs]}
 
 
@@ -202,18 +215,19 @@ def main():
         sys.exit('at most %d streams' % len(PROMPTS))
     server, port, log = start(a.exe, a.config, a.sets, max(counts))
     try:
-        round_of(port, 1, a.tokens)  # warm-up: the expert cache, the page cache
+        round_of(port, 1, a.tokens, server.pid)  # warm-up: the expert cache, the page cache
         rounds = {n: [] for n in counts}
         texts = {}
         for rep in range(a.reps):
             for n in counts:
-                r = round_of(port, n, a.tokens)
+                r = round_of(port, n, a.tokens, server.pid)
                 rounds[n].append(r)
                 for i, t in enumerate(r['texts']):
                     if texts.setdefault(i, t) != t:
                         sys.exit('stream %d gave another text with %d streams (exactness broken)' % (i, n))
-                print('rep %d, %d streams: %.2f tokens/s, %.0f bytes/token, %.2f sequences/step' %
-                      (rep + 1, n, r['tokens_per_s'], r['bytes_per_token'], r['sequences_per_step']), file=sys.stderr)
+                print('rep %d, %d streams: %.2f tokens/s, %.0f bytes/token, %.4f CPU s/token, %.2f sequences/step' %
+                      (rep + 1, n, r['tokens_per_s'], r['bytes_per_token'], r['cpu_per_token'], r['sequences_per_step']),
+                      file=sys.stderr)
         if a.arrival:
             try:
                 arrived = arrival(port, max(1, max(counts) - 1), 100000, a.arrival)
@@ -223,18 +237,20 @@ def main():
     finally:
         server.send_signal(2)
         server.wait(timeout=120)
-    keys = ['tokens_per_s', 'bytes_per_token', 'ttft_p50', 'ttft_p99', 'itl_p50', 'itl_p99', 'sequences_per_step']
+    keys = ['tokens_per_s', 'bytes_per_token', 'ttft_p50', 'ttft_p99', 'itl_p50', 'itl_p99', 'sequences_per_step',
+            'cpu_per_token']
     med = {n: {k: statistics.median(r[k] for r in rounds[n]) for k in keys} for n in counts}
     base = med[counts[0]]
-    print('| streams | tokens/s (all) | x | bytes/token | x | TTFT p50 s | x | TTFT p99 s | ITL p50 s | x | ITL p99 s | x | seq/step |')
-    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    print('| streams | tokens/s (all) | x | bytes/token | x | TTFT p50 s | x | TTFT p99 s | ITL p50 s | x | ITL p99 s | x | '
+          'CPU s/token | x | seq/step |')
+    print('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for n in counts:
         m = med[n]
         ratio = lambda k: m[k] / base[k] if base[k] else float('nan')
-        print('| %d | %.2f | %.2f | %s | %.2f | %.3f | %.2f | %.3f | %.4f | %.2f | %.4f | %.2f | %.2f |' % (
+        print('| %d | %.2f | %.2f | %s | %.2f | %.3f | %.2f | %.3f | %.4f | %.2f | %.4f | %.2f | %.4f | %.2f | %.2f |' % (
             n, m['tokens_per_s'], ratio('tokens_per_s'), '{:,.0f}'.format(m['bytes_per_token']), ratio('bytes_per_token'),
             m['ttft_p50'], ratio('ttft_p50'), m['ttft_p99'], m['itl_p50'], ratio('itl_p50'), m['itl_p99'],
-            ratio('itl_p99'), m['sequences_per_step']))
+            ratio('itl_p99'), m['cpu_per_token'], ratio('cpu_per_token'), m['sequences_per_step']))
     if a.arrival:
         b, d = arrived['itl_before'], arrived['itl_during']
         print('\n%d streams running, a %d-token prompt arrives: its time to first token %.2f s; the streams\' gaps '
