@@ -184,14 +184,14 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
   make_model(load_geometry(geometry), opts);
 }
 
-ModelSettings model_settings_of(const Pipeline& p) {
+ModelSettings model_settings_of(const Pipeline& p, RunSequences sequences) {
   ModelSettings ms;
   ms.storage = p.get_string("storage.plugin");
   ms.storage_params = p.get_params("storage.params");
   ms.kernels = p.get_string("kernels.set");
   ms.kernel_params = p.get_params("kernels.params");
   ms.threads = static_cast<int>(p.get_int("threads"));
-  ms.memory = plan_inputs(p);
+  ms.memory = sequences == RunSequences::batched ? batched_plan_inputs(p) : plan_inputs(p);
   ms.cache_policy = p.get_string("cache.policy");
   ms.cache_params = p.get_params("cache.params");
   ms.cache_future = p.get_path("cache.future");
@@ -245,13 +245,13 @@ std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, PluginHost& host
 
 }  // namespace
 
-Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks) {
+Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, RunSequences sequences) {
   // Plugin names and parameters first: a typo is reported before minutes of model generation.
   ModelPlugins plugins = create_plugins(p, host);
   uri_ = p.get_path("model.path").string();
   ensure_checkpoint(p, *plugins.storage, uri_, hooks);
   const auto t0 = std::chrono::steady_clock::now();
-  settings_ = model_settings_of(p);
+  settings_ = model_settings_of(p, sequences);
   if (hooks.on_status) hooks.on_status("loading " + uri_);
   model_ = std::make_unique<Model>(uri_, std::move(plugins), settings_);
   tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
