@@ -38,8 +38,11 @@ if [[ -z "$code" ]]; then
   kill -9 "$mp" $ranks 2>/dev/null
   echo "mpirun still runs 15 s after rank 1 was killed"; cat "$work/err"; exit 1
 fi
-for pid in $ranks; do
-  if kill -0 "$pid" 2>/dev/null; then echo "rank process $pid outlived the job"; kill -9 "$pid"; exit 1; fi
+for pid in $ranks; do  # a zombie not reaped yet has ended; a live k3host has not
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+  if [[ -n "$state" && "$state" != Z ]] && grep -q k3host "/proc/$pid/cmdline" 2>/dev/null; then
+    echo "rank process $pid outlived the job"; kill -9 "$pid"; exit 1
+  fi
 done
 if ((elapsed_ms > 10000)); then echo "the ranks took ${elapsed_ms} ms to end"; exit 1; fi
 if [[ "$code" == 0 ]]; then echo "mpirun exited 0 after a rank was killed"; exit 1; fi
