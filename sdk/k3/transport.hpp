@@ -7,8 +7,8 @@
 // between two ranks, never interpreted, converted or reduced. What a message means (a pass,
 // an error, a stop) is the host's business.
 //
-// Creating a transport joins the job (MPI_Init); destroying it leaves (MPI_Finalize). One
-// per process. Thread-safety: one call at a time, from any thread (the host serializes).
+// Creating a transport joins the job (MPI_Init); the process leaves it when it exits (an
+// MPI cannot be joined again once left). One per process. Thread-safety: one call at a time, from any thread (the host serializes).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -121,6 +121,8 @@ void Cluster::finish(int code, const std::string& reason) noexcept {
   Impl& c = *impl_;
   if (c.finished) return;
   c.finished = true;
+  log(LogLevel::info, "cluster", "rank 0 sent " + std::to_string(c.wire->bytes_sent()) + " bytes in " +
+                                     std::to_string(c.passes) + " passes");
   try {
     c.wire->send_text(1, Kind::stop, code, reason);
     // The stop goes round: once it is back, every rank has passed it on and is ending.

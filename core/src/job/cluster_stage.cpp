@@ -179,6 +179,7 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
       switch (m.header.kind) {
         case Kind::stop: {
           c.wire->send_text(next, Kind::stop, m.header.code, m.text());
+          log(LogLevel::info, "cluster", me + " sent " + std::to_string(c.wire->bytes_sent()) + " bytes");
           if (m.header.code != 0) log(LogLevel::error, "cluster", me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
           return m.header.code != 0 ? m.header.code : failed;
         }

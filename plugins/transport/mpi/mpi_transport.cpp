@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,12 @@ void promote_mpi_libraries() {
     (void)dlopen(name, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
 }
 
+void finalize_mpi() {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (done == 0) MPI_Finalize();
+}
+
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int n = 0;
@@ -46,18 +53,13 @@ std::string mpi_error(int code) {
 
 class MpiTransport final : public k3::sdk::Transport {
  public:
-  MpiTransport(k3::sdk::HostServices* host, std::uint32_t poll_us, bool finalize)
-      : host_(host), poll_us_(poll_us), finalize_(finalize) {
+  MpiTransport(k3::sdk::HostServices* host, std::uint32_t poll_us) : host_(host), poll_us_(poll_us) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     // Errors come back as codes (turned into a Status), never as MPI's own abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
-  ~MpiTransport() override {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (finalize_ && done == 0) MPI_Finalize();
-  }
+  ~MpiTransport() override = default;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
@@ -148,7 +150,6 @@ class MpiTransport final : public k3::sdk::Transport {
 
   k3::sdk::HostServices* host_;
   std::uint32_t poll_us_;
-  bool finalize_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -163,9 +164,10 @@ Status create(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::Transpor
   if (!params.ok()) return params.status();
   const auto poll_us = params.get_int<std::uint32_t>("poll_us");
   unknown_params = params.unused();
+  // MPI is joined once per process and left at its exit: MPI cannot be initialised again
+  // after MPI_Finalize, and a process under mpirun must finalize before it exits.
   int initialized = 0;
   MPI_Initialized(&initialized);
-  bool finalize = false;
   if (initialized == 0) {
     promote_mpi_libraries();
     int provided = 0;
@@ -173,12 +175,12 @@ Status create(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::Transpor
     // (a server's scheduler thread).
     if (const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided); rc != MPI_SUCCESS)
       return Status::error(StatusCode::unsupported, "MPI_Init_thread failed: " + mpi_error(rc));
-    finalize = true;
+    std::atexit(finalize_mpi);
     if (provided < MPI_THREAD_SERIALIZED)
       return Status::error(StatusCode::unsupported,
                            "this MPI library offers no MPI_THREAD_SERIALIZED (calls from more than one thread)");
   }
-  out = std::make_unique<MpiTransport>(args.host, poll_us, finalize);
+  out = std::make_unique<MpiTransport>(args.host, poll_us);
   return Status::success();
 }
 
