@@ -39,7 +39,7 @@ EXE=$BUILD/bin/k3host
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$WORK"
 for i in $(seq 1 "$STREAMS"); do echo "Prompt number $i is"; done >"$WORK/prompts.txt"
-common=(--config presets/laptop.yaml -m "$MODEL" -t 1 -q --draft-max 0 --set job.stop_at_eos=false
+common=(--config presets/laptop.yaml -m "$MODEL" -t 1 --draft-max 0 --set job.stop_at_eos=false
         --set memory.trunk_gb="$TRUNK" --set memory.expert_cache_gb="$EXPERTS"
         --set storage.plugin=throttle --set storage.params.bandwidth_mbps="$MBPS")
 launch() {  # launch RANKS args...: one process, or every rank under mpirun
@@ -59,7 +59,7 @@ PY
 )
   [ -z "$ref_ids" ] && ref_ids=$ids
   if [ "$ids" != "$ref_ids" ]; then echo "cluster_bench: $n ranks generated other ids than the first run" >&2; exit 1; fi
-  sent=$(grep -o "sent [0-9]* bytes" "$WORK/one-$n.log" | awk '{s += $2} END {print s + 0}')
+  sent=$( (grep -o "sent [0-9]* bytes" "$WORK/one-$n.log" || true) | awk '{s += $2} END {print s + 0}')
   launch "$n" --prompts "$WORK/prompts.txt" -n "$TOKENS" --parallel "$STREAMS" --out "$WORK/many-$n.json" \
     >/dev/null 2>"$WORK/many-$n.log"
   tps=$(python3 -c 'import json, sys; print("%.2f" % json.load(open(sys.argv[1]))["tokens_per_second"])' "$WORK/many-$n.json")

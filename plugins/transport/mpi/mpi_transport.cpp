@@ -81,9 +81,13 @@ class MpiTransport final : public k3::sdk::Transport {
       if (flag != 0) return Status::success();
       if (Status st = w.pause("sending " + std::to_string(bytes.size()) + " bytes to rank " + std::to_string(dest));
           !st.ok()) {
+        // Withdrawn only if the cancel took: a message the peer matched meanwhile was sent.
+        MPI_Status status{};
         MPI_Cancel(&req);
-        MPI_Request_free(&req);
-        return st;
+        MPI_Wait(&req, &status);
+        int cancelled = 0;
+        MPI_Test_cancelled(&status, &cancelled);
+        return cancelled != 0 ? st : Status::success();
       }
     }
   }
