@@ -86,9 +86,4 @@ class Wire {
   std::uint64_t sent_ = 0;
 };
 
-template <class T>
-std::span<const std::byte> bytes_of(std::span<const T> s) {
-  return std::as_bytes(s);
-}
-
 }  // namespace k3::cluster
