@@ -112,6 +112,26 @@ std::string stop_note(const JobReport& r) {
   return "";
 }
 
+/// --version: what was built, from which commit, and which kernel sets this CPU can run.
+int print_version() {
+  const BuildInfo& b = build_info();
+  std::printf("k3host %s\ncommit %s\ncompiler %s, %s build\n", b.version.c_str(), b.commit.c_str(),
+              b.compiler.c_str(), b.build_type.c_str());
+  const PluginHost host;
+  std::string runs;
+  for (const auto& p : host.plugins())
+    if (p.kind == PluginKind::kernels && p.score > 0) runs += (runs.empty() ? "" : ", ") + p.name;
+  if (runs.empty()) {
+    std::printf("kernel sets this CPU runs: none found in %s\n",
+                host.search_path().empty() ? "(no plugin folder)" : host.search_path().front().c_str());
+    return static_cast<int>(ExitCode::runtime);
+  }
+  std::printf("kernel sets this CPU runs: %s (chosen by default: %s)\n", runs.c_str(), host.best_kernels().name.c_str());
+  return 0;
+}
+
+}  // namespace
+
 /// Runs the job, streaming the generated text to stdout and the log (status, plan) to stderr.
 /// `quiet` (-q) also leaves out stdout's prompt echo and summary: only the generated text.
 /// Ctrl-C or SIGTERM stops generation at the next token (or prefill chunk), or cuts a storage
@@ -119,10 +139,12 @@ std::string stop_note(const JobReport& r) {
 /// the summary is printed, and the exit code is 5. A second signal exits at once
 /// (StopSignal), leaving no temporary file. A run that fails part way (exit 1) has its
 /// report written too, with the reason; the error line says where.
-int run_pipeline(const Pipeline& pipeline, bool quiet) {
+int run_pipeline(const Pipeline& pipeline, bool quiet, Cluster* cluster) {
   const StopSignal stop;
   JobHooks hooks;
   hooks.stop = &stop.flag();
+  hooks.cluster = cluster;
+  const ClusterStopScope cluster_stop(cluster, &stop.flag());
   std::filesystem::path report_written;
   hooks.on_report = [&](const std::filesystem::path& file) { report_written = file; };
   hooks.on_status = [&](const std::string& s) { log(LogLevel::info, "", s); };
@@ -195,27 +217,6 @@ int run_pipeline(const Pipeline& pipeline, bool quiet) {
   return 0;
 }
 
-
-/// --version: what was built, from which commit, and which kernel sets this CPU can run.
-int print_version() {
-  const BuildInfo& b = build_info();
-  std::printf("k3host %s\ncommit %s\ncompiler %s, %s build\n", b.version.c_str(), b.commit.c_str(),
-              b.compiler.c_str(), b.build_type.c_str());
-  const PluginHost host;
-  std::string runs;
-  for (const auto& p : host.plugins())
-    if (p.kind == PluginKind::kernels && p.score > 0) runs += (runs.empty() ? "" : ", ") + p.name;
-  if (runs.empty()) {
-    std::printf("kernel sets this CPU runs: none found in %s\n",
-                host.search_path().empty() ? "(no plugin folder)" : host.search_path().front().c_str());
-    return static_cast<int>(ExitCode::runtime);
-  }
-  std::printf("kernel sets this CPU runs: %s (chosen by default: %s)\n", runs.c_str(), host.best_kernels().name.c_str());
-  return 0;
-}
-
-}  // namespace
-
 void show_load_progress(const std::string& what, std::uint64_t done, std::uint64_t total) {
   // A terminal redraw, not a log line: shown when info lines are, never in the log file.
   if (!log_enabled(LogLevel::info) || total == 0) return;
@@ -244,6 +245,7 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
     std::fputs(pipeline.dump().c_str(), stdout);
     return 0;
   }
+  if (pipeline.get_string("cluster.transport") != "none") return run_cluster(pipeline, global.log.quiet);
   if (!pipeline.get_path("job.prompts").empty()) return run_prompts_file(pipeline);
   return run_pipeline(pipeline, global.log.quiet);
 }

@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include <k3/cluster.hpp>
+
 #include "cli.hpp"
 
 namespace k3::cli {
@@ -18,6 +20,29 @@ struct RunOptions {
 void add_run_options(CLI::App& app, RunOptions& run);
 int run_job(const GlobalOptions& global, const RunOptions& run);
 /// job.prompts set: every prompt of the file, generated together (run_prompts.cpp).
-int run_prompts_file(const Pipeline& pipeline);
+/// For the length of a run on rank 0 of a split model: a stop request ends a wait for
+/// another rank too.
+class ClusterStopScope {
+ public:
+  ClusterStopScope(Cluster* cluster, const std::atomic<bool>* flag) : cluster_(cluster) {
+    if (cluster_ != nullptr) cluster_->set_stop_flag(flag);
+  }
+  ~ClusterStopScope() {
+    if (cluster_ != nullptr) cluster_->set_stop_flag(nullptr);
+  }
+  ClusterStopScope(const ClusterStopScope&) = delete;
+  ClusterStopScope& operator=(const ClusterStopScope&) = delete;
+
+ private:
+  Cluster* cluster_;
+};
+
+/// `cluster` (rank 0 of a model split over ranks, run_cluster.cpp): passes go through it.
+int run_prompts_file(const Pipeline& pipeline, Cluster* cluster = nullptr);
+/// The batch job of one prompt (run_job.cpp).
+int run_pipeline(const Pipeline& pipeline, bool quiet, Cluster* cluster = nullptr);
+/// cluster.transport set: this process is one rank of a model split over ranks
+/// (run_cluster.cpp); rank 0 runs the job, the others their layers.
+int run_cluster(const Pipeline& pipeline, bool quiet);
 
 }  // namespace k3::cli

@@ -15,10 +15,12 @@
 
 namespace k3::cli {
 
-int run_prompts_file(const Pipeline& pipeline) {
+int run_prompts_file(const Pipeline& pipeline, Cluster* cluster) {
   const StopSignal stop;
   PromptsHooks hooks;
   hooks.stop = &stop.flag();
+  hooks.cluster = cluster;
+  const ClusterStopScope cluster_stop(cluster, &stop.flag());
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_progress = show_load_progress;
   hooks.on_plan = [](const std::string& table) { log_text(LogLevel::info, table); };

@@ -1,4 +1,4 @@
-# k3_add_plugin(<target> KIND <storage|cache|kernels|tokenizer> NAME <name> SOURCES ...)
+# k3_add_plugin(<target> KIND <storage|cache|kernels|tokenizer|transport> NAME <name> SOURCES ...)
 # Builds a k3host plugin: a MODULE library named k3-<kind>-<name>.so with hidden
 # visibility, exact floating point (-ffp-contract=off) and C++20, linked only to k3::sdk.
 # A linker version script (k3plugin.map, next to this file) keeps every symbol local but
@@ -14,7 +14,7 @@ function(k3_add_plugin target)
   if(NOT P_KIND OR NOT P_NAME OR NOT P_SOURCES)
     message(FATAL_ERROR "k3_add_plugin(${target}): KIND, NAME and SOURCES are required")
   endif()
-  if(NOT P_KIND MATCHES "^(storage|cache|kernels|tokenizer)$")
+  if(NOT P_KIND MATCHES "^(storage|cache|kernels|tokenizer|transport)$")
     message(FATAL_ERROR "k3_add_plugin(${target}): unknown KIND '${P_KIND}'")
   endif()
   add_library(${target} MODULE ${P_SOURCES})

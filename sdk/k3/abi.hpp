@@ -23,10 +23,12 @@
 //   K3ParamDescriptor; the same layout): everything a plugin names is in the SDK's namespace.
 // Within 4, additive and optional likewise: StorageFileVersion and StorageCounters
 // (storage_extras.hpp).
+// 5 a fifth kind, transport (transport.hpp): how the ranks of a pipeline split over
+//   processes or machines reach each other (docs/cluster.md).
 #pragma once
 #include <cstdint>
 
-#define K3_PLUGIN_ABI 4u
+#define K3_PLUGIN_ABI 5u
 
 #if defined(__clang__)
 #define K3_TOOLCHAIN_COMPILER "clang"
@@ -49,7 +51,7 @@ extern "C" {
 /// The descriptor every plugin exports as `k3_plugin_descriptor`. \since ABI 1
 struct K3PluginDescriptor {
   std::uint32_t abi;       ///< K3_PLUGIN_ABI the plugin was built with. Must stay first.
-  const char* kind;        ///< "storage", "cache", "kernels" or "tokenizer"
+  const char* kind;        ///< "storage", "cache", "kernels", "tokenizer" or "transport" (ABI 5)
   const char* name;        ///< unique plugin name, e.g. "posix"
   const char* version;     ///< the plugin's own version, MAJOR.MINOR.PATCH ("1.0.0")
   const char* toolchain;   ///< K3_TOOLCHAIN when built

@@ -4,11 +4,11 @@
 //   K3_PLUGIN_PARAMS(table)     the parameters the factory accepts (params.hpp), or
 //   K3_PLUGIN_NO_PARAMS()       when it accepts none
 //
-// kind     storage | cache | kernels | tokenizer (a token, not a string)
+// kind     storage | cache | kernels | tokenizer | transport (a token, not a string)
 // factory  a function  k3::sdk::Status factory(const k3::sdk::CreateArgs& args,
 //                                               std::unique_ptr<Interface>& out,
 //                                               std::vector<std::string>& unknown_params);
-//          Interface is StorageBackend, CachePolicy, KernelSet or Tokenizer. It fills `out`
+//          Interface is StorageBackend, CachePolicy, KernelSet, Tokenizer or Transport. It fills `out`
 //          and lists the parameter keys it did not read (ParamReader::unused()).
 // table    a C array of k3::sdk::ParamDescriptor (abi.hpp), the same one the factory hands its
 //          ParamReader, so the description cannot drift from the code.
@@ -40,6 +40,7 @@
 #include <k3/status.hpp>
 #include <k3/storage.hpp>
 #include <k3/tokenizer.hpp>
+#include <k3/transport.hpp>
 
 namespace k3::sdk {
 
@@ -52,6 +53,7 @@ struct storage { using Interface = StorageBackend; static constexpr const char* 
 struct cache { using Interface = CachePolicy; static constexpr const char* name = "cache"; };
 struct kernels { using Interface = KernelSet; static constexpr const char* name = "kernels"; };
 struct tokenizer { using Interface = Tokenizer; static constexpr const char* name = "tokenizer"; };
+struct transport { using Interface = Transport; static constexpr const char* name = "transport"; };
 }  // namespace kind
 
 namespace detail {

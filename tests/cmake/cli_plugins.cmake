@@ -83,6 +83,22 @@ if(CMAKE_SCRIPT_MODE_FILE)
     math(EXPR body "${at_begin} + ${begin_length}")
     math(EXPR body_length "${at_end} - ${body}")
     string(SUBSTRING "${text}" ${body} ${body_length} current)
+    # The mpi transport is built only where MPI is found (docs/cluster.md): a build without
+    # it compares the rest.
+    set(mpi_section "#### transport `mpi`\n")
+    string(FIND "${out}" "${mpi_section}" out_has_mpi)
+    string(FIND "${current}" "${mpi_section}" doc_mpi)
+    if(out_has_mpi EQUAL -1 AND NOT doc_mpi EQUAL -1)
+      string(SUBSTRING "${current}" ${doc_mpi} -1 rest)
+      string(FIND "${rest}" "\n\n" table_end)  # the heading's blank line
+      string(SUBSTRING "${rest}" ${table_end} -1 rest)
+      string(SUBSTRING "${rest}" 2 -1 rest)
+      string(FIND "${rest}" "\n\n" table_end)  # the table's
+      math(EXPR table_end "${table_end} + 2")
+      string(SUBSTRING "${rest}" ${table_end} -1 rest)
+      string(SUBSTRING "${current}" 0 ${doc_mpi} head)
+      set(current "${head}${rest}")
+    endif()
     if(current STREQUAL out)
       message(STATUS "${DOC}: the plugin parameters are up to date")
       return()

@@ -32,6 +32,26 @@ struct BatchFeed {
   bool tentative = false;
 };
 
+/// One sequence's part of a pass as it travels to the later ranks of a model split over
+/// ranks (k3/cluster.hpp).
+struct LinkedSlice {
+  std::uint64_t sequence = 0;  ///< which sequence (its session, as rank 0 names it)
+  std::int64_t position = 0;   ///< its position before the pass
+  std::uint32_t rows = 0;      ///< its tokens in the pass
+  bool all_positions = false;  ///< logits of every row, else of its last
+  bool tentative = false;      ///< speculative verification: a prefix is kept afterwards
+};
+
+/// The ranks after this one, as rank 0's passes see them: `activations` (prefix [rows, E],
+/// then `banked` AttnRes snapshots) after rank 0's layers in, the last rank's logits out
+/// (`logits`, as BatchForward::run writes them). Throws the error a later rank reported.
+class PassLink {
+ public:
+  virtual ~PassLink() = default;
+  virtual void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
+                       std::span<const float> activations, std::size_t banked, std::vector<float>& logits) = 0;
+};
+
 class BatchForward {
  public:
   /// Run buffers for passes of up to `rows` tokens in all over sessions of up to
@@ -52,6 +72,17 @@ class BatchForward {
   /// throws, every tentative feed keeps nothing; the other sessions hold part of a pass
   /// (as after a Session::feed that threw).
   void run(std::span<const BatchFeed> feeds, std::vector<float>& logits);
+
+  /// A rank's share of a pass when the model is split over ranks (docs/cluster.md): the
+  /// layers its Model holds (MemoryPlan::first_layer, last_layer), with run()'s checks and
+  /// its handling of tentative feeds. `in`: the activations the previous rank sent
+  /// (prefix [rows, E], then `in_banked` AttnRes block snapshots [rows, E] each), empty on
+  /// the first rank, which embeds the tokens instead. `out`: on the last rank the logits, as
+  /// run() writes them; on the others the activations for the next rank in the same layout,
+  /// with `out_banked` snapshots. Plain fp32 rows: sent as bytes, the next rank computes
+  /// exactly what one process would.
+  void run_stage(std::span<const BatchFeed> feeds, std::span<const float> in, std::size_t in_banked,
+                 std::vector<float>& out, std::size_t& out_banked);
 
   /// The rows one pass holds without growing.
   [[nodiscard]] std::size_t rows() const noexcept;

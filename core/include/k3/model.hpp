@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <k3/model_config.hpp>
@@ -23,6 +24,8 @@
 #include <k3/plugin_host.hpp>
 
 namespace k3 {
+
+class PassLink;
 
 struct ModelSettings {
   std::string storage = "posix";  ///< storage plugin name
@@ -46,6 +49,10 @@ struct ModelSettings {
   /// MoE layers (0 = off); bytes read ahead per token of a forward pass (0 = no limit).
   std::size_t prefetch_depth = 0;
   std::uint64_t prefetch_bytes_per_token = 0;
+  /// A rank of a model split over ranks (k3/cluster.hpp): given the model's config, the
+  /// layers [first, last) this process holds (the embedding with layer 0, lm_head with the
+  /// last). Empty: every layer.
+  std::function<std::pair<std::size_t, std::size_t>(const ModelConfig&)> layers;
   /// model.packed_trunk: a folder written by `k3host pack-trunk` from this checkpoint; the
   /// trunk and tables are read from its trunk.bin (a layer is one aligned read) instead of
   /// the shards. Refused (UsageError) when packed from another checkpoint (its identity) or
@@ -139,6 +146,11 @@ class Model {
   /// True when the trunk or the experts stream (the plan did not hold everything).
   [[nodiscard]] bool streaming() const noexcept;
   [[nodiscard]] StreamStats stream_stats() const;
+
+  /// Rank 0 of a model split over ranks: every pass (k3::BatchForward) runs this rank's
+  /// layers, then goes through `link` for the rest (k3/batch.hpp PassLink). Not owned; null
+  /// to stop.
+  void set_pass_link(PassLink* link) noexcept;
 
   struct Impl;
   [[nodiscard]] Impl& impl() noexcept { return *impl_; }

@@ -71,6 +71,9 @@ class Pipeline {
   [[nodiscard]] std::vector<std::filesystem::path> plugin_path() const;
   /// The merged pipeline as YAML, every key included.
   [[nodiscard]] std::string dump() const;
+  /// The pipeline as rank `rank` of a model split over ranks sees it (docs/cluster.md):
+  /// every cluster.ranks.<rank>.KEY set over it (checked when it was loaded).
+  [[nodiscard]] Pipeline for_rank(int rank) const;
   /// The file it was loaded from.
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
   /// Every file read, following `extends:`: the most basic first, `file()` last.

@@ -53,6 +53,10 @@ struct PlanInputs {
     std::uint64_t expert_bytes = 0;       ///< all its routed experts' slots
   };
   std::optional<BudgetsFor> budgets_for;
+  /// A rank of a model split over ranks (docs/cluster.md) holds layers [first_layer,
+  /// last_layer) only, with the embedding when first_layer is 0 and the final norm and
+  /// lm_head when last_layer is the last; last_layer 0 = every layer.
+  std::size_t first_layer = 0, last_layer = 0;
 };
 
 /// memory.* and job.prefill_chunk of a loaded pipeline, for a run of one sequence.
@@ -128,7 +132,10 @@ struct MemoryPlan {
 
   // Trunk: every layer's non-expert tensors as held in memory.
   std::vector<std::uint64_t> layer_bytes;  ///< per layer, the size of one binding
-  std::vector<bool> pinned;                ///< per layer
+  std::vector<bool> pinned;                ///< per layer (false for a layer this rank does not hold)
+  /// The layers this process holds, [first_layer, last_layer): all of them unless the model
+  /// is split over ranks (PlanInputs::first_layer); the others cost nothing here.
+  std::size_t first_layer = 0, last_layer = 0;
   std::size_t pinned_count = 0;
   std::uint64_t pinned_bytes = 0;
   std::size_t ring_slots = 0;              ///< 0 when every layer is pinned
@@ -184,7 +191,11 @@ struct MemoryPlan {
     return pinned_bytes + ring_slots * ring_slot_bytes + (chunks_here ? row_chunk_buffers * row_chunk_bytes : 0);
   }
   [[nodiscard]] std::uint64_t expert_bytes() const { return expert_slots * expert_slot_bytes; }
-  [[nodiscard]] bool streams_trunk() const { return pinned_count < layer_bytes.size(); }
+  [[nodiscard]] bool streams_trunk() const { return pinned_count < last_layer - first_layer; }
+  [[nodiscard]] bool holds_layer(std::size_t layer) const { return layer >= first_layer && layer < last_layer; }
+  /// The embedding table (the first rank) and the final norm and lm_head (the last).
+  [[nodiscard]] bool holds_embedding() const { return first_layer == 0; }
+  [[nodiscard]] bool holds_head() const { return last_layer == layer_bytes.size(); }
   [[nodiscard]] bool streams_experts() const { return expert_slots < experts_total; }
   /// Everything fits resident: the plain in-memory source serves the model.
   [[nodiscard]] bool resident() const { return !streams_trunk() && !streams_experts() && !stream_embedding; }

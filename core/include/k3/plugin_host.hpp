@@ -29,10 +29,11 @@
 #include <k3/params.hpp>
 #include <k3/storage.hpp>
 #include <k3/tokenizer.hpp>
+#include <k3/transport.hpp>
 
 namespace k3 {
 
-enum class PluginKind { storage, cache, kernels, tokenizer };
+enum class PluginKind { storage, cache, kernels, tokenizer, transport };
 const char* to_string(PluginKind kind) noexcept;
 
 struct PluginInfo {
@@ -124,6 +125,9 @@ class PluginHost {
   std::shared_ptr<sdk::KernelSet> create_kernels(const std::string& name, const PluginParams& params,
                                                  std::vector<std::string>* unknown = nullptr);
   std::shared_ptr<sdk::Tokenizer> create_tokenizer(const std::string& name, const PluginParams& params,
+                                                   std::vector<std::string>* unknown = nullptr);
+  /// A transport joins the job of ranks it was started in (docs/cluster.md); one per process.
+  std::shared_ptr<sdk::Transport> create_transport(const std::string& name, const PluginParams& params,
                                                    std::vector<std::string>* unknown = nullptr);
 
   /// Objects of `kind` created through the create_* calls above so far (what a decorator

@@ -20,6 +20,7 @@
 
 namespace k3 {
 
+class Cluster;
 class DraftModel;
 
 struct LoadHooks {
@@ -34,6 +35,9 @@ struct LoadHooks {
   /// keeping nothing of it; the batch job's generation stops at the next token or prefill
   /// chunk and still writes its files (JobHooks). Not owned.
   const std::atomic<bool>* stop = nullptr;
+  /// Rank 0 of a model split over ranks (k3/cluster.hpp): the model holds this rank's layers
+  /// and its passes go through every rank. Null for one process. Not owned.
+  Cluster* cluster = nullptr;
 };
 
 /// How many sequences a run decodes at once: the memory plan holds the KDA state, MLA KV and
@@ -84,6 +88,10 @@ class Runtime {
 /// (`storage warm`, `plan --from-checkpoint`, `tokenize`): its plugin and parameters checked
 /// as Runtime checks them, each refusal a UsageError at its file:line:col.
 std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& pipeline, PluginHost& host);
+
+/// The transport plugin cluster.transport names (k3/cluster.hpp), its parameters checked at
+/// their place in the pipeline (UsageError); creating it joins the job of ranks.
+std::shared_ptr<sdk::Transport> create_pipeline_transport(const Pipeline& pipeline, PluginHost& host);
 
 /// True when the value of `key` was given for this run: by a --set override (the CLI's
 /// --prompt, --ids, ... are ones) or by a pipeline file other than configs/default.yaml.

@@ -8,6 +8,7 @@
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 
+#include "config/rank_overrides.hpp"
 #include "config/env_expand.hpp"
 #include "config/pipeline_impl.hpp"
 #include "config/schema.hpp"
@@ -212,6 +213,7 @@ Pipeline load_pipeline(const fs::path& name_or_file, const std::vector<Override>
   const bool demo = selects_demo(impl->root);
   config::validate_and_complete(impl->root, cwd);
   if (demo) select_demo(impl->root, impl->files);
+  config::check_rank_overrides(impl->root, cwd);
   return Pipeline(std::move(impl));
 }
 

@@ -5,6 +5,7 @@
 #include <k3/pipeline.hpp>
 
 #include "config/pipeline_impl.hpp"
+#include "config/rank_overrides.hpp"
 #include "config/scalar_text.hpp"
 #include "config/schema.hpp"
 #include "config/validate.hpp"
@@ -64,6 +65,12 @@ Pipeline::~Pipeline() = default;
 Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
 Pipeline::Pipeline(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Pipeline Pipeline::for_rank(int rank) const {
+  auto impl = std::make_unique<Impl>(*impl_);
+  impl->root = config::root_for_rank(impl_->root, rank, fs::current_path());
+  return Pipeline(std::move(impl));
+}
 
 namespace {
 

@@ -252,6 +252,26 @@ std::vector<KeySpec> build_schema() {
        "job.prefill_chunk",
        "one prefill chunk per step keeps a step's cost near a decode step's while the prompt still advances"},
 
+      {"cluster.transport", T::name, "none", {}, {},
+       "How the ranks of a model split over processes or machines reach each other (docs/cluster.md): none (one "
+       "process holds every layer) or a transport plugin (mpi: run every rank under mpirun); rank 0 runs the job, "
+       "each rank its range of layers",
+       "one machine needs no transport"},
+      {"cluster.params", T::params, "{}", {}, {}, "Parameters for the transport plugin (see its README)",
+       "every plugin has working defaults"},
+      {"cluster.layers", T::string, "auto", {}, {},
+       "The layers each rank holds: auto (contiguous ranges balanced by the bytes of their trunk and routed experts) "
+       "or one inclusive range per rank in order, comma-separated, covering every layer (\"0-3,4-9,10-11\")",
+       "balanced ranges put the same share of the model on every machine"},
+      {"cluster.ranks", T::params, "{}", {}, {},
+       "Per-rank settings: cluster.ranks.N.KEY (e.g. cluster.ranks.2.memory.trunk_gb: 4) sets KEY for rank N only, "
+       "over everything else; KEY is any key outside cluster.*",
+       "machines of different sizes work together"},
+      {"cluster.timeout_s", T::number, "0", at_least(0), {},
+       "Seconds a rank waits for its peer's next message before it ends the run (exit 1); 0 = no limit (a dead "
+       "rank is reported by mpirun, which ends the others)",
+       "a server's ranks wait as long as no request comes"},
+
       {"trace.out", T::path, "''", {}, {},
        "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future; an interrupted "
        "run's trace is complete for the ids it fed",

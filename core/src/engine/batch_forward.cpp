@@ -22,6 +22,8 @@ struct BatchForward::Impl {
   std::vector<RoutingListener*> listeners;  ///< per slice
   std::vector<std::int64_t> pos0;          ///< per slice: its position before the pass
   SliceListeners observer;
+  std::vector<float> activations;  ///< rank 0 of a split model: what goes to the next rank
+  std::vector<LinkedSlice> linked;  ///< and each sequence's part of it
 };
 
 BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t positions, std::size_t sequences) {
@@ -30,11 +32,12 @@ BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t position
   impl_ = std::make_unique<Impl>(Impl{model, positions,
                                       model::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
                                                                          positions)),
-                                      {}, {}, {}, {}, {}});
+                                      {}, {}, {}, {}, {}, {}, {}});
   impl_->slices.reserve(sequences);
   impl_->tokens.reserve(rows);
   impl_->listeners.reserve(sequences);
   impl_->pos0.reserve(sequences);
+  impl_->linked.reserve(sequences);
 }
 
 BatchForward::~BatchForward() = default;
@@ -43,7 +46,37 @@ std::size_t BatchForward::rows() const noexcept { return impl_->buffers.sizes().
 
 void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& logits) {
   Impl& b = *impl_;
+  const MemoryPlan& plan = b.model.plan();
+  PassLink* link = b.model.impl().link;
+  std::size_t banked = 0;
+  if (plan.first_layer == 0 && plan.holds_head()) {
+    run_stage(feeds, {}, 0, logits, banked);
+    return;
+  }
+  if (plan.first_layer != 0 || link == nullptr)
+    throw RuntimeError("a model holding layers " + std::to_string(plan.first_layer) + "-" +
+                       std::to_string(plan.last_layer - 1) + " runs a pass as a stage of a pipeline of ranks");
+  // Rank 0 of a model split over ranks: its layers here, the others through the link.
+  run_stage(feeds, {}, 0, b.activations, banked);
+  try {
+    b.linked.clear();
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      b.linked.push_back({reinterpret_cast<std::uintptr_t>(feeds[i].session), b.pos0[i],
+                          static_cast<std::uint32_t>(feeds[i].tokens.size()), feeds[i].all_positions,
+                          feeds[i].tentative});
+    link->forward(b.linked, b.tokens, b.activations, banked, logits);
+  } catch (...) {
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      if (feeds[i].tentative) engine::keep_tentative(feeds[i].session->impl(), b.pos0[i], 0);
+    throw;
+  }
+}
+
+void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const float> in, std::size_t in_banked,
+                             std::vector<float>& out, std::size_t& out_banked) {
+  Impl& b = *impl_;
   const ModelConfig& c = b.model.config();
+  const MemoryPlan& plan = b.model.plan();
   b.slices.clear();
   b.tokens.clear();
   b.listeners.clear();
@@ -73,7 +106,6 @@ void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& log
     const auto grown = std::max<std::uint64_t>(rows, 2 * b.buffers.sizes().chunk);
     b.buffers = model::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions));
   }
-  logits.resize(model::logit_rows(b.slices) * static_cast<std::size_t>(c.vocab_size));
   b.observer.set(b.listeners);
   b.observer.set_rows(b.slices);
   Model::Impl& m = b.model.impl();
@@ -82,7 +114,22 @@ void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& log
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (feeds[i].tentative) feeds[i].session->impl().open_tentative = b.pos0[i];
   try {
-    model::forward_pass(ctx, b.slices, b.tokens, logits.data());
+    model::Activations act = plan.first_layer == 0
+                                 ? model::begin_pass(ctx, b.slices, b.tokens)
+                                 : model::resume_pass(ctx, b.slices, b.tokens, plan.first_layer, in, in_banked);
+    model::run_layers(ctx, plan.first_layer, plan.last_layer, b.slices, act);
+    if (plan.holds_head()) {
+      out.resize(model::logit_rows(b.slices) * static_cast<std::size_t>(c.vocab_size));
+      model::end_pass(ctx, b.slices, act, out.data());
+      out_banked = 0;
+    } else {  // the next rank's input: P, then the snapshots taken so far
+      const std::size_t n = act.prefix.size();
+      out.resize((1 + act.banked) * n);
+      std::copy_n(act.prefix.data(), n, out.data());
+      std::copy_n(act.bank.data(), act.banked * n, out.data() + n);
+      out_banked = act.banked;
+    }
+    model::finish_pass(b.slices, b.tokens);
   } catch (...) {
     for (std::size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].tentative) engine::keep_tentative(feeds[i].session->impl(), b.pos0[i], 0);

@@ -51,7 +51,13 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
                                std::to_string(m.identity.shards) + " shards, " +
                                std::to_string(m.identity.sampled_bytes) + " bytes sampled)");
   // Then the plan: a model that does not fit is refused before the weights are allocated.
-  m.plan = plan_memory(m.config, settings.memory);
+  PlanInputs memory = settings.memory;
+  if (settings.layers) {  // a rank of a model split over ranks holds its range only
+    const auto [first, last] = settings.layers(m.config);
+    memory.first_layer = first;
+    memory.last_layer = last;
+  }
+  m.plan = plan_memory(m.config, memory);
   require_fit(m.plan);
   m.kernel_name = std::move(plugins.kernel_name);
   m.kernels = std::move(plugins.kernels);
@@ -77,7 +83,8 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
     m.packed = std::make_unique<model::PackedLocations>(model::PackedLocations::of(
         PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri)));
   if (m.plan.resident()) {
-    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get());
+    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get(),
+                                                         m.plan.first_layer, m.plan.last_layer);
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
@@ -92,6 +99,8 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
 }
 
 Model::~Model() = default;
+
+void Model::set_pass_link(PassLink* link) noexcept { impl_->link = link; }
 
 model::WeightSource& Model::Impl::weight_source() {
   if (source) return *source;

@@ -55,6 +55,7 @@ struct Model::Impl {
   std::unique_ptr<runtime::StreamedTrunk> trunk;
   std::unique_ptr<cache::ExpertCache> expert_cache;
   std::unique_ptr<cache::StreamedExperts> streamed_experts;
+  PassLink* link = nullptr;  ///< rank 0 of a model split over ranks: the later ranks
 
   [[nodiscard]] model::WeightSource& weight_source();
   [[nodiscard]] model::ExpertSource& expert_source();

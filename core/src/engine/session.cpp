@@ -38,7 +38,9 @@ void check_feed(const Session::Impl& s, std::span<const std::uint32_t> tokens) {
 
 void keep_tentative(Session::Impl& s, std::int64_t pos0, std::size_t keep) {
   s.open_tentative.reset();
-  model::keep_tentative(s.model.config(), s.state, s.tentative, pos0, keep, s.keep_buffers);
+  const MemoryPlan& plan = s.model.plan();
+  model::keep_tentative(s.model.config(), s.state, s.tentative, pos0, keep, s.keep_buffers, plan.first_layer,
+                        plan.last_layer);
 }
 
 }  // namespace engine

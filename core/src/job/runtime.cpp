@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include <k3/cluster.hpp>
 #include <k3/draft_model.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
@@ -252,8 +253,18 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, Ru
   ensure_checkpoint(p, *plugins.storage, uri_, hooks);
   const auto t0 = std::chrono::steady_clock::now();
   settings_ = model_settings_of(p, sequences);
+  if (p.get_string("cluster.transport") != "none" && hooks.cluster == nullptr)
+    p.refuse("cluster.transport", "a model split over ranks runs the batch job (k3host --config, under mpirun); "
+                                  "this command runs in one process: set cluster.transport: none");
+  if (Cluster* cluster = hooks.cluster) {
+    settings_.layers = [cluster, &p](const ModelConfig& c) {
+      const LayerRange r = cluster->layers_of(p, c);
+      return std::pair<std::size_t, std::size_t>{r.first, r.last};
+    };
+  }
   if (hooks.on_status) hooks.on_status("loading " + uri_);
   model_ = std::make_unique<Model>(uri_, std::move(plugins), settings_);
+  if (hooks.cluster != nullptr && hooks.cluster->rank() == 0) hooks.cluster->attach(*model_);
   tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (hooks.on_plan) hooks.on_plan(model_->plan().table());
@@ -298,6 +309,19 @@ std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& p, 
   at_key(p, "storage.params", [&] { storage = host.create_storage(name, params, &unknown); });
   refuse_unknown(p, "storage.params", *info, unknown);
   return storage;
+}
+
+std::shared_ptr<sdk::Transport> create_pipeline_transport(const Pipeline& p, PluginHost& host) {
+  const std::string name = p.get_string("cluster.transport");
+  const PluginInfo* info = nullptr;
+  at_key(p, "cluster.transport", [&] { info = &host.find(PluginKind::transport, name); });
+  const PluginParams params = p.get_params("cluster.params");
+  check_described(p, host, "cluster.transport", "cluster.params", *info, params);
+  std::vector<std::string> unknown;
+  std::shared_ptr<sdk::Transport> transport;
+  at_key(p, "cluster.params", [&] { transport = host.create_transport(name, params, &unknown); });
+  refuse_unknown(p, "cluster.params", *info, unknown);
+  return transport;
 }
 
 bool set_by_user(const Pipeline& p, std::string_view key) {

@@ -56,13 +56,14 @@ void forward(ForwardContext& ctx, SequenceState& st, std::span<const std::uint32
 }
 
 void keep_tentative(const ModelConfig& c, SequenceState& st, const TentativeChunk& chunk, std::int64_t pos0,
-                    std::size_t keep, KdaBuffers& buffers) {
+                    std::size_t keep, KdaBuffers& buffers, std::size_t first, std::size_t last) {
   const auto end = static_cast<std::size_t>(pos0) + keep;
   if (st.tokens.size() < end) throw RuntimeError("keep_tentative: the chunk was not fed");
   st.position = static_cast<std::int64_t>(end);
   st.tokens.resize(end);
   const auto LAT = static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
+  // Only the layers that ran the chunk: a rank of a model split over ranks runs its own.
+  for (std::size_t i = first; i < std::min(last, static_cast<std::size_t>(c.num_hidden_layers)); ++i) {
     if (c.is_mla(static_cast<std::int64_t>(i))) {
       if (st.mla[i].latent.size() > end * LAT) st.mla[i].latent.resize(end * LAT);
     } else if (keep > 0) {

@@ -53,9 +53,11 @@ void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uin
 /// After forward() ran a tentative chunk that started at position `pos0`: keeps its first
 /// `keep` tokens (0 ≤ keep ≤ the chunk's length) and drops the rest, so that the state is
 /// bit for bit what feeding only those tokens would have left. With keep = 0 it also undoes
-/// a tentative forward() that threw part way.
+/// a tentative forward() that threw part way. Layers [first, last) ran the chunk (a rank of a
+/// model split over ranks runs its own range; the others are not touched).
 void keep_tentative(const ModelConfig& c, SequenceState& state, const TentativeChunk& chunk, std::int64_t pos0,
-                    std::size_t keep, KdaBuffers& buffers);
+                    std::size_t keep, KdaBuffers& buffers,
+                    std::size_t first = 0, std::size_t last = SIZE_MAX);
 
 /// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);

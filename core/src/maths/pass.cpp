@@ -58,10 +58,13 @@ std::size_t logit_rows(std::span<const SeqSlice> slices) noexcept {
   return n;
 }
 
-Activations begin_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens) {
+namespace {
+
+/// begin_pass's checks: rows within the run buffers, slices in order and distinct, ids
+/// within the vocabulary; journals sized for a tentative slice.
+void check_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens) {
   const ModelConfig& c = ctx.config;
   RunBuffers& buf = ctx.buffers;
-  const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto V = static_cast<std::size_t>(c.vocab_size);
   const std::size_t T = tokens.size();
   if (T > buf.sizes().chunk)
@@ -86,10 +89,42 @@ Activations begin_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, st
   for (std::size_t t = 0; t < T; ++t)
     if (tokens[t] >= V) throw UsageError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" +
                                          std::to_string(V) + ")");
+}
+
+}  // namespace
+
+std::size_t banked_before(const ModelConfig& c, std::size_t layer) noexcept {
+  const auto B = static_cast<std::size_t>(std::max<std::int64_t>(1, c.attn_res_block_size));
+  return (layer + B - 1) / B;
+}
+
+Activations begin_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens) {
+  check_pass(ctx, slices, tokens);
+  const auto E = static_cast<std::size_t>(ctx.config.hidden_size);
+  const std::size_t T = tokens.size();
+  RunBuffers& buf = ctx.buffers;
   // P = the embedding rows (exact bf16 → fp32). P, h, hn, a are [T, E] in the run buffers.
   StackBuffers& sb = buf.stack;
   ctx.weights.embed(tokens, E, sb.prefix.data());
   return Activations{T, 0, std::span<float>(sb.prefix.data(), T * E), std::span<float>(sb.bank)};
+}
+
+Activations resume_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens,
+                        std::size_t first, std::span<const float> in, std::size_t banked) {
+  check_pass(ctx, slices, tokens);
+  const auto E = static_cast<std::size_t>(ctx.config.hidden_size);
+  const std::size_t T = tokens.size();
+  const std::size_t n = T * E;
+  StackBuffers& sb = ctx.buffers.stack;
+  if (banked != banked_before(ctx.config, first))
+    throw RuntimeError("forward: activations for layer " + std::to_string(first) + " with " + std::to_string(banked) +
+                       " block snapshots where " + std::to_string(banked_before(ctx.config, first)) + " are taken");
+  if (in.size() != (1 + banked) * n || banked * n > sb.bank.size())
+    throw RuntimeError("forward: " + std::to_string(in.size()) + " floats of activations for " + std::to_string(T) +
+                       " rows where " + std::to_string((1 + banked) * n) + " were expected");
+  std::copy_n(in.data(), n, sb.prefix.data());
+  std::copy_n(in.data() + n, banked * n, sb.bank.data());
+  return Activations{T, banked, std::span<float>(sb.prefix.data(), n), std::span<float>(sb.bank)};
 }
 
 void run_layers(ForwardContext& ctx, std::size_t first, std::size_t last, std::span<const SeqSlice> slices,

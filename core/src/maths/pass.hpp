@@ -37,6 +37,18 @@ struct Activations {
 /// tokens.size()). UsageError for an id outside the vocabulary, RuntimeError otherwise.
 Activations begin_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens);
 
+/// The Activations of a stage that does not begin the pass (a rank owning layers [first,
+/// …) of a model split over ranks): the checks of begin_pass, then P and the `banked`
+/// snapshots copied from `in` (prefix [rows, E], then bank [banked, rows, E]: what the
+/// previous stage's Activations hold). RuntimeError when `in` is not that size or `banked`
+/// is not the snapshots layers [0, first) take.
+Activations resume_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span<const std::uint32_t> tokens,
+                        std::size_t first, std::span<const float> in, std::size_t banked);
+
+/// The AttnRes block snapshots taken before layer `layer`: one at each i < layer with
+/// i % block == 0.
+[[nodiscard]] std::size_t banked_before(const ModelConfig& config, std::size_t layer) noexcept;
+
 /// Decoder layers [first, last) over every row of `act`; each slice's KDA and MLA state of
 /// those layers takes its tokens (a tentative slice records instead, maths/tentative.hpp).
 void run_layers(ForwardContext& ctx, std::size_t first, std::size_t last, std::span<const SeqSlice> slices,

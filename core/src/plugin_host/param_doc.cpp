@@ -42,8 +42,8 @@ std::string md_cell(const std::string& s) {
   return out;
 }
 
-constexpr std::array<PluginKind, 4> kKindOrder = {PluginKind::storage, PluginKind::cache, PluginKind::kernels,
-                                                  PluginKind::tokenizer};
+constexpr std::array<PluginKind, 5> kKindOrder = {PluginKind::storage, PluginKind::cache, PluginKind::kernels,
+                                                  PluginKind::tokenizer, PluginKind::transport};
 
 }  // namespace
 

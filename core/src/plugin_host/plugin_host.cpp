@@ -21,6 +21,7 @@ const char* to_string(PluginKind kind) noexcept {
     case PluginKind::cache: return "cache";
     case PluginKind::kernels: return "kernels";
     case PluginKind::tokenizer: return "tokenizer";
+    case PluginKind::transport: return "transport";
   }
   return "?";
 }
@@ -53,7 +54,7 @@ fs::path core_plugin_dir() {
 
 struct PluginHost::Impl {
   std::shared_ptr<detail::Registry> registry;
-  std::array<std::atomic<std::size_t>, 4> created{};  ///< per PluginKind
+  std::array<std::atomic<std::size_t>, 5> created{};  ///< per PluginKind
 
   template <class T>
   std::shared_ptr<T> counted(PluginKind kind, std::shared_ptr<T> object) {
@@ -104,6 +105,10 @@ std::shared_ptr<sdk::KernelSet> PluginHost::create_kernels(const std::string& na
 std::shared_ptr<sdk::Tokenizer> PluginHost::create_tokenizer(const std::string& name, const PluginParams& params,
                                                              std::vector<std::string>* unknown) {
   return impl_->counted(PluginKind::tokenizer, impl_->registry->create<sdk::Tokenizer>(PluginKind::tokenizer, name, params, unknown));
+}
+std::shared_ptr<sdk::Transport> PluginHost::create_transport(const std::string& name, const PluginParams& params,
+                                                             std::vector<std::string>* unknown) {
+  return impl_->counted(PluginKind::transport, impl_->registry->create<sdk::Transport>(PluginKind::transport, name, params, unknown));
 }
 
 }  // namespace k3

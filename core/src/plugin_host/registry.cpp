@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool parse_kind(std::string_view s, PluginKind& out) {
-  for (PluginKind k : {PluginKind::storage, PluginKind::cache, PluginKind::kernels, PluginKind::tokenizer}) {
+  for (PluginKind k : {PluginKind::storage, PluginKind::cache, PluginKind::kernels, PluginKind::tokenizer,
+                       PluginKind::transport}) {
     if (s == to_string(k)) {
       out = k;
       return true;
@@ -145,8 +146,8 @@ void Registry::scan_dir(const fs::path& dir) {
     }
     Candidate c;
     if (!parse_file_name(path.filename().string(), c.kind, c.name)) {
-      scan_problems_.push_back({path, "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels or "
-                                      "tokenizer: not a k3host plugin"});
+      scan_problems_.push_back({path, "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels, "
+                                      "tokenizer or transport: not a k3host plugin"});
       continue;
     }
     c.path = path;
@@ -192,7 +193,7 @@ void Registry::load(Candidate& c) noexcept {
     PluginInfo info;
     if (d.kind == nullptr || !parse_kind(d.kind, info.kind))
       return refuse(std::string("declares unknown kind '") + (d.kind != nullptr ? d.kind : "") +
-                    "' (expected storage, cache, kernels or tokenizer)");
+                    "' (expected storage, cache, kernels, tokenizer or transport)");
     info.name = d.name != nullptr ? d.name : "";
     info.version = d.version != nullptr ? d.version : "";
     info.path = c.path;
@@ -349,6 +350,8 @@ template std::shared_ptr<sdk::StorageBackend> Registry::create(PluginKind, const
 template std::shared_ptr<sdk::CachePolicy> Registry::create(PluginKind, const std::string&, const PluginParams&,
                                                             std::vector<std::string>*);
 template std::shared_ptr<sdk::KernelSet> Registry::create(PluginKind, const std::string&, const PluginParams&,
+                                                          std::vector<std::string>*);
+template std::shared_ptr<sdk::Transport> Registry::create(PluginKind, const std::string&, const PluginParams&,
                                                           std::vector<std::string>*);
 template std::shared_ptr<sdk::Tokenizer> Registry::create(PluginKind, const std::string&, const PluginParams&,
                                                           std::vector<std::string>*);

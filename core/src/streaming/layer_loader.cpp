@@ -142,6 +142,11 @@ void LayerLoader::read_and_bind(std::byte* base, LayerWeights& lw, std::span<flo
 }
 
 GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep) {
+  return load_global(c, reader, tables, tables, keep);
+}
+
+GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
+                          std::vector<AlignedBuffer>& keep) {
   GlobalWeights global;
   reader.clear();
   // The embedding table and lm_head only with `tables` (checked either way).
@@ -151,7 +156,10 @@ GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool table
         table::for_each_embedding_tensor(c, visit);
         table::for_each_head_tensor(c, visit);
       },
-      [&](const table::Entry& e) { return tables || e.form != table::Form::matrix; });
+      [&](const table::Entry& e) {
+        if (e.form != table::Form::matrix) return true;
+        return e.name == tensor_names::kLmHead ? head : embedding;
+      });
   keep.push_back(reader.read_all());
   for (const auto& b : bindings) b.bind(global, reader.info(b.handle), reader.data(keep.back(), b.handle), nullptr);
   reader.clear();
@@ -159,12 +167,17 @@ GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool table
 }
 
 ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                                 const PackedLocations* packed) {
+                                 const PackedLocations* packed)
+    : ResidentWeights(c, index, storage, packed, 0, static_cast<std::size_t>(c.num_hidden_layers)) {}
+
+ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                                 const PackedLocations* packed, std::size_t first, std::size_t last) {
   TensorReader reader(index, storage, packed);
-  global_ = load_global(c, reader, true, buffers_);
+  const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
+  global_ = load_global(c, reader, first == 0, last == layers, buffers_);
   LayerLoader loader(c, reader);
-  layers_.resize(static_cast<std::size_t>(c.num_hidden_layers));
-  for (std::size_t li = 0; li < layers_.size(); ++li) {
+  layers_.resize(layers);
+  for (std::size_t li = first; li < last; ++li) {
     buffers_.emplace_back(loader.queue(li, true));
     loader.read_and_bind(buffers_.back().data(), layers_[li]);
   }

@@ -54,6 +54,10 @@ class LayerLoader {
 /// The global tensors (norms, output AttnRes); the embedding table and lm_head only when
 /// `tables`. Buffers are appended to `keep`.
 GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep);
+/// The same choosing the tables one by one: a rank of a split model holds the embedding
+/// only when it is the first, lm_head only when it is the last (docs/cluster.md).
+GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
+                          std::vector<AlignedBuffer>& keep);
 
 /// All weights resident in memory, read through a storage backend.
 class ResidentWeights {
@@ -61,6 +65,10 @@ class ResidentWeights {
   /// `packed` (optional): read the trunk and tables from a packed trunk's trunk.bin.
   ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage,
                   const PackedLocations* packed = nullptr);
+  /// Only layers [first, last), the embedding when first is 0 and lm_head when last is the
+  /// last layer: a rank of a model split over ranks (docs/cluster.md).
+  ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage,
+                  const PackedLocations* packed, std::size_t first, std::size_t last);
 
   [[nodiscard]] const GlobalWeights& global() const noexcept { return global_; }
   [[nodiscard]] const LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }

@@ -99,21 +99,22 @@ std::string gb(U bytes) { return format_bytes(bytes); }
 /// is what streaming costs besides the ring (row-chunk buffers of split FFNs).
 void choose_pins(MemoryPlan& p, U budget, const std::vector<U>& slot_of, U extra) {
   const std::size_t n = p.layer_bytes.size();
+  const std::size_t held = p.last_layer - p.first_layer;  // the others are another rank's
   const U all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   p.pinned.assign(n, false);
   p.pinned_count = 0;
   p.pinned_bytes = 0;
   if (all <= budget) {
-    p.pinned.assign(n, true);
-    p.pinned_count = n;
+    for (std::size_t li = p.first_layer; li < p.last_layer; ++li) p.pinned[li] = true;
+    p.pinned_count = held;
     p.pinned_bytes = all;
     p.ring_slots = 0;
     p.ring_slot_bytes = 0;
     p.streamed_trunk_bytes = 0;
     return;
   }
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<std::size_t> order(held);
+  std::iota(order.begin(), order.end(), p.first_layer);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return p.layer_bytes[a] > p.layer_bytes[b]; });
   constexpr std::size_t kRingWant = 2;  // one layer computing, one being read ahead
@@ -128,7 +129,7 @@ void choose_pins(MemoryPlan& p, U budget, const std::vector<U>& slot_of, U extra
     U pinned_bytes = 0;
     for (std::size_t li : order) {
       // Never pin everything: the ring exists because something streams.
-      if (count + 1 == n) break;
+      if (count + 1 == held) break;
       if (spent + p.layer_bytes[li] <= room) {
         pin[li] = true;
         spent += p.layer_bytes[li];
@@ -137,7 +138,7 @@ void choose_pins(MemoryPlan& p, U budget, const std::vector<U>& slot_of, U extra
       }
     }
     U next_slot = 0;
-    for (std::size_t li = 0; li < n; ++li)
+    for (std::size_t li = p.first_layer; li < p.last_layer; ++li)
       if (!pin[li]) next_slot = std::max(next_slot, slot_of[li]);
     const bool stable = next_slot == slot && count == p.pinned_count && pass > 0;
     p.pinned = pin;
@@ -239,7 +240,20 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   p.layer_bytes = sizes.layer_bytes;
   p.layer_core_bytes = sizes.layer_core_bytes;
   p.expert_slot_bytes = sizes.expert_slot_bytes;
-  p.experts_total = static_cast<U>(c.num_experts) * static_cast<U>(c.num_hidden_layers - c.first_k_dense_replace);
+  // A rank of a split model holds its range of layers; the others cost it nothing.
+  p.first_layer = std::min(in.first_layer, layers);
+  p.last_layer = in.last_layer == 0 ? layers : std::min(in.last_layer, layers);
+  if (p.first_layer >= p.last_layer) throw UsageError("a rank's range of layers is empty");
+  U moe_layers = 0;
+  for (std::size_t li = 0; li < layers; ++li) {
+    if (p.holds_layer(li)) {
+      moe_layers += c.is_dense(static_cast<std::int64_t>(li)) ? 0 : 1;
+      continue;
+    }
+    p.layer_bytes[li] = 0;
+    p.layer_core_bytes[li] = 0;
+  }
+  p.experts_total = static_cast<U>(c.num_experts) * moe_layers;
   p.min_expert_slots = std::min<U>(static_cast<U>(c.num_experts_per_token), p.experts_total);
 
   const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
@@ -260,8 +274,8 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
   const U K = static_cast<U>(c.short_conv_kernel_size), P = H * D;
   U n_mla = 0;
-  for (std::size_t li = 0; li < layers; ++li) n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
-  const U n_kda = layers - n_mla;
+  for (std::size_t li = p.first_layer; li < p.last_layer; ++li) n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
+  const U n_kda = (p.last_layer - p.first_layer) - n_mla;
   // Each sequence holds its own; the figures are for all of them.
   const U kda_one = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
   const U mla_one = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
@@ -310,7 +324,7 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   const U chunk_target = in.row_chunk_bytes != 0 ? in.row_chunk_bytes : kHeadChunkBytes;
   p.row_chunk_bytes = chunk_target;
   p.row_chunk_buffers = 2;
-  auto table_bytes = [&](bool resident_model) {
+  auto both_tables = [&](bool resident_model) {
     if (resident_model) {
       p.embedding_bytes = table;
       p.lm_head_bytes = table;
@@ -323,6 +337,16 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
       p.lm_head_bytes = p.row_chunk_buffers * p.row_chunk_bytes + p.lm_head_chunk_rows * T * 4;
     } else {
       p.lm_head_bytes = table;
+      p.lm_head_chunk_rows = 0;
+    }
+  };
+  // A rank of a split model holds the embedding only when it is the first, lm_head only
+  // when it is the last.
+  auto table_bytes = [&](bool resident_model) {
+    both_tables(resident_model);
+    if (!p.holds_embedding()) p.embedding_bytes = 0;
+    if (!p.holds_head()) {
+      p.lm_head_bytes = 0;
       p.lm_head_chunk_rows = 0;
     }
   };
@@ -408,8 +432,13 @@ std::string MemoryPlan::table() const {
     if (budgets_for.empty() || scale >= 1) return " (budget " + gb(bytes) + ")";
     return " (budget " + gb(bytes) + ": " + budgets_for + "'s scaled " + factor(scale) + ")";
   };
-  const std::size_t n = layer_bytes.size();
+  const std::size_t n = last_layer - first_layer;  // the layers this process holds
   out += "memory plan\n";
+  if (n != layer_bytes.size())
+    out += "  layers " + std::to_string(first_layer) + "-" + std::to_string(last_layer - 1) + " of " +
+           std::to_string(layer_bytes.size()) + " (a rank of a model split over ranks; " +
+           (holds_embedding() ? "with the embedding" : holds_head() ? "with the final norm and lm_head" : "no tables") +
+           ")\n";
   if (parallel > 1 || parallel_auto)
     out += "  " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") + " decoded together (serve.parallel" +
            (parallel_auto ? " auto: the most, up to " + std::to_string(kAutoParallel) +
@@ -466,7 +495,7 @@ std::string MemoryPlan::summary() const {
   if (resident())
     return "fully resident: the whole model is held in memory (" + gb(total) +
            " planned); every weight is read once at load and nothing is streamed";
-  const std::size_t n = layer_bytes.size();
+  const std::size_t n = last_layer - first_layer;
   std::string s = "streaming: ";
   s += streams_trunk() ? std::to_string(pinned_count) + " of " + std::to_string(n) +
                              " trunk layers pinned, the other " + std::to_string(n - pinned_count) +

@@ -32,7 +32,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   {
     ScopedTimer t(counters_.read_ns);
     global_ = model::load_global(c, main_reader_, false, keep_);
-    if (head_chunk_rows_ == 0) {  // lm_head resident
+    if (head_chunk_rows_ == 0 && plan.holds_head()) {  // lm_head resident
       main_reader_.clear();
       const std::size_t h = main_reader_.want(*head_info_);
       keep_.push_back(main_reader_.read_all());
@@ -47,7 +47,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   split_.assign(layers, false);
   bool any_split = false;
   for (std::size_t li = 0; li < layers; ++li) {
-    split_[li] = plan.split_dense_ffn && !pinned_[li] && c.is_dense(static_cast<std::int64_t>(li));
+    split_[li] = plan.split_dense_ffn && plan.holds_layer(li) && !pinned_[li] && c.is_dense(static_cast<std::int64_t>(li));
     any_split = any_split || split_[li];
   }
   if (any_split || head_chunk_rows_ != 0) {
@@ -79,7 +79,10 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   pinned_layers_.resize(layers);
   std::uint64_t slot_bytes = 0, slot_floats = 0;
   const std::uint64_t before = main_reader_.bytes_read();
+  ours_.assign(layers, false);
   for (std::size_t li = 0; li < layers; ++li) {
+    if (!plan.holds_layer(li)) continue;  // another rank's (docs/cluster.md)
+    ours_[li] = true;
     if (pinned_[li]) {
       ScopedTimer t(counters_.read_ns);
       keep_.emplace_back(pin_loader.queue(li, false));
@@ -142,7 +145,7 @@ std::span<const std::size_t> StreamedTrunk::upcoming(std::size_t layer) {
   const std::size_t n = pinned_.size();
   for (std::size_t k = 1; k <= n && out.size() < slots_.size(); ++k) {
     const std::size_t li = (layer + k) % n;
-    if (!pinned_[li] && li != layer) out.push_back(li);
+    if (ours_[li] && !pinned_[li] && li != layer) out.push_back(li);
   }
   return out;
 }
@@ -185,6 +188,7 @@ void StreamedTrunk::read_ahead(std::size_t layer) {
 }
 
 const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
+  if (!ours_[layer]) throw RuntimeError("layer " + std::to_string(layer) + " is held by another rank");
   if (pinned_[layer]) return pinned_layers_[layer];
   auto lk = reader_.lock();
   ScopedTimer wait(counters_.io_wait_ns);
@@ -215,7 +219,7 @@ const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
 }
 
 const model::MoeWeights* StreamedTrunk::router_at_hand(std::size_t layer) {
-  if (layer >= pinned_.size()) return nullptr;
+  if (layer >= pinned_.size() || !ours_[layer]) return nullptr;
   if (pinned_[layer]) return pinned_layers_[layer].dense ? nullptr : &pinned_layers_[layer].moe;
   const auto lk = reader_.lock();
   const int s = slot_of(layer);

@@ -85,6 +85,7 @@ class StreamedTrunk final : public model::WeightSource {
 
   StreamCounters& counters_;
   std::vector<bool> pinned_;
+  std::vector<bool> ours_;   ///< this rank's layers (all of them unless the model is split over ranks)
   std::vector<bool> split_;  ///< streamed dense layer whose FFN is read in row chunks
   std::size_t n_streamed_ = 0;
   std::uint64_t head_chunk_rows_ = 0;

@@ -14,7 +14,7 @@ std::string all_values(const k3::Pipeline& p) {
   for (const auto& key : k3::pipeline_keys()) {
     if (key == "extends") continue;
     out << key << " =";
-    if (key.find(".params") != std::string::npos) {
+    if (key.find(".params") != std::string::npos || key == "cluster.ranks") {  // free-form maps
       for (const auto& [k, v] : p.get_params(key)) out << " " << k << ":" << v;
     } else if (key == "plugin_path" || key == "job.ids") {
       for (const auto& v : p.get_strings(key)) out << " " << v;

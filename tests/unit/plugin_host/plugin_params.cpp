@@ -105,6 +105,7 @@ std::string create(PluginHost& host, const PluginInfo& info, const PluginParams&
       case PluginKind::cache: (void)host.create_cache(info.name, params, &unknown); break;
       case PluginKind::kernels: (void)host.create_kernels(info.name, params, &unknown); break;
       case PluginKind::tokenizer: (void)host.create_tokenizer(info.name, params, &unknown); break;
+      case PluginKind::transport: (void)host.create_transport(info.name, params, &unknown); break;
     }
   } catch (const k3::UsageError& e) {
     return e.what();

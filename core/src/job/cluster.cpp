@@ -1,0 +1,146 @@
+// k3::Cluster (k3/cluster.hpp): joining a job of ranks, rank 0's link to the later ranks,
+// and the end of a run. A later rank's own loop is in cluster_stage.cpp.
+#include <k3/cluster.hpp>
+
+#include <chrono>
+#include <cstring>
+
+#include <k3/batch.hpp>
+#include <k3/error.hpp>
+#include <k3/log.hpp>
+#include <k3/model.hpp>
+#include <k3/runtime.hpp>
+
+#include "job/cluster_impl.hpp"
+
+namespace k3 {
+
+using cluster::Header;
+using cluster::Kind;
+using cluster::Message;
+
+namespace {
+
+/// What a split model does not do yet, refused on every rank alike before anything loads.
+void refuse_unsupported(const Pipeline& p) {
+  for (const char* key : {"job.load_state", "job.save_state", "trace.out", "cache.future"})
+    if (!p.get_path(key).empty())
+      p.refuse(key, "not supported with a model split over ranks (cluster.transport " +
+                        p.get_string("cluster.transport") + "): each rank holds the state of its own layers only");
+}
+
+}  // namespace
+
+/// Rank 0's passes through the later ranks: one pass message to rank 1, the logits back
+/// from the last rank.
+class Cluster::Impl::Link final : public PassLink {
+ public:
+  explicit Link(Cluster::Impl& c) : c_(c) {}
+  void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
+               std::span<const float> activations, std::size_t banked, std::vector<float>& logits) override {
+    std::vector<cluster::WireSlice>& wire = c_.wire_slices;
+    wire.clear();
+    for (const LinkedSlice& s : slices)
+      wire.push_back({s.sequence, s.position, s.rows, static_cast<std::uint8_t>(s.all_positions),
+                      static_cast<std::uint8_t>(s.tentative), 0});
+    Header h;
+    h.kind = Kind::pass;
+    h.seq = ++c_.passes;
+    h.slices = static_cast<std::uint32_t>(wire.size());
+    h.rows = static_cast<std::uint32_t>(tokens.size());
+    h.banked = static_cast<std::uint32_t>(banked);
+    const std::span<const std::byte> parts[] = {std::as_bytes(std::span<const cluster::WireSlice>(wire)),
+                                                std::as_bytes(tokens), std::as_bytes(activations)};
+    c_.wire->send(1, h, parts);
+    const Message m = c_.wire->receive(c_.size - 1);
+    if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
+    if (m.header.kind != Kind::result || m.header.seq != h.seq || m.payload.size() % sizeof(float) != 0)
+      throw RuntimeError("rank " + std::to_string(c_.size - 1) + " answered pass " + std::to_string(h.seq) +
+                         " with an unexpected message");
+    logits.resize(m.payload.size() / sizeof(float));
+    std::memcpy(logits.data(), m.payload.data(), m.payload.size());
+  }
+
+ private:
+  Cluster::Impl& c_;
+};
+
+Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Cluster::~Cluster() = default;
+
+std::unique_ptr<Cluster> Cluster::join(const Pipeline& p) {
+  if (p.get_string("cluster.transport") == "none")
+    p.refuse("cluster.transport", "a model split over ranks needs a transport (mpi)");
+  refuse_unsupported(p);
+  auto impl = std::make_unique<Impl>();
+  impl->host = std::make_unique<PluginHost>(p.plugin_path());
+  impl->transport = create_pipeline_transport(p, *impl->host);
+  impl->rank = impl->transport->rank();
+  impl->size = impl->transport->size();
+  if (impl->size < 2)
+    p.refuse("cluster.transport", "this process is a job of one rank: start every rank under the launcher, e.g. "
+                                  "mpirun -np 2 k3host --config FILE (or set cluster.transport: none)");
+  impl->wire.emplace(*impl->transport, p.get_double("cluster.timeout_s"), nullptr);
+  log(LogLevel::info, "cluster", "rank " + std::to_string(impl->rank) + " of " + std::to_string(impl->size) +
+                                     " joined through " + p.get_string("cluster.transport"));
+  return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
+}
+
+void Cluster::set_stop_flag(const std::atomic<bool>* flag) {
+  impl_->host->set_stop_flag(flag);
+  impl_->wire->set_stop(flag);
+}
+
+int Cluster::rank() const noexcept { return impl_->rank; }
+int Cluster::size() const noexcept { return impl_->size; }
+std::uint64_t Cluster::bytes_sent() const noexcept { return impl_->wire ? impl_->wire->bytes_sent() : 0; }
+
+LayerRange Cluster::layers_of(const Pipeline& pipeline, const ModelConfig& config) const {
+  const std::vector<LayerRange> all = cluster_layer_ranges(pipeline, config, impl_->size);
+  const LayerRange mine = all[static_cast<std::size_t>(impl_->rank)];
+  log(LogLevel::info, "cluster", "rank " + std::to_string(impl_->rank) + " holds layers " + std::to_string(mine.first) +
+                                     "-" + std::to_string(mine.last - 1) + " of " +
+                                     std::to_string(config.num_hidden_layers));
+  return mine;
+}
+
+void Cluster::attach(Model& model) {
+  Impl& c = *impl_;
+  // Every rank has loaded its layers (or says why not) before the first pass.
+  Header h;
+  h.kind = Kind::hello;
+  c.wire->send(1, h, {});
+  const Message m = c.wire->receive(c.size - 1);
+  if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
+  if (m.header.kind != Kind::hello) throw RuntimeError("rank " + std::to_string(c.size - 1) + " answered hello with an unexpected message");
+  c.link = std::make_unique<Impl::Link>(c);
+  model.set_pass_link(c.link.get());  // the link outlives the model: the job's ends first
+}
+
+void Cluster::finish(int code, const std::string& reason) noexcept {
+  Impl& c = *impl_;
+  if (c.finished) return;
+  c.finished = true;
+  log(LogLevel::info, "cluster", "rank 0 sent " + std::to_string(c.wire->bytes_sent()) + " bytes in " +
+                                     std::to_string(c.passes) + " passes");
+  try {
+    c.wire->send_text(1, Kind::stop, code, reason);
+    // The stop goes round: once it is back, every rank has passed it on and is ending.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+      Message m;
+      if (left <= 0 || !c.wire->receive_within(c.size - 1, left, m)) {
+        log(LogLevel::error, "cluster", "the ranks did not confirm the end of the run within 10 s; ending them");
+        c.transport->abort(code == 0 ? 1 : code, "the ranks did not end within 10 s");
+        return;
+      }
+      if (m.header.kind == Kind::stop) return;
+    }
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "cluster", std::string("telling the ranks to end failed: ") + e.what());
+    c.transport->abort(code == 0 ? 1 : code, e.what());
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,223 @@
+// A later rank of a model split over ranks (k3::Cluster::serve): loads its layers, then
+// runs its share of every pass rank 0 starts, holding each sequence's state of its layers
+// in a session of its own (a mirror), until rank 0 says stop. A failure here travels on to
+// rank 0 as an error message, and every later message is answered with it.
+#include <k3/cluster.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include <k3/batch.hpp>
+#include <k3/error.hpp>
+#include <k3/log.hpp>
+#include <k3/runtime.hpp>
+
+#include "job/cluster_impl.hpp"
+
+namespace k3 {
+
+using cluster::Header;
+using cluster::Kind;
+using cluster::Message;
+using cluster::WireSlice;
+
+namespace {
+
+/// This rank's copy of one of rank 0's sequences: the state of its own layers.
+struct Mirror {
+  std::unique_ptr<Session> session;
+  std::optional<std::int64_t> open;  ///< the start of a tentative chunk not settled yet
+  std::uint64_t used = 0;            ///< the last pass it was in
+};
+
+class Stage {
+ public:
+  Stage(Runtime& runtime, std::int64_t context, std::size_t keep)
+      : model_(runtime.model()), context_(context), keep_(keep),
+        pass_(model_, model_.plan().step_rows == 0 ? 1 : model_.plan().step_rows, context, std::max<std::size_t>(1, keep)) {}
+
+  /// Runs one pass message; returns the message for the next rank (pass, or result).
+  void run(const Message& m, Header& out_h, std::vector<std::byte>& out) {
+    const Header& h = m.header;
+    const auto E = static_cast<std::size_t>(model_.config().hidden_size);
+    const std::size_t slices_bytes = std::size_t{h.slices} * sizeof(WireSlice);
+    const std::size_t token_bytes = std::size_t{h.rows} * 4;
+    const std::size_t float_bytes = (1 + std::size_t{h.banked}) * h.rows * E * sizeof(float);
+    if (m.payload.size() != slices_bytes + token_bytes + float_bytes || h.slices == 0)
+      throw RuntimeError("pass " + std::to_string(h.seq) + " of " + std::to_string(m.payload.size()) +
+                         " bytes does not hold its " + std::to_string(h.slices) + " sequences and " +
+                         std::to_string(h.rows) + " rows");
+    slices_.resize(h.slices);
+    std::memcpy(slices_.data(), m.payload.data(), slices_bytes);
+    tokens_.resize(h.rows);
+    std::memcpy(tokens_.data(), m.payload.data() + slices_bytes, token_bytes);
+    in_.resize(float_bytes / sizeof(float));
+    std::memcpy(in_.data(), m.payload.data() + slices_bytes + token_bytes, float_bytes);
+    feeds_.clear();
+    std::size_t row = 0;
+    for (const WireSlice& s : slices_) {
+      if (s.rows == 0 || row + s.rows > tokens_.size()) throw RuntimeError("pass " + std::to_string(h.seq) + ": its sequences do not cover its rows");
+      Mirror& mirror = follow(s, h.seq);
+      feeds_.push_back({mirror.session.get(), std::span<const std::uint32_t>(tokens_).subspan(row, s.rows),
+                        s.all_positions != 0, s.tentative != 0});
+      row += s.rows;
+    }
+    std::size_t banked = 0;
+    pass_.run_stage(feeds_, in_, h.banked, out_floats_, banked);
+    for (const WireSlice& s : slices_)
+      if (s.tentative != 0) mirrors_[s.sequence].open = s.position;
+    check_experts();
+    out_h = h;
+    out_h.kind = model_.plan().holds_head() ? Kind::result : Kind::pass;
+    out_h.banked = static_cast<std::uint32_t>(banked);
+    out.clear();
+    if (out_h.kind == Kind::pass) {
+      out.insert(out.end(), m.payload.begin(), m.payload.begin() + static_cast<std::ptrdiff_t>(slices_bytes + token_bytes));
+    }
+    const auto* f = reinterpret_cast<const std::byte*>(out_floats_.data());
+    out.insert(out.end(), f, f + out_floats_.size() * sizeof(float));
+    evict(h.seq);
+  }
+
+ private:
+  /// The mirror of sequence `s`, brought to its position: a tentative chunk settled with
+  /// the count rank 0 kept (the position says it), a sequence started again reset.
+  Mirror& follow(const WireSlice& s, std::uint64_t seq) {
+    Mirror& m = mirrors_[s.sequence];
+    m.used = seq;
+    if (!m.session) m.session = std::make_unique<Session>(model_, context_);
+    if (m.open) {
+      const std::int64_t pos0 = *m.open;
+      m.open.reset();
+      if (s.position < pos0 || s.position > m.session->position())
+        throw RuntimeError("a sequence at position " + std::to_string(s.position) + " after a tentative chunk at " +
+                           std::to_string(pos0) + "-" + std::to_string(m.session->position()));
+      m.session->keep_tentative(static_cast<std::size_t>(s.position - pos0));
+    }
+    if (m.session->position() != s.position) {
+      if (s.position != 0)
+        throw RuntimeError("a sequence at position " + std::to_string(s.position) + " where this rank's copy is at " +
+                           std::to_string(m.session->position()) +
+                           ": a split model follows a conversation forward only (no states or snapshots)");
+      m.session->reset();
+    }
+    return m;
+  }
+
+  /// A routed expert this rank could not read makes the ids unsound: the run ends with
+  /// exit 4 rather than going on with a zero contribution nobody at rank 0 would see.
+  void check_experts() {
+    const StreamStats st = model_.stream_stats();
+    if (!st.expert_failures.empty())
+      throw Error(ExitCode::expert_failure, std::to_string(st.expert_failures.size()) +
+                                                " routed expert read(s) failed, first " + st.expert_failures.front());
+  }
+
+  /// Mirrors of sequences rank 0 no longer runs: beyond twice the sequences of a pass, the
+  /// ones used longest ago go.
+  void evict(std::uint64_t seq) {
+    const std::size_t most = 2 * keep_ + 2;
+    while (mirrors_.size() > most) {
+      auto oldest = mirrors_.begin();
+      for (auto it = mirrors_.begin(); it != mirrors_.end(); ++it)
+        if (it->second.used < oldest->second.used) oldest = it;
+      if (oldest->second.used == seq) break;
+      mirrors_.erase(oldest);
+    }
+  }
+
+  Model& model_;
+  std::int64_t context_;
+  std::size_t keep_;
+  BatchForward pass_;
+  std::map<std::uint64_t, Mirror> mirrors_;
+  std::vector<WireSlice> slices_;
+  std::vector<std::uint32_t> tokens_;
+  std::vector<float> in_, out_floats_;
+  std::vector<BatchFeed> feeds_;
+};
+
+}  // namespace
+
+int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
+  Impl& c = *impl_;
+  const std::string me = "rank " + std::to_string(c.rank);
+  const int prev = c.rank - 1;
+  const int next = (c.rank + 1) % c.size;
+  int failed = 0;
+  std::string why;
+  auto fail = [&](int code, const std::string& what) {
+    if (failed != 0) return;
+    failed = code;
+    why = me + ": " + what;
+    log(LogLevel::error, "cluster", why);
+  };
+  PluginHost host(p.plugin_path());
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<Stage> stage;
+  try {
+    LoadHooks hooks = hooks_in;
+    hooks.cluster = this;
+    host.set_stop_flag(hooks.stop);
+    c.host->set_stop_flag(hooks.stop);
+    c.wire->set_stop(hooks.stop);
+    const bool batched = !p.get_path("job.prompts").empty();
+    runtime = std::make_unique<Runtime>(p, host, hooks, batched ? RunSequences::batched : RunSequences::one);
+    stage = std::make_unique<Stage>(*runtime, p.get_int("memory.context"), runtime->model().plan().parallel);
+  } catch (const Error& e) {
+    fail(static_cast<int>(e.code()), e.what());
+  } catch (const std::exception& e) {
+    fail(static_cast<int>(ExitCode::runtime), std::string("internal error: ") + e.what());
+  }
+  Header out_h;
+  std::vector<std::byte> out;
+  try {
+    for (;;) {
+      const Message m = c.wire->receive(prev);
+      switch (m.header.kind) {
+        case Kind::stop: {
+          c.wire->send_text(next, Kind::stop, m.header.code, m.text());
+          log(LogLevel::info, "cluster", me + " sent " + std::to_string(c.wire->bytes_sent()) + " bytes");
+          if (m.header.code != 0) log(LogLevel::error, "cluster", me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
+          return m.header.code != 0 ? m.header.code : failed;
+        }
+        case Kind::error:  // an earlier rank's failure, on its way to rank 0
+          c.wire->send_text(next, Kind::error, m.header.code, m.text());
+          break;
+        case Kind::hello:
+        case Kind::pass: {
+          if (failed == 0 && m.header.kind == Kind::pass) {
+            try {
+              stage->run(m, out_h, out);
+            } catch (const Error& e) {
+              fail(static_cast<int>(e.code()), e.what());
+            } catch (const std::exception& e) {
+              fail(static_cast<int>(ExitCode::runtime), std::string("internal error: ") + e.what());
+            }
+          }
+          if (failed != 0) {
+            c.wire->send_text(next, Kind::error, failed, why);
+          } else if (m.header.kind == Kind::hello) {
+            c.wire->send(next, m.header, std::span<const std::span<const std::byte>>());
+          } else {
+            const std::span<const std::byte> part(out);
+            c.wire->send(next, out_h, std::span<const std::span<const std::byte>>(&part, 1));
+          }
+          break;
+        }
+        default:
+          throw RuntimeError("an unexpected message from rank " + std::to_string(prev));
+      }
+    }
+  } catch (const Error& e) {
+    log(LogLevel::error, "cluster", me + ": " + e.what());
+    return failed != 0 ? failed : static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "cluster", me + ": " + e.what());
+    return static_cast<int>(ExitCode::runtime);
+  }
+}
+
+}  // namespace k3

@@ -1,0 +1,95 @@
+// The messages between ranks over the transport plugin (job/cluster_wire.hpp).
+#include "job/cluster_wire.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include <k3/error.hpp>
+
+namespace k3::cluster {
+namespace {
+
+constexpr std::uint32_t kSliceMs = 200;  // a wait polls the stop flag this often
+constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 31;
+
+std::string peer(int r) { return "rank " + std::to_string(r); }
+
+}  // namespace
+
+void Wire::send(int dest, Header h, std::span<const std::span<const std::byte>> parts) {
+  std::uint64_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  h.magic = kMagic;
+  h.payload_bytes = total;
+  auto push = [&](std::span<const std::byte> bytes) {
+    for (;;) {
+      const sdk::Status st = t_.send(dest, bytes, kSliceMs);
+      if (st.ok()) break;
+      if (st.code == sdk::StatusCode::timed_out && !(stop_ != nullptr && stop_->load())) continue;
+      if (st.code == sdk::StatusCode::interrupted || (stop_ != nullptr && stop_->load()))
+        throw Error(ExitCode::interrupted, "stopped while sending to " + peer(dest));
+      throw RuntimeError("sending to " + peer(dest) + " failed: " + st.detail);
+    }
+    sent_ += bytes.size();
+  };
+  push(std::as_bytes(std::span<const Header>(&h, 1)));
+  if (total == 0) return;
+  if (parts.size() == 1) {
+    push(parts[0]);
+    return;
+  }
+  std::vector<std::byte> joined;
+  joined.reserve(total);
+  for (const auto& p : parts) joined.insert(joined.end(), p.begin(), p.end());
+  push(joined);
+}
+
+void Wire::send_text(int dest, Kind kind, int code, const std::string& text) {
+  Header h;
+  h.kind = kind;
+  h.code = code;
+  const std::span<const std::byte> part = std::as_bytes(std::span<const char>(text.data(), text.size()));
+  send(dest, h, std::span<const std::span<const std::byte>>(&part, 1));
+}
+
+bool Wire::receive_until(int src, double seconds, Message& out) {
+  const auto start = std::chrono::steady_clock::now();
+  auto take = [&](std::span<std::byte> into) {
+    for (;;) {
+      const sdk::Status st = t_.recv(src, into, kSliceMs);
+      if (st.ok()) return true;
+      if (stop_ != nullptr && stop_->load()) throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
+      if (st.code == sdk::StatusCode::interrupted)
+        throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
+      if (st.code != sdk::StatusCode::timed_out) throw RuntimeError("receiving from " + peer(src) + " failed: " + st.detail);
+      if (seconds > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds)
+        return false;
+    }
+  };
+  if (!take(std::as_writable_bytes(std::span<Header>(&out.header, 1)))) return false;
+  if (out.header.magic != kMagic)
+    throw RuntimeError("a message from " + peer(src) + " that is not k3host's (another build or byte order?)");
+  if (out.header.payload_bytes > kMaxPayload)
+    throw RuntimeError("a message from " + peer(src) + " of " + std::to_string(out.header.payload_bytes) + " bytes");
+  out.payload.resize(out.header.payload_bytes);
+  if (!out.payload.empty()) {
+    // The payload follows its header at once: no deadline of its own but the run's.
+    while (!take(out.payload)) {
+    }
+  }
+  return true;
+}
+
+Message Wire::receive(int src) {
+  Message m;
+  if (!receive_until(src, timeout_s_, m))
+    throw RuntimeError("no message from " + peer(src) + " in " + std::to_string(static_cast<long>(timeout_s_)) +
+                       " s (cluster.timeout_s)");
+  return m;
+}
+
+bool Wire::receive_within(int src, double seconds, Message& out) { return receive_until(src, seconds, out); }
+
+}  // namespace k3::cluster

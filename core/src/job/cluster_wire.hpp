@@ -1,0 +1,89 @@
+// The messages between the ranks of a model split over ranks (docs/cluster.md, "What
+// crosses the network"). Each is a fixed 48-byte header, then, when payload_bytes is not 0,
+// the payload as a second transport message. Ranks of one job run the same build on the
+// same architecture; the magic catches anything else.
+//
+//   hello   rank 0 → 1 → … → last → 0 once every rank has loaded its layers
+//   pass    rank r → r+1: slices [slices × WireSlice], tokens [rows × u32], then the
+//           activations after rank r's layers (f32 prefix [rows, E], banked × [rows, E])
+//   result  last → 0: the logits (f32), as BatchForward::run writes them
+//   error   from the rank that failed, on round the ring to rank 0: exit code and "rank N: why"
+//   stop    rank 0 → 1 → … → last → 0: every rank ends with `code`
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <k3/transport.hpp>
+
+namespace k3::cluster {
+
+inline constexpr std::uint32_t kMagic = 0x4c43334bu;  // "K3CL"
+
+enum class Kind : std::uint32_t { hello = 1, pass = 2, result = 3, error = 4, stop = 5 };
+
+struct Header {
+  std::uint32_t magic = kMagic;
+  Kind kind = Kind::hello;
+  std::uint64_t seq = 0;         ///< the pass's number (rank 0 counts them)
+  std::uint32_t slices = 0;      ///< pass: sequences in it
+  std::uint32_t rows = 0;        ///< pass: tokens in it
+  std::uint32_t banked = 0;      ///< pass: AttnRes snapshots among the activations
+  std::int32_t code = 0;         ///< error, stop: the exit code
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t reserved = 0;
+};
+static_assert(sizeof(Header) == 48);
+
+/// One sequence's part of a pass (k3::LinkedSlice on the wire).
+struct WireSlice {
+  std::uint64_t sequence = 0;
+  std::int64_t position = 0;
+  std::uint32_t rows = 0;
+  std::uint8_t all_positions = 0;
+  std::uint8_t tentative = 0;
+  std::uint16_t pad = 0;
+};
+static_assert(sizeof(WireSlice) == 24);
+
+/// A received message.
+struct Message {
+  Header header;
+  std::vector<std::byte> payload;
+  [[nodiscard]] std::string text() const { return {reinterpret_cast<const char*>(payload.data()), payload.size()}; }
+};
+
+/// The transport, with what every rank needs around it: the deadline of a wait, the stop
+/// flag, and the bytes sent.
+class Wire {
+ public:
+  /// `timeout_s` 0: wait without limit; `stop` (may be null): a set flag ends a wait.
+  Wire(sdk::Transport& transport, double timeout_s, const std::atomic<bool>* stop)
+      : t_(transport), timeout_s_(timeout_s), stop_(stop) {}
+
+  /// Sends the header and, when there is one, the payload (`parts` in order, as one
+  /// message). RuntimeError naming the peer when the transport fails.
+  void send(int dest, Header h, std::span<const std::span<const std::byte>> parts);
+  void send_text(int dest, Kind kind, int code, const std::string& text);
+  /// The next message from `src`. RuntimeError when the transport fails or the deadline
+  /// passes; k3::Error(interrupted) when the stop flag is set.
+  Message receive(int src);
+  /// The same with a deadline of `seconds` of its own; false when nothing came.
+  bool receive_within(int src, double seconds, Message& out);
+
+  void set_stop(const std::atomic<bool>* stop) noexcept { stop_ = stop; }
+  [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return sent_; }
+  [[nodiscard]] sdk::Transport& transport() noexcept { return t_; }
+
+ private:
+  bool receive_until(int src, double seconds, Message& out);
+  sdk::Transport& t_;
+  double timeout_s_;
+  const std::atomic<bool>* stop_;
+  std::uint64_t sent_ = 0;
+};
+
+}  // namespace k3::cluster
