@@ -132,6 +132,14 @@ int main(int argc, char** argv) {
     std::printf("; layers %lld-%lld; codec %s; %d repeats (median)\n", static_cast<long long>(raw.first_layer()),
                 static_cast<long long>(raw.last_layer()), coded.codec().c_str(), a.repeats);
 
+    // One buffer for each use, as large as the largest layer and touched once before any
+    // timing: a ring slot is reused every token, so page faults of fresh memory (the kernel
+    // zeroing ~1.2 GB a layer) belong to no read or decode and would be timed here otherwise.
+    std::uint64_t largest = 0;
+    for (const k3::PackedRun& r : raw.layers()) largest = std::max({largest, r.padded_bytes(), raw_loader.queue(static_cast<std::size_t>(r.layer), false)});
+    k3::AlignedBuffer disk_buf(largest), slot(largest), coded_in(largest), out(largest);
+    for (k3::AlignedBuffer* b : {&disk_buf, &slot, &coded_in, &out}) std::memset(b->data(), 0, largest);
+
     std::map<std::int64_t, Timing> timing;
     for (int rep = 0; rep < a.repeats; ++rep)
       for (std::size_t i = 0; i < raw.layers().size(); ++i) {
@@ -142,20 +150,18 @@ int main(int argc, char** argv) {
         t.raw_bytes = rr.nbytes;
         t.coded_bytes = cr.coded_bytes;
         {  // disk: the raw run, plainly
-          k3::AlignedBuffer buf(rr.padded_bytes());
           const auto t0 = Clock::now();
-          read_plain(*raw_bin, rr.file_offset, rr.padded_bytes(), buf.data());
+          read_plain(*raw_bin, rr.file_offset, rr.padded_bytes(), disk_buf.data());
           t.disk.push_back(since(t0));
         }
         // raw and coded through the reader, in alternating order
         const auto through = [&](k3::model::LayerLoader& loader, k3::model::TensorReader& reader, bool is_coded) {
-          const std::uint64_t n = loader.queue(li, false);
-          k3::AlignedBuffer buf(n);
+          (void)loader.queue(li, false);  // at most `largest` bytes
           k3::model::LayerWeights w;
           const std::uint64_t v0 = reader.verify_ns();
           const double c0 = cpu_seconds();
           const auto t0 = Clock::now();
-          loader.read_and_bind(buf.data(), w);
+          loader.read_and_bind(slot.data(), w);
           const double s = since(t0);
           const double verify = static_cast<double>(reader.verify_ns() - v0) * 1e-9;
           (is_coded ? t.coded : t.raw).push_back(s);
@@ -170,13 +176,11 @@ int main(int argc, char** argv) {
           through(raw_loader, raw_reader, false);
         }
         {  // decode alone: the coded run in memory, each tensor's stream decoded here
-          k3::AlignedBuffer in(cr.padded_bytes());
-          read_plain(*coded_bin, cr.file_offset, cr.padded_bytes(), in.data());
-          k3::AlignedBuffer out(cr.nbytes);
+          read_plain(*coded_bin, cr.file_offset, cr.padded_bytes(), coded_in.data());
           const double c0 = cpu_seconds();
           std::uint64_t decoded = 0;
           for (const k3::PackedTensor& pt : cr.tensors) {
-            k3::trunk_codec::MemoryInput mi({in.data() + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
+            k3::trunk_codec::MemoryInput mi({coded_in.data() + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
             decoder.decode(mi, {out.data() + pt.offset, static_cast<std::size_t>(pt.nbytes)}, pt.dtype == k3::DType::bf16);
             decoded += pt.nbytes;
           }
