@@ -6,7 +6,7 @@
 //   coded   the layer through TensorReader from the coded pack: read, decoded, every byte checked
 //   decode  the coded run's streams, already in memory, decoded on this thread: the codec's
 //           GB/s of output per second of this thread's CPU time (per core)
-// For each: bytes read, seconds (wall; median of the repeats, the order of raw/coded alternated),
+// For each: bytes read, seconds (wall; median of the repeats, the order of disk/raw/coded rotated),
 // and for raw/coded the seconds spent checking (TensorReader::verify_ns: the XXH3-64 of every
 // byte against trunk.json) and their share of the layer's seconds. Then per layer kind
 // (dense, MoE with KDA, MoE with MLA) the mean of the measured layers times the model's count
@@ -149,12 +149,11 @@ int main(int argc, char** argv) {
         Timing& t = timing[rr.layer];
         t.raw_bytes = rr.nbytes;
         t.coded_bytes = cr.coded_bytes;
-        {  // disk: the raw run, plainly
+        const auto disk = [&] {  // the raw run, plainly
           const auto t0 = Clock::now();
           read_plain(*raw_bin, rr.file_offset, rr.padded_bytes(), disk_buf.data());
           t.disk.push_back(since(t0));
-        }
-        // raw and coded through the reader, in alternating order
+        };
         const auto through = [&](k3::model::LayerLoader& loader, k3::model::TensorReader& reader, bool is_coded) {
           (void)loader.queue(li, false);  // at most `largest` bytes
           k3::model::LayerWeights w;
@@ -168,13 +167,13 @@ int main(int argc, char** argv) {
           (is_coded ? t.coded_verify : t.raw_verify).push_back(verify);
           if (is_coded) t.coded_cpu.push_back(cpu_seconds() - c0);
         };
-        if (rep % 2 == 0) {
-          through(raw_loader, raw_reader, false);
-          through(coded_loader, coded_reader, true);
-        } else {
-          through(coded_loader, coded_reader, true);
-          through(raw_loader, raw_reader, false);
-        }
+        // disk, raw and coded in an order rotated every repeat: a virtual disk's host may
+        // cache what was just read (disk and raw read the same bytes), so none always goes first.
+        for (int k = 0; k < 3; ++k) switch ((k + rep) % 3) {
+            case 0: disk(); break;
+            case 1: through(raw_loader, raw_reader, false); break;
+            default: through(coded_loader, coded_reader, true); break;
+          }
         {  // decode alone: the coded run in memory, each tensor's stream decoded here
           read_plain(*coded_bin, cr.file_offset, cr.padded_bytes(), coded_in.data());
           const double c0 = cpu_seconds();
