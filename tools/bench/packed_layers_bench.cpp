@@ -13,10 +13,11 @@
 // of that kind: the whole trunk's bytes and seconds per token, raw against coded.
 //
 //   k3bench-packed-layers --model DIR --raw PACK --coded PACK [--storage NAME] [--param K=V]...
-//                         [--repeats N]
+//                         [--repeats N] [--coded-piece-mib N]
 // --storage/--param: the storage plugin and its parameters, as the run that packed and the
 // run that reads (e.g. --storage synthetic --param inner=direct for a make-model
 // --headers-only checkpoint: trunk.bin passes through `synthetic` unchanged).
+// --coded-piece-mib: the coded reads' piece size (default the reader's, 2 MiB).
 #include <time.h>
 
 #include <algorithm>
@@ -59,6 +60,7 @@ struct Args {
   std::string model, raw, coded, storage = "posix";
   k3::PluginParams params;
   int repeats = 3;
+  std::uint64_t coded_piece = 0;  ///< 0: the reader's own (TensorReader::kCodedPiece)
 };
 
 Args parse(int argc, char** argv) {
@@ -72,6 +74,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--coded") a.coded = v;
     else if (k == "--storage") a.storage = v;
     else if (k == "--repeats") a.repeats = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--coded-piece-mib") a.coded_piece = std::strtoull(v.c_str(), nullptr, 10) << 20;
     else if (k == "--param" && v.find('=') != std::string::npos) a.params.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
     else throw k3::UsageError("unknown option " + k + " (see the comment at the top of packed_layers_bench.cpp)");
   }
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
     const k3::model::PackedLocations raw_where = k3::model::PackedLocations::of(raw);
     const k3::model::PackedLocations coded_where = k3::model::PackedLocations::of(coded);
     k3::model::TensorReader raw_reader(index, *storage, &raw_where), coded_reader(index, *storage, &coded_where);
+    coded_reader.set_coded_piece(a.coded_piece);
     k3::model::LayerLoader raw_loader(c, raw_reader), coded_loader(c, coded_reader);
     std::unique_ptr<k3::sdk::StorageFile> raw_bin, coded_bin;
     if (const auto st = storage->open(raw.bin_uri(), raw_bin); !st.ok()) throw k3::RuntimeError(st.detail);
@@ -129,8 +133,10 @@ int main(int argc, char** argv) {
     std::printf("model %s (%lld layers), storage %s", a.model.c_str(), static_cast<long long>(c.num_hidden_layers),
                 a.storage.c_str());
     for (const auto& [k, v] : a.params) std::printf(" %s=%s", k.c_str(), v.c_str());
-    std::printf("; layers %lld-%lld; codec %s; %d repeats (median)\n", static_cast<long long>(raw.first_layer()),
-                static_cast<long long>(raw.last_layer()), coded.codec().c_str(), a.repeats);
+    std::printf("; layers %lld-%lld; codec %s, read in %.0f MiB pieces; %d repeats (median)\n",
+                static_cast<long long>(raw.first_layer()), static_cast<long long>(raw.last_layer()), coded.codec().c_str(),
+                static_cast<double>(a.coded_piece ? a.coded_piece : k3::model::TensorReader::kCodedPiece) / 1048576.0,
+                a.repeats);
 
     // One buffer for each use, as large as the largest layer and touched once before any
     // timing: a ring slot is reused every token, so page faults of fresh memory (the kernel
