@@ -19,7 +19,7 @@
 # the default layers 0-4).
 #
 #   tools/bench/fullscale_codec.sh [--k3host EXE] [--bench EXE] [--work DIR] [--layers A-B]
-#                                  [--codecs LIST] [--repeats N] [--runs] [--keep]
+#                                  [--codecs LIST] [--repeats N] [--coded-piece-mib N] [--runs] [--keep]
 # Defaults: the repository's build/bin/k3host and build/bin/k3bench-packed-layers, WORK =
 # bench/fullscale_codec in k3host's build folder, layers 0-4 (the dense layer 0, MoE layers
 # with KDA 1, 2, 4 and with MLA 3: every kind), codecs bf16-huff,bf16-zstd, 3 repeats.
@@ -35,6 +35,7 @@ CODECS=bf16-huff,bf16-zstd
 REPEATS=3
 RUNS=0
 KEEP=0
+PIECE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --k3host) K3HOST=$2; shift 2 ;;
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     --layers) LAYERS=$2; shift 2 ;;
     --codecs) CODECS=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
+    --coded-piece-mib) PIECE=$2; shift 2 ;;
     --runs) RUNS=1; shift ;;
     --keep) KEEP=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -84,7 +86,7 @@ for codec in "${codecs[@]}"; do
   echo
   echo "[$(stamp)] k3bench-packed-layers, raw against $codec, storage synthetic over direct"
   "$BENCH" --model "$MODEL" --raw "$WORK/pack-none" --coded "$WORK/pack-$codec" --storage synthetic \
-    --param inner=direct --repeats "$REPEATS" | tee "$WORK/layers-$codec.md"
+    --param inner=direct --repeats "$REPEATS" --coded-piece-mib "$PIECE" | tee "$WORK/layers-$codec.md"
 done
 
 if [ "$RUNS" = 1 ]; then
