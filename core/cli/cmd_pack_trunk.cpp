@@ -1,14 +1,17 @@
-// k3host pack-trunk [--codec none|bf16-zstd|bf16-huff] MODEL OUT: writes every layer's
-// non-expert tensors as one 4096-aligned run in OUT/trunk.bin (coded with a codec) plus
-// OUT/trunk.json (see k3/pack_trunk.hpp), with a progress line on stderr (not with -q),
-// verification by read-back, and an atomic rename into place.
+// k3host pack-trunk [--codec none|bf16-zstd|bf16-huff] [--layers A-B] MODEL OUT: writes
+// every layer's (or layers A..B's) non-expert tensors as one 4096-aligned run in
+// OUT/trunk.bin (coded with a codec) plus OUT/trunk.json (see k3/pack_trunk.hpp), with a
+// progress line on stderr (not with -q), verification by read-back, and an atomic rename
+// into place.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <charconv>
 #include <memory>
 #include <string>
 
+#include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/pack_trunk.hpp>
 
@@ -22,8 +25,32 @@ struct PackTrunkArgs {
   std::string out;
   std::string storage = "posix";
   std::string codec = "none";
+  std::string layers;  ///< "A-B" or "A"; empty: the whole trunk
   bool force = false;
 };
+
+/// "A-B" (or "A": one layer) as a range; UsageError naming --layers otherwise (the range is
+/// checked against the checkpoint by pack_trunk).
+TrunkLayerRange parse_layers(const std::string& text) {
+  const auto number = [&](std::string_view part, std::int64_t& out) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && end == part.data() + part.size() && out >= 0;
+  };
+  const std::string_view t(text);
+  const std::size_t dash = t.find('-');
+  TrunkLayerRange r;
+  bool ok = false;
+  if (dash == std::string_view::npos) {
+    ok = number(t, r.first);
+    r.last = r.first;
+  } else {
+    ok = number(t.substr(0, dash), r.first) && number(t.substr(dash + 1), r.last);
+  }
+  if (!ok) throw UsageError("--layers '" + text + "': expected a range of layers A-B (or one layer A), e.g. 3-6");
+  if (r.last < r.first)
+    throw UsageError("--layers " + text + ": the range is empty (its last layer is below its first)");
+  return r;
+}
 
 // "\rpack-trunk copy: 123.4 / 450.0 MB (27%)  210 MB/s", at most five times a second on a
 // terminal; elsewhere one line per phase when it ends.
@@ -64,6 +91,10 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
   sub->add_option("out", args->out, "Target directory (must not exist unless --force)")->required();
   sub->add_option("--storage", args->storage, "Storage plugin reading the checkpoint (default posix)");
   sub->add_flag("--force", args->force, "Replace an existing OUT");
+  sub->add_option("--layers", args->layers,
+                  "Pack only layers A-B (inclusive; or one layer A), e.g. --layers 3-6: a run reads those from OUT "
+                  "and the other layers and the embedding, final norm and lm_head from the checkpoint's shards. "
+                  "trunk.json records the range. Default: the whole trunk");
   std::string codecs;
   for (const auto& n : trunk_codec_names()) codecs += (codecs.empty() ? "" : ", ") + n;
   sub->add_option("--codec", args->codec,
@@ -86,6 +117,7 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
             o.force = args->force;
             o.storage = args->storage;
             o.codec = args->codec;
+            if (!args->layers.empty()) o.layers = parse_layers(args->layers);
             if (log_enabled(LogLevel::info))
               o.progress = [&progress](std::string_view phase, std::uint64_t done, std::uint64_t total) {
                 progress(phase, done, total);
@@ -97,6 +129,9 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
                         static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.tensors),
                         static_cast<unsigned long long>(r.row_sums), static_cast<double>(r.data_bytes) / 1e6,
                         static_cast<double>(r.bin_bytes) / 1e6, identity_hex(r.identity).c_str());
+            if (o.layers)
+              std::printf("  layers %lld-%lld only: the other layers and the global tensors stay in the shards\n",
+                          static_cast<long long>(o.layers->first), static_cast<long long>(o.layers->last));
             if (args->codec != "none")
               std::printf("  codec %s: %.1f MB stored for %.1f MB (ratio %.4f)\n", args->codec.c_str(),
                           static_cast<double>(r.stored_bytes) / 1e6, static_cast<double>(r.data_bytes) / 1e6,

@@ -6,7 +6,7 @@
 // trunk.json (version 3; docs/streaming.md, "Packed trunk"):
 //   { "format": "k3host-trunk", "version": 3, "align": 4096, "codec": "none",
 //     "checkpoint_identity": "<16 hex digits>", "model": "<checkpoint dir>",
-//     "trunk_bin_bytes": N,
+//     "trunk_bin_bytes": N, "n_layers": L, "layer_range": [A, B],
 //     "row_sums": { "file_off": o, "count": n, "xxh3": "<16 hex>" },
 //     "layers":  [ { "layer": i, "file_off": o, "nbytes": n, "xxh3": "<16 hex>",
 //                    "tensors": [ { "name", "dtype", "shape": [..], "off", "nbytes", "xxh3",
@@ -26,6 +26,13 @@
 // of any other checkpoint, of the same architecture or not, refuses the trunk (exit 2).
 // Versions 1 and 2 (XXH64 per run, no identity) are refused: repack with this k3host.
 //
+// "layer_range" (pack-trunk --layers A-B): the layers packed, A..B inclusive; "layers" holds
+// exactly those, in order. A whole trunk is [0, L-1] with its global runs; a partial pack
+// (a range given) has no global runs: a run reads the layers outside the range and the
+// global tensors raw from the shards, and the packed layers from trunk.bin, checked as
+// ever. "n_layers" is the checkpoint's layer count; a range outside it is refused (exit
+// 2). A version-3 trunk.json without "layer_range" (written before it) holds layers 0..n-1.
+//
 // "codec" (pack-trunk --codec bf16-zstd|bf16-huff; docs/streaming.md "Coded packed trunk"):
 // a coded layer run also has "coded_bytes" (its length in trunk.bin; the run is padded to
 // the next 4096 after it) and each of its tensors "coded_off" and "coded_bytes", its coded
@@ -39,6 +46,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +62,12 @@ class StorageBackend;
 inline constexpr std::uint64_t kTrunkAlign = 4096;
 inline constexpr std::uint64_t kTrunkTensorAlign = 64;
 
+/// Layers first..last, inclusive (pack-trunk --layers A-B).
+struct TrunkLayerRange {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+};
+
 struct PackTrunkOptions {
   std::filesystem::path model;  ///< checkpoint directory (config.json + *.safetensors)
   std::filesystem::path out;    ///< target directory
@@ -61,6 +75,9 @@ struct PackTrunkOptions {
   std::string storage = "posix";  ///< storage plugin that reads the checkpoint
   std::string codec = "none";     ///< "none" (version 1), "bf16-zstd" or "bf16-huff" (coded layer runs)
   int codec_level = 1;            ///< zstd level of the exponent frames (bf16-zstd)
+  /// Pack only these layers (none: the whole trunk, its global tensors included). The other
+  /// layers and the global tensors stay in the shards, where a run reads them.
+  std::optional<TrunkLayerRange> layers;
   /// Called with (bytes done, bytes total) while copying and again while verifying.
   std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
 };
@@ -82,7 +99,8 @@ struct PackTrunkResult {
 std::vector<std::string> trunk_codec_names();
 
 /// Packs the trunk of `model` into `out`. UsageError for bad input (missing model, `out`
-/// exists without force); RuntimeError for I/O failures and a failed verification.
+/// exists without force, a layer range outside the model); RuntimeError for I/O failures
+/// and a failed verification.
 PackTrunkResult pack_trunk(const PackTrunkOptions& options);
 
 struct PackedTensor {
@@ -121,12 +139,14 @@ class PackedTrunk {
   /// Opens and validates `uri`/trunk.json against `uri`/trunk.bin, both read through
   /// `storage` (`uri` is a folder or a URL): schema, alignment, runs inside trunk.bin and
   /// not overlapping, tensors inside their runs with dtype × shape == nbytes, every layer
-  /// 0..n-1 once, row checksums inside the row table, and the checkpoint identity equal to
-  /// `expected_identity` (the run's model; `model` names it in the message). Reads the row
-  /// table and checks it against its XXH3-64. UsageError naming the file and the problem
-  /// otherwise (RuntimeError for a damaged row table).
+  /// of its layer range once (all layers 0..n-1 when it has no range), row checksums inside
+  /// the row table, and the checkpoint identity equal to `expected_identity` (the run's
+  /// model; `model` names it in the message) and, when `model_layers` >= 0, the range inside
+  /// the model's layers 0..model_layers-1. Reads the row table and checks it against its
+  /// XXH3-64. UsageError naming the file and the problem otherwise (RuntimeError for a
+  /// damaged row table).
   static PackedTrunk open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_identity,
-                          std::string_view model = {});
+                          std::string_view model = {}, std::int64_t model_layers = -1);
 
   [[nodiscard]] const std::string& uri() const noexcept { return uri_; }
   [[nodiscard]] std::string bin_uri() const;
@@ -135,7 +155,15 @@ class PackedTrunk {
   [[nodiscard]] std::uint64_t bin_bytes() const noexcept { return bin_bytes_; }
   /// "none" or the codec of the layer runs.
   [[nodiscard]] const std::string& codec() const noexcept { return codec_; }
+  /// The packed layers, first_layer()..last_layer() in order (layers()[i].layer ==
+  /// first_layer() + i).
   [[nodiscard]] const std::vector<PackedRun>& layers() const noexcept { return layers_; }
+  [[nodiscard]] std::int64_t first_layer() const noexcept { return layers_.empty() ? 0 : layers_.front().layer; }
+  [[nodiscard]] std::int64_t last_layer() const noexcept { return layers_.empty() ? -1 : layers_.back().layer; }
+  /// The checkpoint's layer count as trunk.json records it (-1 when it does not).
+  [[nodiscard]] std::int64_t model_layers() const noexcept { return model_layers_; }
+  /// Some layers only (pack-trunk --layers): the others and the globals are the shards'.
+  [[nodiscard]] bool partial() const noexcept { return partial_; }
   [[nodiscard]] const std::vector<PackedRun>& globals() const noexcept { return globals_; }
   /// The row table: XXH3-64 of each row of the tensors that have row checksums.
   [[nodiscard]] const std::vector<std::uint64_t>& row_sums() const noexcept { return row_sums_; }
@@ -152,6 +180,8 @@ class PackedTrunk {
   std::uint64_t identity_ = 0;
   std::uint64_t bin_bytes_ = 0;
   std::string codec_ = "none";
+  std::int64_t model_layers_ = -1;
+  bool partial_ = false;
   std::vector<PackedRun> layers_;
   std::vector<PackedRun> globals_;
   std::vector<std::uint64_t> row_sums_;

@@ -79,9 +79,10 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   }
   // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
   // refused when it was packed from another checkpoint; its bytes are checked as they are read.
+  // A partial pack (pack-trunk --layers) holds some layers: the rest come from the shards.
   if (!settings.packed_trunk.empty())
     m.packed = std::make_unique<model::PackedLocations>(model::PackedLocations::of(
-        PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri)));
+        PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri, m.config.num_hidden_layers)));
   if (m.plan.resident()) {
     m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get(),
                                                          m.plan.first_layer, m.plan.last_layer);

@@ -147,6 +147,37 @@ class Reader {
   std::string manifest_;
 };
 
+/// The layers trunk.json says it holds, [first, last]: its "layer_range" (0..n-1 when it
+/// has none: written before ranges), which must be as many layers as `listed` and lie
+/// inside its "n_layers" and, when `model_layers` >= 0, inside this run's checkpoint.
+std::pair<std::uint64_t, std::uint64_t> layer_range(const Reader& rd, const json& j, std::uint64_t listed,
+                                                    std::int64_t model_layers) {
+  std::uint64_t first = 0, last = listed - 1;
+  if (j.contains("layer_range")) {
+    const json& r = j["layer_range"];
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() || !r[1].is_number_unsigned() ||
+        r[1].get<std::uint64_t>() < r[0].get<std::uint64_t>())
+      rd.fail("\"layer_range\" must be [first, last], two layer numbers with first <= last");
+    first = r[0].get<std::uint64_t>();
+    last = r[1].get<std::uint64_t>();
+    if (last - first + 1 != listed)
+      rd.fail("\"layer_range\" [" + std::to_string(first) + ", " + std::to_string(last) + "] is " +
+              std::to_string(last - first + 1) + " layers, \"layers\" lists " + std::to_string(listed));
+  }
+  const auto range = [&] { return "layers " + std::to_string(first) + "-" + std::to_string(last); };
+  if (j.contains("n_layers")) {
+    const std::uint64_t n = rd.u64(j, "n_layers", "top level");
+    if (last >= n) rd.fail(range() + " packed, but \"n_layers\" is " + std::to_string(n));
+    if (model_layers >= 0 && n != static_cast<std::uint64_t>(model_layers))
+      rd.fail("packed from a checkpoint of " + std::to_string(n) + " layers; this run's has " +
+              std::to_string(model_layers));
+  }
+  if (model_layers >= 0 && last >= static_cast<std::uint64_t>(model_layers))
+    rd.fail(range() + " packed, but this run's checkpoint has " + std::to_string(model_layers) + " layers (0-" +
+            std::to_string(model_layers - 1) + ")");
+  return {first, last};
+}
+
 }  // namespace
 
 const PackedTensor* PackedRun::find(std::string_view tensor) const {
@@ -164,7 +195,7 @@ const PackedRun* PackedTrunk::global(std::string_view tensor) const {
 std::string PackedTrunk::bin_uri() const { return io::join_uri(uri_, "trunk.bin"); }
 
 PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_identity,
-                              std::string_view model) {
+                              std::string_view model, std::int64_t model_layers) {
   const std::string manifest = io::join_uri(uri, "trunk.json");
   const auto manifest_file = io::open_file(storage, manifest, "trunk.json", true);
   if (!manifest_file) {
@@ -235,17 +266,25 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
 
   const json& layers = rd.member(j, "layers", "top level");
   if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
+  const auto [first, last] = layer_range(rd, j, layers.size(), model_layers);
+  t.model_layers_ = j.contains("n_layers") ? static_cast<std::int64_t>(rd.u64(j, "n_layers", "top level")) : model_layers;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
     PackedRun r = rd.run(layers[i], where, t.bin_bytes_, coded_pack, row_count);
     if (r.coded()) rd.coded_run_end(r, where);
-    if (rd.u64(layers[i], "layer", where) != i) rd.fail(where + ": \"layer\" must be " + std::to_string(i));
-    r.layer = static_cast<std::int64_t>(i);
-    r.name = "layer " + std::to_string(i);
+    const std::uint64_t layer = first + i;
+    if (rd.u64(layers[i], "layer", where) != layer) rd.fail(where + ": \"layer\" must be " + std::to_string(layer));
+    r.layer = static_cast<std::int64_t>(layer);
+    r.name = "layer " + std::to_string(layer);
     t.layers_.push_back(std::move(r));
   }
   const json& globals = rd.member(j, "globals", "top level");
   if (!globals.is_array()) rd.fail("\"globals\" must be an array");
+  // A partial pack (some layers only) leaves the globals to the shards too.
+  t.partial_ = first != 0 || (t.model_layers_ >= 0 && last + 1 != static_cast<std::uint64_t>(t.model_layers_));
+  if (t.partial_ && !globals.empty())
+    rd.fail("a pack of layers " + std::to_string(first) + "-" + std::to_string(last) + " only (\"layer_range\") "
+            "has global runs: pack-trunk --layers writes none");
   for (std::size_t i = 0; i < globals.size(); ++i) {
     const std::string where = "globals[" + std::to_string(i) + "]";
     PackedRun r = rd.run(globals[i], where, t.bin_bytes_, coded_pack, row_count);

@@ -351,7 +351,7 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
     decoder_ = std::make_unique<trunk_codec::Decoder>();
     ahead_ = std::make_unique<trunk_codec::ReadAhead>();
   }
-  trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, kCodedPiece, ahead_.get());
+  trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, coded_piece_, ahead_.get());
   std::uint64_t at = r.src_offset, raw_end = r.buffer_offset;
   for (std::size_t k = r.first; k < r.first + r.count; ++k) {
     const ReadPlan::Tensor& t = plan.tensors[f.order[k]];

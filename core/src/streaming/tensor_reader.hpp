@@ -165,6 +165,8 @@ class TensorReader {
   static constexpr std::uint64_t kRawPiece = std::uint64_t{64} << 20;
   /// Another piece size than kRawPiece (the tests read small layers in many pieces).
   void set_raw_piece(std::uint64_t bytes) noexcept { raw_piece_ = bytes > 0 ? bytes : kRawPiece; }
+  /// Another piece size than kCodedPiece (benchmarks: the size a disk wants at K3's layer sizes).
+  void set_coded_piece(std::uint64_t bytes) noexcept { coded_piece_ = bytes > 0 ? bytes : kCodedPiece; }
 
  private:
   struct Wanted {
@@ -204,6 +206,7 @@ class TensorReader {
   std::uint64_t coded_bytes_read_ = 0;
   std::uint64_t verify_ns_ = 0;
   std::uint64_t raw_piece_ = kRawPiece;
+  std::uint64_t coded_piece_ = kCodedPiece;
 };
 
 }  // namespace k3::model

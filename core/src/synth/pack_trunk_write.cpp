@@ -2,8 +2,9 @@
 // the checkpoint into one 4096-aligned run of trunk.bin, read through a storage plugin,
 // hashes each run, each tensor and each row of the tensors read in rows, writes the row
 // table after the runs, verifies trunk.bin by reading it back, writes trunk.json (with the
-// checkpoint's identity) last and renames the finished folder into place (see
-// pack_trunk.hpp).
+// checkpoint's identity and the layer range packed) last and renames the finished folder
+// into place (see pack_trunk.hpp). With a layer range (--layers A-B) only those layers are
+// packed, no global tensor: a run reads the rest from the shards.
 #include <unistd.h>
 #include "io/xxh3.hpp"
 
@@ -73,20 +74,24 @@ struct PlannedRun {
   std::vector<Source> sources;  ///< in run order
 };
 
-/// Lays out the runs: layers 0..n-1 first (each layer's trunk tensors, checked against the
-/// tensor table), then the globals (embedding, output head) one run each, in table order.
-std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfig& config) {
-  const auto n_layers = static_cast<std::size_t>(config.num_hidden_layers);
+/// Lays out the runs: layers range.first..range.last first (each layer's trunk tensors,
+/// checked against the tensor table), then, for the whole trunk (`whole`), the globals
+/// (embedding, output head) one run each, in table order.
+std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfig& config, TrunkLayerRange range,
+                                  bool whole) {
+  const auto n_layers = static_cast<std::size_t>(range.last - range.first + 1);
   using Item = std::pair<const TensorInfo*, bool>;  // the tensor, read in rows
   std::vector<std::vector<Item>> layers(n_layers);
   std::vector<Item> globals;
   for (std::size_t i = 0; i < n_layers; ++i)
-    table::for_each_layer_tensor(config, static_cast<std::int64_t>(i), [&](const table::Entry& e, const auto&) {
+    table::for_each_layer_tensor(config, range.first + static_cast<std::int64_t>(i), [&](const table::Entry& e, const auto&) {
       layers[i].emplace_back(&table::require(index, e), read_in_rows(e));
     });
   auto global = [&](const table::Entry& e, const auto&) { globals.emplace_back(&table::require(index, e), read_in_rows(e)); };
-  table::for_each_embedding_tensor(config, global);
-  table::for_each_head_tensor(config, global);
+  if (whole) {
+    table::for_each_embedding_tensor(config, global);
+    table::for_each_head_tensor(config, global);
+  }
   auto by_position = [](const Item& a, const Item& b) {
     return a.first->file != b.first->file ? a.first->file < b.first->file : a.first->offset < b.first->offset;
   };
@@ -107,8 +112,10 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
     p.run.nbytes = inside;  // placed in trunk.bin while it is written
     runs.push_back(std::move(p));
   };
-  for (std::size_t i = 0; i < n_layers; ++i)
-    add_run(static_cast<std::int64_t>(i), "layer " + std::to_string(i), std::move(layers[i]));
+  for (std::size_t i = 0; i < n_layers; ++i) {
+    const std::int64_t layer = range.first + static_cast<std::int64_t>(i);
+    add_run(layer, "layer " + std::to_string(layer), std::move(layers[i]));
+  }
   for (const Item& g : globals) add_run(-1, g.first->name, {g});
   return runs;
 }
@@ -143,6 +150,21 @@ void refuse_overlap(const fs::path& model, const fs::path& out) {
     throw UsageError(out.string() + ": holds the checkpoint " + model.string() + "; write the packed trunk elsewhere");
 }
 
+/// The layers to pack: options.layers, checked against the checkpoint (UsageError naming
+/// --layers), or all of them.
+TrunkLayerRange layer_range(const PackTrunkOptions& options, const ModelConfig& config) {
+  const std::int64_t n = config.num_hidden_layers;
+  if (!options.layers) return {0, n - 1};
+  const TrunkLayerRange r = *options.layers;
+  const std::string given = "--layers " + std::to_string(r.first) + "-" + std::to_string(r.last);
+  if (r.first < 0 || r.last < r.first)
+    throw UsageError(given + ": not a range of layers (A-B with 0 <= A <= B)");
+  if (r.last >= n)
+    throw UsageError(given + ": " + options.model.string() + " has " + std::to_string(n) + " layers (0-" +
+                     std::to_string(n - 1) + ")");
+  return r;
+}
+
 nlohmann::json run_json(const PackedRun& run) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : run.tensors) {
@@ -174,6 +196,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   auto storage = host.create_storage(options.storage, {});
   const ModelConfig config = read_model_config(*storage, options.model.string());
   const CheckpointIndex index = CheckpointIndex::open(*storage, options.model.string());
+  const TrunkLayerRange range = layer_range(options, config);
   const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
   refuse_overlap(options.model, out);
   if (fs::exists(out) && !options.force)
@@ -187,7 +210,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   if (!trunk_codec::parse_codec(options.codec, codec))
     throw UsageError("unknown codec '" + options.codec + "' (known: " + trunk_codec::known_codecs() + ")");
 
-  std::vector<PlannedRun> runs = plan_runs(index, config);
+  std::vector<PlannedRun> runs = plan_runs(index, config, range, !options.layers.has_value());
   PackTrunkResult result;
   result.identity = checkpoint_identity(config, index);
   for (const auto& p : runs) {
@@ -340,6 +363,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
                              {"model", fs::absolute(options.model).lexically_normal().string()},
                              {"trunk_bin_bytes", result.bin_bytes},
                              {"n_layers", config.num_hidden_layers},
+                             {"layer_range", {range.first, range.last}},
                              {"row_sums", {{"file_off", table.file_offset},
                                            {"count", row_sums.size()},
                                            {"xxh3", hex64(table.xxh3)}}},
