@@ -38,18 +38,18 @@ class Cluster::Impl::Link final : public PassLink {
   explicit Link(Cluster::Impl& c) : c_(c) {}
   void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
                std::span<const float> activations, std::size_t banked, std::vector<float>& logits) override {
-    std::vector<cluster::WireSlice>& wire = c_.wire_slices;
-    wire.clear();
+    std::vector<cluster::WireSlice>& out = c_.wire_slices;
+    out.clear();
     for (const LinkedSlice& s : slices)
-      wire.push_back({s.sequence, s.position, s.rows, static_cast<std::uint8_t>(s.all_positions),
+      out.push_back({s.sequence, s.position, s.rows, static_cast<std::uint8_t>(s.all_positions),
                       static_cast<std::uint8_t>(s.tentative), 0});
     Header h;
     h.kind = Kind::pass;
     h.seq = ++c_.passes;
-    h.slices = static_cast<std::uint32_t>(wire.size());
+    h.slices = static_cast<std::uint32_t>(out.size());
     h.rows = static_cast<std::uint32_t>(tokens.size());
     h.banked = static_cast<std::uint32_t>(banked);
-    const std::span<const std::byte> parts[] = {std::as_bytes(std::span<const cluster::WireSlice>(wire)),
+    const std::span<const std::byte> parts[] = {std::as_bytes(std::span<const cluster::WireSlice>(out)),
                                                 std::as_bytes(tokens), std::as_bytes(activations)};
     c_.wire->send(1, h, parts);
     const Message m = c_.wire->receive(c_.size - 1);
