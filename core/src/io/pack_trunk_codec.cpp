@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include <k3/error.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 
 #include "io/read_failure.hpp"
 #include "util/reader_thread.hpp"
