@@ -43,6 +43,8 @@ struct Model::Impl {
   std::shared_ptr<sdk::StorageBackend> storage;
   std::shared_ptr<sdk::KernelSet> kernels;
   std::string kernel_name;
+  std::string storage_name;  ///< the storage plugin's name
+  std::string cache_name;    ///< the cache policy's name (empty without one)
   int threads = 1;
   std::unique_ptr<model::Ops> ops;
   MemoryPlan plan;
