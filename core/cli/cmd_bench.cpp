@@ -2,7 +2,8 @@
 // pipeline or several compared in one run (docs/benchmarks.md "k3host bench").
 //
 //   k3host bench --config presets/laptop.yaml [--config presets/ultra.yaml]... [-r 3] [--warmup N]
-//                [-n N] [--prompt TEXT | --ids 1,2,3] [-o table|csv|json] [--reload] [--set k=v]...
+//                [-n N] [--prompt TEXT | --ids 1,2,3] [--parallel 1,2,4] [-o table|csv|json] [--reload]
+//                [--set k=v]...
 //
 // The measuring is libk3core's (k3/bench.hpp: each pipeline in a worker process of its
 // own, loaded once, warmed up, then its repetitions interleaved with the others'); this
@@ -34,6 +35,7 @@ struct BenchArgs {
   std::string prompt;
   std::string ids;
   std::string output = "table";
+  std::string parallel;          ///< "1,2,4,8": streams per repetition, one pipeline each
   bool reload = false;
   CLI::Option* prompt_option = nullptr;
   CLI::Option* tokens_option = nullptr;
@@ -94,7 +96,34 @@ BenchRequest request_of(const GlobalOptions& global, const BenchArgs& a) {
   if (configs.empty())
     throw UsageError("bench: no pipeline given: use --config FILE, once per pipeline to compare "
                      "(e.g. --config presets/laptop.yaml --config presets/ultra.yaml)");
-  for (const std::string& c : configs) r.pipelines.push_back({c, load_pipeline(c, global.overrides)});
+  // --parallel 1,2,4: each pipeline once per stream count, its plan holding that many.
+  std::vector<std::size_t> streams;
+  for (const std::string& item : split_ids(a.parallel)) {
+    std::size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != item.size() || n < 1 || n > 64)
+      throw UsageError("bench: --parallel: '" + item + "' is not a number of streams from 1 to 64");
+    streams.push_back(static_cast<std::size_t>(n));
+  }
+  if (streams.empty()) streams.push_back(1);
+  if (configs.size() * streams.size() > 26)
+    throw UsageError("bench: " + std::to_string(configs.size() * streams.size()) +
+                     " pipelines (--config × --parallel); at most 26 (A … Z) in one bench");
+  for (const std::string& c : configs)
+    for (const std::size_t n : streams) {
+      if (a.parallel.empty()) {
+        r.pipelines.push_back({c, load_pipeline(c, global.overrides), 1});
+        continue;
+      }
+      std::vector<Override> overrides = global.overrides;
+      overrides.push_back({"serve.parallel=" + std::to_string(n), "--parallel " + a.parallel});
+      r.pipelines.push_back({c + " --parallel " + std::to_string(n), load_pipeline(c, overrides), n});
+    }
   return r;
 }
 
@@ -168,6 +197,11 @@ Command register_bench(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--ids", a->ids, "Prompt as token ids, comma-separated (default: the pipeline's job prompt)")
       ->type_name("LIST");
   sub->add_option("-o,--output", a->output, "Output on stdout: table (default), csv or json")->type_name("FORMAT");
+  sub->add_option("--parallel", a->parallel,
+                  "Streams decoded together, comma-separated (e.g. 1,2,4,8): each pipeline is benched once per "
+                  "count, its prompt generated that many times at once (stream i with seed + i) through the step "
+                  "scheduler; decode figures are the streams' together (tokens/s in all, bytes read per token)")
+      ->type_name("LIST");
   sub->add_flag("--reload", a->reload,
                 "Load every repetition afresh (a new process, its own warm-up), so that only one pipeline is in "
                 "memory at a time; for budgets that do not fit side by side");

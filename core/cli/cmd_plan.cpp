@@ -20,6 +20,7 @@ namespace {
 struct PlanArgs {
   bool from_checkpoint = false;
   double available_gb = 0;
+  bool batched = false;
 };
 
 }  // namespace
@@ -34,7 +35,11 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
                 "checkpoint identity (what packed trunks, state files and traces of it record)");
   sub->add_option("--available-gb", args->available_gb,
                   "Plan against this much available memory (GB) instead of measuring it");
-  sub->footer("It writes nothing and reads no weights. Exit codes: 0 the plan fits, 2 a usage or configuration error, "
+  sub->add_flag("--batched", args->batched,
+                "Plan serve.parallel sequences decoded together, as `serve` and `--prompts` run (with --parallel N, "
+                "N of them; 0 = as many as fit)");
+  sub->footer("A run of one prompt plans one sequence; `serve` and `--prompts` plan serve.parallel of them "
+              "(--batched or --parallel N shows that plan). It writes nothing and reads no weights. Exit codes: 0 the plan fits, 2 a usage or configuration error, "
               "3 the plan does not fit.");
   return {sub, [args, &global]() {
             if (global.config.empty())
@@ -54,7 +59,9 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
               config = g.config;
               what = "geometry " + g.name + " (" + g.file.string() + ")";
             }
-            PlanInputs in = plan_inputs(p);
+            // --parallel (which sets serve.parallel) plans a batched run too.
+            const bool batched = args->batched || given_flag(global, "serve.parallel") != nullptr;
+            PlanInputs in = batched ? batched_plan_inputs(p) : plan_inputs(p);
             if (args->available_gb > 0) in.available = static_cast<std::uint64_t>(args->available_gb * 1e9);
             const MemoryPlan plan = plan_memory(config, in);
             std::printf("plan for %s, pipeline %s\n", what.c_str(), p.file().c_str());

@@ -4,7 +4,8 @@
 //                [--api-key KEY | K3_API_KEY=KEY] [--queue 4] [--max-body 1048576] ...
 //
 // It listens first (GET /health answers 503 while the model loads), then loads the model.
-// SIGINT/SIGTERM stop it: it stops listening, ends the running generation at its next token,
+// Up to --parallel requests are decoded together (docs/batching.md).
+// SIGINT/SIGTERM stop it: it stops listening, ends the running generations at their next token,
 // answers the waiting requests 503, and exits 0. A second signal exits at once with 5.
 // Exit codes: 0 stopped by a signal; 1 the address cannot be bound or a runtime failure; 2 a
 // bad option or pipeline (a non-loopback --host without an API key); 3 the plan does not fit.
@@ -124,7 +125,7 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--port", o.port, "Port (0 = any free port, printed at start)")->capture_default_str();
   sub->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (or set K3_API_KEY)");
   sub->add_option("--model-name", o.model_name, "Model id in /v1/models and responses (default: the checkpoint folder)");
-  sub->add_option("--queue", cli->queue, "Requests that may wait while one generates, 0..256; more get 429")
+  sub->add_option("--queue", cli->queue, "Requests that may wait while every sequence slot generates, 0..256; more get 429")
       ->capture_default_str();
   sub->add_option("--max-body", cli->max_body, "Largest request body in bytes, up to 256 MiB (larger: 413)")
       ->capture_default_str();
@@ -156,7 +157,9 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");
-  sub->footer("Ctrl-C (SIGINT) or SIGTERM stops the server: it stops listening, the running generation ends at its next "
+  sub->footer("Up to --parallel requests (serve.parallel; 0, the default: as many as the memory plan holds) are "
+              "decoded together, one forward pass per step for all of them, each reply the one it gets alone. "
+              "Ctrl-C (SIGINT) or SIGTERM stops the server: it stops listening, the running generations end at their next "
               "token, waiting requests are answered 503, and it exits 0; a second signal exits at once with 5. Exit "
               "codes: 0 stopped by a signal, 1 the address cannot be bound or a runtime failure, 2 a bad option or "
               "pipeline, 3 the plan does not fit.");

@@ -26,7 +26,7 @@ struct Alias {
 };
 constexpr std::array kAliases = {
     Alias{"-cnv", "--conversation"}, Alias{"-if", "--conversation"}, Alias{"-no-cnv", "--no-conversation"},
-    Alias{"-ngl", "--n-gpu-layers"}, Alias{"-md", "--model-draft"},
+    Alias{"-ngl", "--n-gpu-layers"}, Alias{"-md", "--model-draft"}, Alias{"-np", "--parallel"},
 };
 
 /// Flags of llama.cpp that have no meaning in k3host, and why: refused on the main command
@@ -66,8 +66,9 @@ constexpr std::array kRefused = {
     Refused{"-st --single-turn", "the job is one turn; k3host chat goes on until /quit or Ctrl-D"},
     Refused{"--no-display-prompt", "-q prints only the generated text"},
     Refused{"--jinja --chat-template --chat-template-file", "K3's chat format is built in (docs/chat.md)"},
-    Refused{"-np --parallel -cb --cont-batching -nocb --no-cont-batching",
-            "k3host serve generates one request at a time and queues the others (--queue)"},
+    Refused{"-cb --cont-batching -nocb --no-cont-batching",
+            "continuous batching is how k3host serve and --prompts run: --parallel N sets how many sequences are "
+            "decoded together (1: one at a time)"},
     Refused{"-co --color", "the job prints plain text; k3host chat styles its own screen"},
     Refused{"--log-disable", "--log-level off"},
 };

@@ -244,6 +244,7 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
     std::fputs(pipeline.dump().c_str(), stdout);
     return 0;
   }
+  if (!pipeline.get_path("job.prompts").empty()) return run_prompts_file(pipeline);
   return run_pipeline(pipeline, global.log.quiet);
 }
 

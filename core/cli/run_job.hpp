@@ -17,5 +17,7 @@ struct RunOptions {
 
 void add_run_options(CLI::App& app, RunOptions& run);
 int run_job(const GlobalOptions& global, const RunOptions& run);
+/// job.prompts set: every prompt of the file, generated together (run_prompts.cpp).
+int run_prompts_file(const Pipeline& pipeline);
 
 }  // namespace k3::cli

@@ -17,6 +17,7 @@ set(k3_bench_cases
   "table|the table's B/A matches its printed means, -q hides the progress"
   "reload|--reload loads every repetition afresh and gives the same ids"
   "interrupt|SIGINT stops the bench and prints the repetitions done (exit 5), a killed worker is exit 1"
+  "parallel|--parallel 1,3: streams decoded together, stream 0 as alone, figures for all streams"
   "usage|bad input is exit 2 with a clear message, --help says what is reset and kept")
 foreach(entry IN LISTS k3_bench_cases)
   string(FIND "${entry}" "|" bar)

@@ -2,19 +2,22 @@
 # tests/serve/node_modules by tools/install-deps.sh --with-npm) and raw HTTP, on the tiny
 # checkpoint: chat and text completions plain and streamed, prefix reuse against a cold
 # server (same replies, cached tokens > 0), a cancelled stream and SIGINT mid-generation,
-# the error table, and the queue (one queued, one 429); on the shipped fortune model, thinking
-# off by default (text in content), a reply cut in the think channel marked, metrics rounded
-# and the hit rate 1 (resident) or NaN (streaming, no request yet). Each case starts its own servers on
-# free loopback ports and stops them with SIGINT. SKIP (77) without node or the package.
+# the error table, the queue (one queued, one 429), continuous batching (requests of every
+# kind decoded together reply exactly as each alone; a long prompt shares steps with a stream),
+# and on the shipped fortune model, thinking off by default (text in content), a reply cut in
+# the think channel marked, metrics rounded and the hit rate 1 (resident) or NaN (streaming,
+# no request yet). Each case starts its own servers on free loopback ports and stops them with
+# SIGINT. SKIP (77) without node or the package.
 find_program(K3_NODE node)
-set(k3_serve_cases chat reuse cancel errors queue shipped)
+set(k3_serve_cases chat reuse cancel errors queue shipped batch)
 set(k3_serve_names
   "OpenAI client: chat and text completions, plain and streamed, agree"
   "prefix reuse: follow-up turns resume from snapshots and equal a cold server's replies"
   "a cancelled stream ends its generation, SIGINT mid-generation exits 0"
   "errors: malformed JSON, bad params, oversize plain and chunked bodies, 404, API key"
   "queue: one request waits, the next gets 429"
-  "the shipped model answers in content by default, a reply cut while thinking says so, metrics are rounded")
+  "the shipped model answers in content by default, a reply cut while thinking says so, metrics are rounded"
+  "batch: requests decoded together reply as each alone, and a long prompt does not stall a stream")
 foreach(c n IN ZIP_LISTS k3_serve_cases k3_serve_names)
   set(name "serve: ${n}")
   if(K3_NODE)

@@ -4,8 +4,8 @@
 //
 //   node serve_test.mjs --exe K3HOST --src SOURCE_DIR --work SCRATCH --case NAME
 //
-// Cases: chat, reuse, cancel, errors, queue, shipped (the shipped fortune model instead of tiny).
-// Exit 0 pass, 1 fail, 77 skipped (no openai
+// Cases: chat, reuse, cancel, errors, queue, shipped (the shipped fortune model instead of
+// tiny), batch. Exit 0 pass, 1 fail, 77 skipped (no openai
 // module: tools/install-deps.sh --with-npm).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -245,6 +245,9 @@ async function caseReuse(model) {
         'streamed resumed turn equals the cold one');
   check(s.usage.prompt_tokens_details.cached_tokens > 0, 'streamed turn reused tokens');
   check(await metric(warm, 'k3_cached_prompt_tokens_total') > 0, 'metrics count reused tokens');
+  // No --parallel: the plan chose the slots, the most (8) on the tiny model, and says so.
+  check(await metric(warm, 'k3_sequences_parallel') === 8, 'the plan\'s default of 8 sequence slots');
+  check(/8 sequences decoded together \(serve\.parallel auto\)/.test(warm.stderr), 'the log names the plan\'s slots');
   check(await metric(warm, 'k3_prefix_snapshots') > 0, 'snapshots kept');
   check(await metric(cold, 'k3_cached_prompt_tokens_total') === 0, 'cold server reused nothing');
   // Prefetch hits are requests too, and never counted as hits.
@@ -369,7 +372,7 @@ async function caseErrors(model) {
 }
 
 async function caseQueue(model) {
-  const s = await startServer('queue', model, ['--queue', '1', ...slowStorage]);
+  const s = await startServer('queue', model, ['--queue', '1', '--parallel', '1', ...slowStorage]);
   const prompt = await longRequest(s, 40);
   // The first client holds the model with a long stream.
   const ac = new AbortController();
@@ -472,8 +475,129 @@ async function caseShipped(model) {
   await stopServer(streaming);
 }
 
+/** Runs one request of the batch case; resolves to what identifies its reply. */
+async function runOne(s, r) {
+  const ai = client(s);
+  if (r.chat) {
+    const params = { model: 'model', messages: r.messages, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed,
+      top_p: r.top_p };
+    if (!r.stream) {
+      const a = await ai.chat.completions.create(params);
+      return { text: JSON.stringify(a.choices[0].message), finish: a.choices[0].finish_reason, tokens: a.usage.completion_tokens };
+    }
+    const b = await collectChat(await ai.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } }));
+    return { text: JSON.stringify({ role: 'assistant', content: b.content, reasoning_content: b.reasoning }), finish: b.finish,
+      tokens: b.usage.completion_tokens, streamed: true };
+  }
+  const params = { model: 'model', prompt: r.prompt, max_tokens: r.max_tokens, temperature: r.temperature, seed: r.seed,
+    top_p: r.top_p };
+  if (!r.stream) {
+    const c = await ai.completions.create(params);
+    return { text: c.choices[0].text, finish: c.choices[0].finish_reason, tokens: c.usage.completion_tokens };
+  }
+  let text = '', finish = null, tokens = 0;
+  for await (const ch of await ai.completions.create({ ...params, stream: true, stream_options: { include_usage: true } })) {
+    if (ch.usage) tokens = ch.usage.completion_tokens;
+    if (!ch.choices.length) continue;
+    text += ch.choices[0].text;
+    if (ch.choices[0].finish_reason) finish = ch.choices[0].finish_reason;
+  }
+  return { text, finish, tokens, streamed: true };
+}
+
+async function caseBatch(model) {
+  // The reference serves one request at a time, resident, without drafts, with the scalar
+  // kernels on 1 thread; the other decodes up to four together with drafts, prefilling
+  // prompts 4 tokens per step beside them, streaming the trunk and the experts through a
+  // throttle (so that steps take a few milliseconds and the requests overlap), with the best
+  // kernel set this machine runs on 2 threads.
+  const alone = await startServer('alone', model, ['--parallel', '1', '--draft-max', '0', '--no-prefix-reuse',
+    '--set', 'kernels.set=scalar']);
+  const batched = await startServer('batched', model, ['--parallel', '4', '--set', 'serve.prefill_budget=4', '--queue', '16',
+    '--set', 'storage.plugin=throttle', '--set', 'storage.params.latency_us=300', '--set', 'memory.trunk_gb=0.00005',
+    '--set', 'memory.expert_cache_gb=0.00005', '--set', 'threads=2']);
+  const ids = (n, k) => Array.from({ length: n }, (_, i) => (k * 53 + i * 29) % 500);
+  const requests = [
+    { prompt: ids(8, 1), max_tokens: 40, temperature: 0 },
+    { prompt: ids(30, 2), max_tokens: 12, temperature: 0.9, seed: 3, stream: true },
+    { chat: true, messages: conversation, max_tokens: 20, temperature: 0 },
+    { prompt: ids(3, 4), max_tokens: 25, temperature: 1.1, seed: 11 },
+    { chat: true, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 16, temperature: 0.7, seed: 5, stream: true },
+    { prompt: ids(60, 6), max_tokens: 6, temperature: 0, stream: true },
+    { prompt: ids(12, 7), max_tokens: 30, temperature: 0.8, seed: 2 },
+    { prompt: ids(5, 8), max_tokens: 9, temperature: 0 },
+    { prompt: ids(9, 9), max_tokens: 14, temperature: 1.3, top_p: 0.6, seed: 8, stream: true },
+  ];
+  const reference = [];
+  for (const r of requests) reference.push(await runOne(alone, r));
+  // All at once, arriving over ~70 ms: more than four, so some wait for a slot.
+  const got = await Promise.all(requests.map((r, i) => sleep(10 * i).then(() => runOne(batched, r))));
+  for (let i = 0; i < requests.length; ++i) {
+    check(got[i].text === reference[i].text && got[i].finish === reference[i].finish && got[i].tokens === reference[i].tokens,
+          `request ${i} beside others: ${JSON.stringify(got[i])} != alone ${JSON.stringify(reference[i])}`);
+    check(reference[i].tokens >= 1, `request ${i} generated nothing`);
+  }
+  check(await metric(batched, 'k3_sequences_parallel') === 4, 'four sequence slots');
+  const steps = await metric(batched, 'k3_batch_size_count'), together = await metric(batched, 'k3_batch_size_sum');
+  check(together > steps * 1.5, `the requests were not decoded together: ${together} sequences in ${steps} steps`);
+  check(await metric(alone, 'k3_batch_size_sum') === await metric(alone, 'k3_batch_size_count'), 'parallel 1 steps one at a time');
+  check(await metric(batched, 'k3_queue_wait_seconds_count') >= requests.length, 'queue waits observed');
+  check(await metric(batched, 'k3_inter_token_seconds_count') > 0, 'token gaps observed');
+  check(await metric(batched, 'k3_request_first_token_seconds_count') >= requests.length, 'first tokens observed');
+
+  // Prefix reuse per request: two conversations' second turns, sent together, each resume
+  // from its own first turn (a slot's live session or a snapshot) and reply as the
+  // one-slot server without reuse does.
+  const convs = [
+    [{ role: 'user', content: 'Tell me about rivers and the sea, in some detail please.' }],
+    [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'What is a mountain made of, and why?' }],
+  ];
+  const chatParams = { model: 'model', max_tokens: 10, temperature: 0 };
+  const firsts = await Promise.all(convs.map((m) => client(batched).chat.completions.create({ ...chatParams, messages: m })));
+  const seconds = convs.map((m, i) => [...m, { role: 'assistant', content: firsts[i].choices[0].message.content },
+    { role: 'user', content: `And then, part ${i + 2}?` }]);
+  const again = await Promise.all(seconds.map((m) => client(batched).chat.completions.create({ ...chatParams, messages: m })));
+  for (let i = 0; i < seconds.length; ++i) {
+    const ref = await client(alone).chat.completions.create({ ...chatParams, messages: seconds[i] });
+    const cached = again[i].usage.prompt_tokens_details.cached_tokens;
+    check(cached >= firsts[i].usage.prompt_tokens && cached < again[i].usage.prompt_tokens,
+          `conversation ${i}: turn 2 reused ${cached} tokens, turn 1's prompt was ${firsts[i].usage.prompt_tokens}`);
+    check(JSON.stringify(again[i].choices[0].message) === JSON.stringify(ref.choices[0].message),
+          `conversation ${i}: resumed beside another ${JSON.stringify(again[i].choices[0].message)} != alone ${JSON.stringify(ref.choices[0].message)}`);
+  }
+
+  // A long prompt does not stall a running stream: it is prefilled 4 tokens per step, and
+  // the stream gets a token at every one of those steps. The stream's prompt runs to its
+  // max_tokens (found on the fast server), so that it is still running when the long one is done.
+  const runnerPrompt = await longRequest(alone, 600);
+  const ac = new AbortController();
+  const runner = await client(batched).completions.create({ model: 'model', prompt: runnerPrompt, max_tokens: 600,
+    temperature: 0, stream: true }, { signal: ac.signal });
+  let received = 0, runnerFinish = null;
+  const counting = (async () => {
+    try {
+      for await (const ch of runner) {
+        ++received;
+        if (ch.choices.length && ch.choices[0].finish_reason) runnerFinish = ch.choices[0].finish_reason;
+      }
+    } catch { /* aborted */ }
+  })();
+  for (let i = 0; i < 400 && received < 5; ++i) await sleep(10);
+  check(received >= 5, 'the running stream did not start');
+  const atSend = received;
+  const long = await client(batched).completions.create({ model: 'model', prompt: ids(1000, 10), max_tokens: 1, temperature: 0 });
+  const during = received - atSend;
+  check(long.usage.prompt_tokens === 1000, `long prompt: ${JSON.stringify(long.usage)}`);
+  check(runnerFinish === null, `the stream ended (${runnerFinish}) before the long prompt was done: nothing measured`);
+  check(during >= 100, `the running stream got ${during} tokens (${received} in all, finish ${runnerFinish}) while a 1000-token prompt was prefilled (250 steps)`);
+  ac.abort();
+  await counting;
+  await stopServer(alone);
+  await stopServer(batched);
+}
+
 const cases = { chat: caseChat, reuse: caseReuse, cancel: caseCancel, errors: caseErrors, queue: caseQueue,
-  shipped: caseShipped };
+  shipped: caseShipped, batch: caseBatch };
 check(cases[testCase], `unknown case ${testCase}`);
 const model = makeModel();
 await cases[testCase](model);

@@ -27,6 +27,12 @@ CASE:
   interrupt  SIGINT during a bench far too long to finish: exit 5, the repetitions done are
              printed as JSON with "interrupted": true, and a warning says how many; a worker
              killed with SIGKILL is exit 1 naming its pipeline and the signal.
+  parallel   --parallel 1,3 on B (streamed) with sampling: two pipelines, the second with 3
+             streams decoded together; stream 0 of every 3-stream repetition generates the
+             1-stream repetitions' ids (exactness beside others), every stream as many tokens
+             as asked; the decode figures are the streams' together (3 streams' tokens after
+             the last one's first);
+             --parallel 0 and a list with a word are refused.
   usage      exit 2 with a clear message: -r 0, -o xml, a missing pipeline file, no pipeline,
              -n 1, --prompt with --ids, an id outside the vocabulary (from the worker),
              cache.future set; --help says what is reset and what is kept.
@@ -306,6 +312,33 @@ def case_reload(opts):
     check(ids == json.loads(kept.out)["pipelines"][0]["samples"][0]["generated_ids"], "--reload changed the ids", r)
     check(len(re.findall(r"warm-up [AB] repetition [12]/2: token 3/3", r.err)) == 4,
           "--reload: not one warm-up per repetition", r)
+
+
+def case_parallel(opts):
+    _, b = pipelines(opts)
+    n = 5
+    r = k3host(opts, "bench", "--config", b, "--ids", PROMPT_IDS, "-r", "2", "-n", str(n), "--warmup", "1", "-o", "json",
+               "--parallel", "1,3", "--set", "job.sampling.temperature=0.9", "--set", "job.sampling.seed=4")
+    check(r.code == 0, "bench --parallel failed", r)
+    j = json.loads(r.out)
+    ps = j["pipelines"]
+    check([p["label"] for p in ps] == ["A", "B"], "two pipelines, one per stream count", r)
+    check(ps[0]["info"]["streams"] == 1 and ps[1]["info"]["streams"] == 3, "streams in the info", r)
+    check(ps[1]["config"].endswith("--parallel 3"), "the config names its streams", r)
+    one = ps[0]["samples"][0]["generated_ids"]
+    check(len(one) == n, "one stream generates -n tokens", r)
+    for s in ps[1]["samples"]:
+        ids = s["generated_ids"]
+        check(len(ids) == 3 * n, "three streams generate 3 x -n tokens", r)
+        check(ids[:n] == one, "stream 0 beside two others generated other ids than alone", r)
+        check(ids[n:2 * n] != one, "stream 1 (seed + 1) generated the ids of stream 0", r)
+        # The decode window starts when the last stream has its first token (the three 32-token
+        # prompts take two steps of the 64-token prefill budget): each stream's tokens after it.
+        check(3 * (n - 2) <= s["decode_forwards"] <= 3 * (n - 1), "the streams' decode forward passes together", r)
+    for bad, message in (("0", r"--parallel: '0' is not a number of streams from 1 to 64"),
+                         ("1,two", r"--parallel: 'two' is not a number of streams")):
+        u = k3host(opts, "bench", "--config", b, "--parallel", bad)
+        check(u.code == 2 and re.search(message, u.err), "--parallel %s not refused" % bad, u)
 
 
 class LongBench:

@@ -15,8 +15,12 @@
 # its share of the run's prefill + decode time, the bytes checked, and the checkpoint
 # identity's cost at open (checkpoint.seconds, checkpoint.sampled_bytes). The generated ids
 # must be the same in every run (the script fails otherwise).
+# --storage direct reads the shards, the packs and the tier's inner files with O_DIRECT, so
+# the runs wait for the disk as a real streamed run does (the default, posix, reads what the
+# page cache holds: the worst case for the checks' share, with no disk time to hide behind).
 #
 #   tools/bench/verify_cost.sh [--k3host EXE] [--base EXE] [--work DIR] [--rounds N] [--tokens N]
+#                              [--storage posix|direct]
 set -euo pipefail
 
 K3HOST=build/bin/k3host
@@ -24,6 +28,7 @@ BASE=""
 WORK=/tmp/k3-verify-cost
 ROUNDS=3
 TOKENS=8
+STORAGE=posix
 while [ $# -gt 0 ]; do
   case "$1" in
     --k3host) K3HOST=$2; shift 2 ;;
@@ -31,7 +36,8 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --tokens) TOKENS=$2; shift 2 ;;
-    *) echo "usage: $0 [--k3host EXE] [--base EXE] [--work DIR] [--rounds N] [--tokens N]" >&2; exit 2 ;;
+    --storage) STORAGE=$2; shift 2 ;;
+    *) echo "usage: $0 [--k3host EXE] [--base EXE] [--work DIR] [--rounds N] [--tokens N] [--storage posix|direct]" >&2; exit 2 ;;
   esac
 done
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,24 +52,24 @@ for b in "${BUILDS[@]}"; do
   "$(exe "$b")" -q pack-trunk --force --codec bf16-zstd "$MODEL" "$WORK/$b-pack-zstd" >/dev/null
   rm -rf "$WORK/$b-tier"
 done
-echo "k3host: $K3HOST (source tree at commit $(git -C "$REPO" log -1 --format=%h)); base: ${BASE:-none}; $(date -u '+%Y-%m-%d %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "k3host: $K3HOST (source tree at commit $(git -C "$REPO" log -1 --format=%h)); base: ${BASE:-none}; storage: $STORAGE; $(date -u '+%Y-%m-%d %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() {  # build, name, extra args...
   local b=$1 name=$2; shift 2
   "$(exe "$b")" --config "$REPO/configs/default.yaml" --set "model.path=$MODEL" --set model.generate_if_missing=false \
     --set memory.context=256 --set job.max_new_tokens="$TOKENS" --set job.stop_at_eos=false --ids 3072,100,200 \
     --set memory.trunk_gb=0.001 --set memory.expert_cache_gb=0.05 --set memory.stream_embedding=true \
-    --out "$WORK/$b-$name.json" "$@" >"$WORK/$b-$name.log" 2>&1
+    --set "storage.plugin=$STORAGE" --out "$WORK/$b-$name.json" "$@" >"$WORK/$b-$name.log" 2>&1
 }
 for b in "${BUILDS[@]}"; do
-  run "$b" tier-fill --set storage.plugin=tiered --set "storage.params={dir: '$WORK/$b-tier', inner: posix}"  # not measured
+  run "$b" tier-fill --set storage.plugin=tiered --set "storage.params={dir: '$WORK/$b-tier', inner: $STORAGE}"  # not measured
 done
 for round in $(seq 1 "$ROUNDS"); do
   for b in "${BUILDS[@]}"; do
     run "$b" "shards-$round"
     run "$b" "none-$round" --set "model.packed_trunk=$WORK/$b-pack-none"
     run "$b" "zstd-$round" --set "model.packed_trunk=$WORK/$b-pack-zstd"
-    run "$b" "tier-$round" --set storage.plugin=tiered --set "storage.params={dir: '$WORK/$b-tier', inner: posix}"
+    run "$b" "tier-$round" --set storage.plugin=tiered --set "storage.params={dir: '$WORK/$b-tier', inner: $STORAGE}"
   done
 done
 

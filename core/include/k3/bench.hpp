@@ -36,6 +36,11 @@ struct BenchSettings {
   /// the vocabulary) or text to encode. Ids win when both are set.
   std::vector<std::string> prompt_ids;
   std::optional<std::string> prompt_text;
+  /// Streams per repetition: the prompt generated this many times at once through the step
+  /// scheduler (k3/scheduler.hpp), stream i sampling with job.sampling.seed + i. More than
+  /// one needs the pipeline's serve.parallel (its plan) to hold them. Decode metrics are the
+  /// streams' together: tokens/s in all, bytes read per generated token.
+  std::size_t streams = 1;
 };
 
 /// What a loaded bench pipeline is.
@@ -48,8 +53,9 @@ struct BenchInfo {
   std::int64_t context = 0;       ///< memory.context
   std::string prompt_text;
   std::vector<std::uint32_t> prompt_ids;
-  std::int64_t new_tokens = 0;    ///< per repetition
+  std::int64_t new_tokens = 0;    ///< per repetition (per stream)
   std::int64_t warmup_tokens = 0;
+  std::size_t streams = 1;        ///< generated at once (BenchSettings::streams)
   double warmup_seconds = 0;      ///< the warm-up run, prefill included
   /// Routed experts that failed to load during the warm-up ("layer L expert E: ...").
   std::vector<std::string> warmup_expert_failures;
@@ -65,10 +71,12 @@ struct BenchIo {
 
 /// One timed repetition. The derived metrics below are what bench prints.
 struct BenchSample {
-  std::size_t prompt_tokens = 0;
-  std::vector<std::uint32_t> generated;
-  double prefill_seconds = 0;
-  DecodeTiming decode;            ///< the decode forward passes (N tokens: N-1)
+  std::size_t prompt_tokens = 0;  ///< every stream's
+  std::vector<std::uint32_t> generated;  ///< every stream's ids, stream after stream
+  double prefill_seconds = 0;     ///< until every stream has its first token
+  /// The decode forward passes (N tokens: N-1); several streams: the tokens they generated
+  /// after the last one's first, over the time since.
+  DecodeTiming decode;
   BenchIo prefill_io;             ///< from the start to the first generated token
   BenchIo decode_io;              ///< from the first generated token to the end
   std::uint64_t peak_rss = 0;     ///< of the process the pipeline runs in, so far (getrusage)
@@ -171,8 +179,9 @@ class BenchWorker {
 /// What `k3host bench` runs: the pipelines (A, B, ...) in the order given.
 struct BenchRequest {
   struct Entry {
-    std::string config;  ///< the pipeline file as the user gave it
+    std::string config;  ///< the pipeline file as the user gave it (with its streams, when several)
     Pipeline pipeline;
+    std::size_t streams = 1;  ///< BenchSettings::streams for this pipeline
   };
   std::vector<Entry> pipelines;
   BenchSettings settings;

@@ -120,7 +120,7 @@ std::vector<std::uint32_t> parse_token_ids(const std::vector<std::string>& items
                                            std::string_view where);
 
 /// Refuses the pipeline's outputs (job.report, job.save_state, job.dump_logits,
-/// trace.out) before anything runs: each must be absent or a regular file outside the
+/// trace.out, job.results) before anything runs: each must be absent or a regular file outside the
 /// checkpoint folders (k3/user_files.hpp, check_output_file; checkpoint_folders), and no two
 /// may name the same file. UsageError naming where the key was set, the key and the path.
 void check_job_outputs(const Pipeline& pipeline);

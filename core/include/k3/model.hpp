@@ -205,6 +205,12 @@ class Session {
   /// nothing is kept. Returns the number kept.
   std::size_t feed_tentative(std::span<const std::uint32_t> tokens, std::vector<float>& logits,
                              const std::function<std::size_t(std::span<const float>)>& keep);
+  /// After a batched pass (k3/batch.hpp) fed this session a tentative chunk: keeps its first
+  /// `keep` tokens (0 … its length; more is an error), exactly as feed_tentative() would.
+  /// Until then the session refuses to be fed, snapshotted or saved (RuntimeError).
+  void keep_tentative(std::size_t keep);
+  /// The model it runs on.
+  [[nodiscard]] Model& model() const noexcept;
   /// Tokens consumed so far, in order.
   [[nodiscard]] const std::vector<std::uint32_t>& tokens() const noexcept;
   [[nodiscard]] std::int64_t position() const noexcept;
@@ -244,6 +250,7 @@ class Session {
   void restore(const SessionSnapshot& snap);
 
   struct Impl;
+  [[nodiscard]] Impl& impl() noexcept { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -35,6 +35,14 @@ struct PlanInputs {
   std::int64_t context = 4096;            ///< positions of MLA latent KV to reserve
   std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
   std::int64_t speculative_draft = 0;     ///< job.speculative.max_draft: verification journals
+  /// Sequences decoded together (serve.parallel, for `serve` and `--prompts`), each with its
+  /// own KDA state, MLA latent KV of `context` positions and journals; 0 = auto: the most, up
+  /// to kAutoParallel, whose sequences take at most a quarter of the available memory in a
+  /// plan that fits. A run of one prompt plans 1.
+  std::int64_t parallel = 1;
+  /// Prompt tokens one step of several sequences feeds in all (serve.prefill_budget);
+  /// 0 = prefill_chunk.
+  std::int64_t prefill_budget = 0;
   std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
   /// memory.budgets_for: the model whose bytes the fixed budgets are. Unset: this model's.
   /// Set (k3): a model with fewer trunk (expert) bytes gets trunk_gb (expert_cache_gb)
@@ -47,8 +55,14 @@ struct PlanInputs {
   std::optional<BudgetsFor> budgets_for;
 };
 
-/// memory.* and job.prefill_chunk of a loaded pipeline.
+/// memory.* and job.prefill_chunk of a loaded pipeline, for a run of one sequence.
 PlanInputs plan_inputs(const Pipeline& pipeline);
+/// The same for a run that decodes serve.parallel sequences together (`serve`, `--prompts`),
+/// with serve.prefill_budget.
+PlanInputs batched_plan_inputs(const Pipeline& pipeline);
+
+/// serve.parallel 0 plans at most this many sequences.
+inline constexpr std::int64_t kAutoParallel = 8;
 
 /// The sizes memory.budgets_for scales by: the trunk and expert bytes of geometry `name`
 /// (configs/models/<name>.yaml).
@@ -149,7 +163,14 @@ struct MemoryPlan {
   /// KDA layer to keep only a prefix (maths/tentative.hpp), one layer's scratch state, and
   /// the logits of every checked position.
   std::uint64_t speculative_bytes = 0;
-  RunBufferSizes buffers;                  ///< for chunks of job.prefill_chunk tokens
+  /// Sequences decoded together (PlanInputs::parallel, auto resolved); the KDA state, MLA
+  /// KV and speculative figures above are for all of them.
+  std::size_t parallel = 1;
+  bool parallel_auto = false;              ///< chosen by the plan (serve.parallel 0)
+  std::uint64_t sequence_bytes = 0;        ///< one sequence's KDA state, MLA KV and journals
+  std::uint64_t prefill_budget = 0;        ///< prompt tokens per step of several sequences
+  std::uint64_t step_rows = 0;             ///< the tokens one forward pass holds at most
+  RunBufferSizes buffers;                  ///< for passes of step_rows tokens
   std::uint64_t buffer_bytes = 0;          ///< the run buffers, plus logits and their copy
   std::uint64_t overhead_bytes = 0;        ///< tensor index and plugin code (estimate)
   std::int64_t context = 0;

@@ -37,13 +37,22 @@ struct LoadHooks {
   const std::atomic<bool>* stop = nullptr;
 };
 
+/// How many sequences a run decodes at once: the memory plan holds the KDA state, MLA KV and
+/// journals of each (k3/plan.hpp).
+enum class RunSequences {
+  one,      ///< one prompt or conversation at a time (the batch job, chat, bench)
+  batched,  ///< serve.parallel of them together (`serve`, `--prompts`; k3/scheduler.hpp)
+};
+
 class Runtime {
  public:
   /// UsageError (exit 2) for anything wrong in the pipeline's plugin or model sections.
-  Runtime(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {});
+  Runtime(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {},
+          RunSequences sequences = RunSequences::one);
   /// The same with the pipeline's plugin objects already created (create_pipeline_plugins
   /// with PluginParts::model), for a caller that reports their names even when loading fails.
-  Runtime(const Pipeline& pipeline, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks = {});
+  Runtime(const Pipeline& pipeline, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks = {},
+          RunSequences sequences = RunSequences::one);
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 

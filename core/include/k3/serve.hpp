@@ -6,8 +6,9 @@
 //   ...                                       // until stop() (a signal, from any thread)
 //   server.wait();
 //
-// One generation runs on the model at a time; up to `queue` more requests wait for it in
-// order, and one more is refused with 429. A conversation that continues an earlier one
+// Up to serve.parallel requests are decoded together (one forward pass per step over all of
+// them, each reply the one it gets alone: docs/batching.md); up to `queue` more wait for a
+// slot in order, and one more is refused with 429. A conversation that continues an earlier one
 // resumes from a snapshot of the session state (prefix reuse) instead of prefilling again.
 // Every client meets the HTTP limits (header size, field count and time, body size,
 // connections per address and in all) before any route or API key is looked at.
@@ -38,7 +39,7 @@ struct ServeOptions {
   std::string api_key;
   /// The model id of /v1/models and the responses; empty: the checkpoint folder's name.
   std::string model_name;
-  std::size_t queue = 4;                      ///< requests that may wait for the running one, 0..256
+  std::size_t queue = 4;                      ///< requests that may wait for a sequence slot, 0..256
   std::size_t max_body_bytes = 1u << 20;      ///< larger request bodies get 413
   double header_timeout_seconds = 10;         ///< receiving the request line and every header field
   double read_timeout_seconds = 30;           ///< receiving a request's body
@@ -79,11 +80,11 @@ class Server {
   /// Starts answering on a background thread; until load() finishes, /health is 503 and
   /// the model endpoints answer 503 too.
   void start();
-  /// Loads the pipeline's runtime (k3::Runtime) on the calling thread; its errors propagate
-  /// (the server keeps answering 503 then). The generation settings (prefill chunk, EOS)
-  /// come from the pipeline's job section.
+  /// Loads the pipeline's runtime (k3::Runtime, its plan holding serve.parallel sequences)
+  /// on the calling thread; its errors propagate (the server keeps answering 503 then). The
+  /// generation settings (prefill chunk, EOS, drafting) come from the pipeline's job section.
   void load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {});
-  /// Stops listening, cancels the running generation (it ends at its next token) and
+  /// Stops listening, cancels the running generations (they end at their next token) and
   /// refuses the waiting requests with 503. Safe from any thread, more than once; not from a
   /// signal handler (set a flag there and call this from a thread).
   void stop();

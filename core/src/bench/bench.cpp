@@ -26,7 +26,9 @@ BenchResult run_bench(const BenchRequest& request, const LoadHooks& hooks, const
   // other (never two loads at once: they would share the demo checkpoint's first write).
   std::vector<std::unique_ptr<BenchWorker>> kept;
   auto start = [&](std::size_t i, const std::string& warmup) {
-    auto w = std::make_unique<BenchWorker>(request.pipelines[i].pipeline, request.settings, hooks, progress, warmup);
+    BenchSettings settings = request.settings;
+    settings.streams = request.pipelines[i].streams;
+    auto w = std::make_unique<BenchWorker>(request.pipelines[i].pipeline, settings, hooks, progress, warmup);
     if (result.pipelines[i].samples.empty()) result.pipelines[i].info = w->info();
     return w;
   };

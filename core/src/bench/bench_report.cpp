@@ -156,6 +156,9 @@ std::string describe(const BenchPipelineResult& p) {
     << bytes_text(static_cast<double>(i.plan_bytes)) << ", loaded in " << number(i.load_seconds) << " s\n   prompt "
     << i.prompt_ids.size() << " tokens, " << i.new_tokens << " new tokens per repetition (" << i.new_tokens - 1
     << " decode forward passes), warm-up " << i.warmup_tokens << " tokens";
+  if (i.streams > 1)
+    o << "; " << i.streams << " streams decoded together (seeds job.sampling.seed + 0 … " << i.streams - 1
+      << "): decode figures are theirs together";
   if (!p.samples.empty())
     o << "; generated ids " << (ids_identical(p) ? "identical in all " : "DIFFER between the ") << p.samples.size()
       << " repetitions";

@@ -38,6 +38,7 @@ void to_json(nlohmann::json& j, const BenchInfo& i) {
        {"prompt_ids", i.prompt_ids},
        {"new_tokens", i.new_tokens},
        {"warmup_tokens", i.warmup_tokens},
+       {"streams", i.streams},
        {"warmup_seconds", i.warmup_seconds},
        {"warmup_expert_failures", i.warmup_expert_failures}};
 }
@@ -57,6 +58,7 @@ void from_json(const nlohmann::json& j, BenchInfo& i) {
   j.at("prompt_ids").get_to(i.prompt_ids);
   j.at("new_tokens").get_to(i.new_tokens);
   j.at("warmup_tokens").get_to(i.warmup_tokens);
+  j.at("streams").get_to(i.streams);
   j.at("warmup_seconds").get_to(i.warmup_seconds);
   j.at("warmup_expert_failures").get_to(i.warmup_expert_failures);
 }

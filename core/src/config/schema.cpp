@@ -137,6 +137,15 @@ std::vector<KeySpec> build_schema() {
        "configs/default.yaml sets a short English prompt"},
       {"job.prompt_file", T::path, "''", {}, {}, "File whose UTF-8 text is the prompt; wins over job.prompt",
        "prompts are usually short enough to write inline"},
+      {"job.prompts", T::path, "''", {}, {},
+       "A file of prompts run together instead of job.prompt: one per line, or JSON Lines with per-prompt settings "
+       "(prompt or ids, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed); "
+       "serve.parallel of them are decoded together, each giving what it gives alone; one JSON result per prompt, "
+       "in input order, goes to job.results or stdout (docs/pipelines.md, \"Many prompts\")",
+       "a run is one prompt unless asked"},
+      {"job.results", T::path, "''", {}, {},
+       "With job.prompts: write the JSON Lines results here (whole, when the run ends) instead of to stdout",
+       "stdout, as each prompt and those before it finish"},
       {"job.ids", T::int_list, "[]", at_least(0), {},
        "Prompt as token ids; wins over job.prompt_file and job.prompt", "text prompts are the common case"},
       {"job.max_new_tokens", T::integer, "16", between(0, 1048576), {},
@@ -227,6 +236,21 @@ std::vector<KeySpec> build_schema() {
        "Load a job.load_state file marked unsound (saved by a run in which a routed expert failed to load, so its "
        "state is not the model's) instead of refusing it; what it saves stays marked",
        "an unsound state continues another conversation than the model's; refused unless asked"},
+
+      {"serve.parallel", T::integer, "0", between(0, 64), {},
+       "Sequences `k3host serve` and `k3host --prompts` decode together: each engine step is one forward pass over "
+       "every active sequence's next token and drafts (and prompt chunks), reading each trunk layer and routed expert "
+       "once for all; each sequence has its own KDA state, MLA KV cache of memory.context positions and journals, all "
+       "in the memory plan; 0 = auto: the most, up to 8, whose sequences take at most a quarter of the available "
+       "memory in a plan that fits; a run of one prompt plans 1",
+       "a streamed model's cost per token is the bytes it reads, and a step reads them once for every sequence; the "
+       "plan knows what each sequence costs"},
+      {"serve.prefill_budget", T::integer, "0", between(0, 65536), {},
+       "Prompt tokens one engine step of several sequences feeds in all, shared by the prompts being prefilled "
+       "(oldest first, each at most job.prefill_chunk) beside the decoding sequences' tokens: a long prompt is "
+       "prefilled over several steps instead of delaying the other streams' next token by its whole prefill; 0 = "
+       "job.prefill_chunk",
+       "one prefill chunk per step keeps a step's cost near a decode step's while the prompt still advances"},
 
       {"trace.out", T::path, "''", {}, {},
        "Record the expert request trace (token, layer, expert) here, for `sim` and cache.future; an interrupted "

@@ -3,48 +3,45 @@
 #include <k3/error.hpp>
 #include <k3/model.hpp>
 
+#include "engine/live_session.hpp"
 #include "engine/model_impl.hpp"
 #include "engine/session_impl.hpp"
+#include "maths/pass.hpp"
 
 namespace k3 {
 
-namespace {
-
-/// Adapts the public listener to the model-internal observer interface.
-class ListenerBridge final : public model::RoutingObserver {
- public:
-  RoutingListener* listener = nullptr;
-  void on_group(std::size_t layer, std::size_t tokens) override {
-    if (listener != nullptr) listener->on_group(layer, tokens);
-  }
-  void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) override {
-    if (listener != nullptr) listener->on_route(position, layer, experts);
-  }
-};
-
-}  // namespace
-
-struct Session::Impl {
-  Model& model;
-  std::int64_t max_positions;
-  model::SequenceState state;
-  std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
-  model::RunBuffers buffers;  ///< sized by the plan's chunk for this Session's context
-  model::TentativeChunk tentative;  ///< feed_tentative's journals, grown on first use
-  ListenerBridge bridge;
-  std::string unsound;  ///< why the carried state is not the model's (an accepted unsound load)
-};
-
 Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
-  // The run buffers are allocated here, once: the forward pass only works in them.
-  const auto chunk = std::min(static_cast<std::int64_t>(model.plan().buffers.chunk), max_positions);
-  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {},
-                                      model::RunBuffers(run_buffer_sizes(model.config(), chunk, max_positions)),
-                                      {}, {}, {}});
+  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {}, {}, {},
+                                      {}, std::nullopt, nullptr, {}});
+  impl_->keep_buffers.bk.assign(static_cast<std::size_t>(model.config().kda_head_dim), 0.0);
 }
 
 Session::~Session() = default;
+
+namespace engine {
+
+void check_feed(const Session::Impl& s, std::span<const std::uint32_t> tokens) {
+  const ModelConfig& c = s.model.config();
+  if (tokens.empty()) throw UsageError("feed: no tokens");
+  for (std::uint32_t id : tokens)
+    if (id >= static_cast<std::uint64_t>(c.vocab_size))
+      throw UsageError("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                       std::to_string(c.vocab_size) + " ids");
+  if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
+    throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
+                     " tokens exceed the context of " + std::to_string(s.max_positions) +
+                     " (raise memory.context)");
+  if (s.open_tentative)
+    throw RuntimeError("feed: the session's tentative chunk waits for keep_tentative()");
+}
+
+void keep_tentative(Session::Impl& s, std::int64_t pos0, std::size_t keep) {
+  s.open_tentative.reset();
+  model::keep_tentative(s.model.config(), s.state, s.tentative, pos0, keep, s.keep_buffers);
+}
+
+}  // namespace engine
 
 namespace {
 
@@ -55,28 +52,37 @@ void check_vocabulary(std::span<const std::uint32_t> tokens, const ModelConfig& 
                        std::to_string(c.vocab_size) + " ids");
 }
 
-}  // namespace
-
-namespace {
-
-/// Checks `tokens` against the vocabulary and the context and grows the run buffers for
-/// them; UsageError before any compute.
+/// Checks `tokens` against the vocabulary and the context and sizes the session's own run
+/// buffers for them; UsageError before any compute.
 void prepare_feed(Session::Impl& s, std::span<const std::uint32_t> tokens) {
+  engine::check_feed(s, tokens);
   const ModelConfig& c = s.model.config();
-  if (tokens.empty()) throw UsageError("feed: no tokens");
-  check_vocabulary(tokens, c);
-  if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
-    throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
-                     " tokens exceed the context of " + std::to_string(s.max_positions) +
-                     " (raise memory.context)");
-  // A chunk longer than the plan's (recompute mode, a caller feeding a whole prompt) gets
-  // larger buffers, kept for later calls and at least doubled so that a growing chunk
-  // reallocates rarely; the plan's figure assumes chunks of job.prefill_chunk.
-  if (tokens.size() > s.buffers.sizes().chunk) {
-    const auto grown = std::max<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
-                                              2 * static_cast<std::int64_t>(s.buffers.sizes().chunk));
+  // Allocated at the first feed, for the plan's chunk. A chunk longer than the plan's
+  // (recompute mode, a caller feeding a whole prompt) gets larger buffers, kept for later
+  // calls and at least doubled so that a growing chunk reallocates rarely; the plan's
+  // figure assumes chunks of job.prefill_chunk.
+  const std::uint64_t have = s.buffers.sizes().chunk;
+  if (have == 0 || tokens.size() > have) {
+    const auto planned = static_cast<std::int64_t>(s.model.plan().buffers.chunk);
+    const std::int64_t grown = have == 0 ? std::max<std::int64_t>(planned, static_cast<std::int64_t>(tokens.size()))
+                                         : std::max<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
+                                                                  2 * static_cast<std::int64_t>(have));
     s.buffers = model::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
   }
+}
+
+/// One pass over this session alone (a batch of one, maths/pass.hpp).
+void run_one(Session::Impl& s, std::span<const std::uint32_t> tokens, bool all_positions, float* logits,
+             model::TentativeChunk* tentative) {
+  Model::Impl& m = s.model.impl();
+  SliceListeners listeners;
+  RoutingListener* const one[1] = {s.listener};
+  const model::SeqSlice slice{&s.state, 0, tokens.size(), all_positions, tentative};
+  listeners.set(one);
+  listeners.set_rows({&slice, 1});
+  model::ForwardContext ctx{s.model.config(), *m.ops, m.weight_source(), m.expert_source(),
+                            s.listener != nullptr ? &listeners : nullptr, s.buffers};
+  model::forward_pass(ctx, {&slice, 1}, tokens, logits);
 }
 
 }  // namespace
@@ -84,37 +90,43 @@ void prepare_feed(Session::Impl& s, std::span<const std::uint32_t> tokens) {
 void Session::feed(std::span<const std::uint32_t> tokens, bool all_positions, std::vector<float>& logits) {
   Impl& s = *impl_;
   prepare_feed(s, tokens);
-  const ModelConfig& c = s.model.config();
-  Model::Impl& m = s.model.impl();
-  logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(c.vocab_size));
-  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.buffers};
-  model::forward(ctx, s.state, tokens, all_positions, logits.data());
+  logits.resize((all_positions ? tokens.size() : 1) * static_cast<std::size_t>(s.model.config().vocab_size));
+  run_one(s, tokens, all_positions, logits.data(), nullptr);
 }
 
 std::size_t Session::feed_tentative(std::span<const std::uint32_t> tokens, std::vector<float>& logits,
                                     const std::function<std::size_t(std::span<const float>)>& keep) {
   Impl& s = *impl_;
   prepare_feed(s, tokens);
-  const ModelConfig& c = s.model.config();
-  Model::Impl& m = s.model.impl();
-  logits.resize(tokens.size() * static_cast<std::size_t>(c.vocab_size));
-  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), &s.bridge, s.buffers, &s.tentative};
+  logits.resize(tokens.size() * static_cast<std::size_t>(s.model.config().vocab_size));
   const std::int64_t pos0 = s.state.position;
   std::size_t kept = 0;
   try {
-    model::forward(ctx, s.state, tokens, true, logits.data());
+    run_one(s, tokens, true, logits.data(), &s.tentative);
     kept = keep(logits);
     if (kept > tokens.size())
       throw RuntimeError("feed_tentative: asked to keep " + std::to_string(kept) + " of " +
                          std::to_string(tokens.size()) + " tokens");
   } catch (...) {
-    model::keep_tentative(c, s.state, s.tentative, pos0, 0, s.buffers.kda);
+    engine::keep_tentative(s, pos0, 0);
     throw;
   }
-  model::keep_tentative(c, s.state, s.tentative, pos0, kept, s.buffers.kda);
+  engine::keep_tentative(s, pos0, kept);
   return kept;
 }
 
+void Session::keep_tentative(std::size_t keep) {
+  Impl& s = *impl_;
+  if (!s.open_tentative) throw RuntimeError("keep_tentative: no tentative chunk was fed");
+  const std::int64_t pos0 = *s.open_tentative;
+  const auto fed = static_cast<std::size_t>(s.state.position - pos0);
+  if (keep > fed)
+    throw RuntimeError("keep_tentative: asked to keep " + std::to_string(keep) + " of " + std::to_string(fed) +
+                       " tokens");
+  engine::keep_tentative(s, pos0, keep);
+}
+
+Model& Session::model() const noexcept { return impl_->model; }
 const std::vector<std::uint32_t>& Session::tokens() const noexcept { return impl_->state.tokens; }
 std::int64_t Session::position() const noexcept { return impl_->state.position; }
 std::int64_t Session::max_positions() const noexcept { return impl_->max_positions; }
@@ -126,14 +138,16 @@ void Session::set_pending(std::vector<std::uint32_t> ids) {
 }
 
 void Session::reset() {
+  impl_->open_tentative.reset();
   impl_->state = model::make_state(impl_->model.config(), impl_->max_positions);
   impl_->pending.clear();
   impl_->unsound.clear();
 }
 
-void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->bridge.listener = listener; }
+void Session::set_routing_listener(RoutingListener* listener) noexcept { impl_->listener = listener; }
 
 void Session::save(const std::filesystem::path& file, std::string_view unsound) const {
+  if (impl_->open_tentative) throw RuntimeError("save: the session's tentative chunk waits for keep_tentative()");
   // Once unsound, always: a state resumed from an unsound one is saved unsound too.
   std::string reason = impl_->unsound;
   if (!unsound.empty()) reason += (reason.empty() ? "" : "; ") + std::string(unsound);
@@ -152,6 +166,7 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
     throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
   model::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
+  impl_->open_tentative.reset();
   impl_->state = std::move(saved.state);
   impl_->pending = std::move(saved.pending);
   impl_->unsound = std::move(saved.unsound);
@@ -186,6 +201,7 @@ std::int64_t SessionSnapshot::position() const noexcept { return impl_ ? impl_->
 std::size_t SessionSnapshot::bytes() const noexcept { return impl_ ? impl_->bytes : 0; }
 
 SessionSnapshot Session::snapshot() const {
+  if (impl_->open_tentative) throw RuntimeError("snapshot: the session's tentative chunk waits for keep_tentative()");
   auto impl = std::make_shared<SessionSnapshot::Impl>();
   impl->identity = impl_->model.identity().value;
   // Copy-constructing the vectors keeps their sizes, not the reserved context room.
@@ -211,6 +227,7 @@ void Session::restore(const SessionSnapshot& snap) {
                      std::to_string(impl_->max_positions));
   model::SequenceState st = snap.impl_->state;
   model::reserve_state(st, c, impl_->max_positions);
+  impl_->open_tentative.reset();
   impl_->state = std::move(st);
   impl_->pending = snap.impl_->pending;
   impl_->unsound = snap.impl_->unsound;

@@ -1,6 +1,6 @@
 // The files a run's pipeline names, checked before the model loads (docs/architecture.md,
 // "Files a user names"): where it writes (job.report, job.save_state, job.dump_logits,
-// trace.out), so that a path that would replace a device, a link or a file of the
+// trace.out, job.results), so that a path that would replace a device, a link or a file of the
 // checkpoint in use is refused in a moment, not after the run; and what it reads besides
 // the prompt (job.load_state, cache.future, job.speculative.datastore), so that a FIFO or a device is refused naming
 // its key before minutes of loading.
@@ -36,7 +36,7 @@ void check_job_outputs(const Pipeline& p) {
     fs::path file;
   };
   std::vector<Output> outputs;
-  for (const char* key : {"job.report", "job.save_state", "job.dump_logits", "trace.out"}) {
+  for (const char* key : {"job.report", "job.save_state", "job.dump_logits", "trace.out", "job.results"}) {
     const fs::path file = p.get_path(key);
     if (file.empty()) continue;
     check_output_file(file, p.where(key) + ": " + key, keep_out);

@@ -83,10 +83,10 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
 
 /// The model's settings from the pipeline; its plugins come from create_pipeline_plugins
 /// (the names and parameters here stay unset: they are read there alone).
-ModelSettings model_settings_of(const Pipeline& p) {
+ModelSettings model_settings_of(const Pipeline& p, RunSequences sequences) {
   ModelSettings ms;
   ms.threads = static_cast<int>(p.get_int("threads"));
-  ms.memory = plan_inputs(p);
+  ms.memory = sequences == RunSequences::batched ? batched_plan_inputs(p) : plan_inputs(p);
   ms.cache_future = p.get_path("cache.future");
   ms.prefetch_depth = static_cast<std::size_t>(p.get_int("cache.prefetch.depth"));
   ms.prefetch_bytes_per_token =
@@ -131,15 +131,16 @@ std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, const Model& tar
 
 }  // namespace
 
-Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks)
+Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, RunSequences sequences)
     // Plugin names and parameters first: a typo is reported before minutes of model generation.
-    : Runtime(p, host, create_pipeline_plugins(p, host), hooks) {}
+    : Runtime(p, host, create_pipeline_plugins(p, host), hooks, sequences) {}
 
-Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks) {
+Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks,
+                 RunSequences sequences) {
   uri_ = p.get_path("model.path").string();
   ensure_checkpoint(p, *plugins.storage, uri_, hooks);
   const auto t0 = std::chrono::steady_clock::now();
-  settings_ = model_settings_of(p);
+  settings_ = model_settings_of(p, sequences);
   if (hooks.on_status) hooks.on_status("loading " + uri_);
   model_ = std::make_unique<Model>(uri_, std::move(plugins), settings_);
   tokenizer_ = create_pipeline_tokenizer(p, host, uri_, model_->storage());

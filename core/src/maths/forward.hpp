@@ -40,16 +40,15 @@ struct ForwardContext {
   ExpertSource& experts;
   RoutingObserver* observer = nullptr;
   RunBuffers& buffers;  ///< sized for this call's chunk and positions (RuntimeError otherwise)
-  /// Set for a tentative chunk (maths/tentative.hpp): the KDA states are left as they were
-  /// and each layer's updates are recorded here, to be kept with keep_tentative().
-  TentativeChunk* tentative = nullptr;
 };
 
 /// Runs `tokens` at positions state.position … through every layer, updating the carried
 /// state (KDA, MLA cache, position, token history). Writes logits [tokens.size(), V] when
-/// all_positions, else [1, V] for the last token.
+/// all_positions, else [1, V] for the last token. A pass of one sequence (maths/pass.hpp);
+/// `tentative` set: a tentative chunk (maths/tentative.hpp), the KDA states are left as
+/// they were and each layer's updates recorded there, to be kept with keep_tentative().
 void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uint32_t> tokens, bool all_positions,
-             float* logits);
+             float* logits, TentativeChunk* tentative = nullptr);
 
 /// After forward() ran a tentative chunk that started at position `pos0`: keeps its first
 /// `keep` tokens (0 ≤ keep ≤ the chunk's length) and drops the rest, so that the state is

@@ -209,6 +209,13 @@ PlanInputs plan_inputs(const Pipeline& p) {
   return in;
 }
 
+PlanInputs batched_plan_inputs(const Pipeline& p) {
+  PlanInputs in = plan_inputs(p);
+  in.parallel = p.get_int("serve.parallel");
+  in.prefill_budget = p.get_int("serve.prefill_budget");
+  return in;
+}
+
 PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
   const ModelConfig c = load_geometry(geometry).config;
   const GeometrySizes& g = geometry_sizes(c);
@@ -216,10 +223,14 @@ PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
   return {geometry, std::accumulate(g.layer_bytes.begin(), g.layer_bytes.end(), U{0}), experts * g.expert_slot_bytes};
 }
 
-MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
+namespace {
+
+/// The plan for `parallel` sequences (>= 1) against `available` bytes.
+MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t parallel, std::uint64_t available,
+                    const std::string& available_source) {
   MemoryPlan p;
-  p.available = in.available != 0 ? in.available : available_memory(&p.available_source);
-  if (in.available != 0) p.available_source = "given";
+  p.available = available;
+  p.available_source = available_source;
   p.context = in.context;
   p.stream_embedding = in.stream_embedding;
 
@@ -234,7 +245,16 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
   const U table = V * E * 2;
   const auto checked = std::max<std::int64_t>(0, in.speculative_draft) + 1;  // a token and its drafts
-  const U T = static_cast<U>(std::max<std::int64_t>(1, std::min(std::max(in.prefill_chunk, checked), in.context)));
+  // The tokens one pass holds. One sequence: a prefill chunk or a token and its drafts.
+  // Several: every decoding sequence's token and drafts, or all but one of them beside the
+  // step's prefill budget (k3/scheduler.hpp step_rows).
+  const U N = parallel;
+  p.parallel = static_cast<std::size_t>(N);
+  p.prefill_budget = static_cast<U>(std::max<std::int64_t>(1, in.prefill_budget > 0 ? in.prefill_budget : in.prefill_chunk));
+  const U C = static_cast<U>(checked);
+  const U T = N == 1 ? static_cast<U>(std::max<std::int64_t>(1, std::min(std::max(in.prefill_chunk, checked), in.context)))
+                     : std::max(N * C, (N - 1) * C + p.prefill_budget);
+  p.step_rows = T;
 
   // State: KDA recurrent state and conv tails per KDA layer; MLA latent per position.
   const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
@@ -242,18 +262,26 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   U n_mla = 0;
   for (std::size_t li = 0; li < layers; ++li) n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
   const U n_kda = layers - n_mla;
-  p.kda_state_bytes = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
-  p.mla_kv_bytes = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
+  // Each sequence holds its own; the figures are for all of them.
+  const U kda_one = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
+  const U mla_one = n_mla * static_cast<U>(in.context) * static_cast<U>(c.kv_lora_rank + c.qk_rope_head_dim) * 4;
+  U journal_one = 0;
   if (in.speculative_draft > 0) {
-    // Per KDA layer and checked token: q, k, v conv inputs, α (f64), normalised k, u and β (f64).
-    const U journal = n_kda * static_cast<U>(checked) * (P * (3 * 4 + 8 + 4 + 4) + H * 8);
-    p.speculative_bytes = journal + (H * D * D + 3 * P * (K - 1)) * 4 + static_cast<U>(checked) * V * 4;
+    // Per KDA layer and checked token: q, k, v conv inputs, α (f64), normalised k, u and β (f64);
+    // and one layer's scratch state.
+    journal_one = n_kda * C * (P * (3 * 4 + 8 + 4 + 4) + H * 8) + (H * D * D + 3 * P * (K - 1)) * 4;
+    // One sequence's checked positions' logits; several sequences' are the step's (below).
+    p.speculative_bytes = N * journal_one + (N == 1 ? C * V * 4 : 0);
   }
+  p.kda_state_bytes = N * kda_one;
+  p.mla_kv_bytes = N * mla_one;
+  p.sequence_bytes = kda_one + mla_one + journal_one;
 
-  // Activations for one chunk of T tokens: the run buffers every block works in
-  // (plan_buffers.cpp), allocated once per session, plus the logits and the generator's copy.
+  // Activations for one pass of T tokens: the run buffers every block works in
+  // (plan_buffers.cpp), allocated once, plus the logits: one sequence's last row and the
+  // generator's copy, or every row of a step of several sequences and a copy.
   p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
-  p.buffer_bytes = p.buffers.bytes() + 2 * V * 4;
+  p.buffer_bytes = p.buffers.bytes() + (N == 1 ? 2 : T + 1) * V * 4;
   p.overhead_bytes = kPluginCodeBytes + sizes.tensors * kIndexBytesPerTensor;
 
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
@@ -341,6 +369,27 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
   return p;
 }
 
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& c, const PlanInputs& in) {
+  std::string source = "given";
+  const U available = in.available != 0 ? in.available : available_memory(&source);
+  if (in.parallel >= 1) return plan_for(c, in, static_cast<U>(in.parallel), available, source);
+  // serve.parallel 0: the most sequences, up to kAutoParallel, that fit beside the budgets
+  // and take at most a quarter of the memory (with "fit" budgets the plan always fits: the
+  // quarter leaves the caches the rest).
+  for (U n = static_cast<U>(kAutoParallel); n > 1; --n) {
+    MemoryPlan p = plan_for(c, in, n, available, source);
+    if (p.fits() && n * p.sequence_bytes <= available / 4) {
+      p.parallel_auto = true;
+      return p;
+    }
+  }
+  MemoryPlan p = plan_for(c, in, 1, available, source);
+  p.parallel_auto = true;
+  return p;
+}
+
 std::string MemoryPlan::table() const {
   std::string out;
   auto line = [&](const std::string& what, U bytes, const std::string& note) {
@@ -361,6 +410,12 @@ std::string MemoryPlan::table() const {
   };
   const std::size_t n = layer_bytes.size();
   out += "memory plan\n";
+  if (parallel > 1 || parallel_auto)
+    out += "  " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") + " decoded together (serve.parallel" +
+           (parallel_auto ? " auto: the most, up to " + std::to_string(kAutoParallel) +
+                                ", within a quarter of the available memory"
+                          : "") +
+           "), " + gb(sequence_bytes) + " of state, KV and journals each\n";
   if (!budgets_for.empty())
     out += "  budgets are " + budgets_for + "'s (memory.budgets_for), scaled to this model: trunk " +
            factor(trunk_scale) + ", experts " + factor(expert_scale) + "\n";
@@ -388,11 +443,19 @@ std::string MemoryPlan::table() const {
        lm_head_chunk_rows != 0 ? "streamed in chunks of " + std::to_string(lm_head_chunk_rows) + " rows, " +
                                      std::to_string(row_chunk_buffers) + " x " + gb(row_chunk_bytes) + " buffers"
                                : "resident");
-  line("KDA state", kda_state_bytes, "recurrent state and conv tails");
-  line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions");
+  // Several sequences: each holds its own state, KV and journals.
+  const std::string each = parallel > 1 || parallel_auto
+                               ? ", " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") +
+                                     " decoded together"
+                               : "";
+  line("KDA state", kda_state_bytes, "recurrent state and conv tails" + each);
+  line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions" + each);
   if (speculative_bytes != 0)
-    line("speculative", speculative_bytes, "journals to keep a prefix of a checked token and its drafts");
-  line("buffers", buffer_bytes, "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
+    line("speculative", speculative_bytes, "journals to keep a prefix of a checked token and its drafts" + each);
+  line("buffers", buffer_bytes,
+       parallel > 1 ? "run buffers for passes of " + std::to_string(buffers.chunk) + " tokens (each sequence's token "
+                          "and drafts, " + std::to_string(prefill_budget) + " prompt tokens per step), logits"
+                    : "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
   line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
   line("available", available, available_source);
@@ -421,8 +484,11 @@ void require_fit(const MemoryPlan& p) {
   if (p.fits()) return;
   throw Error(ExitCode::resource, "the memory plan needs " + gb(p.total) + " but " + gb(p.available) +
                                       " is available (" + p.available_source + "), a shortfall of " +
-                                      gb(p.total - p.available) +
-                                      "; lower memory.trunk_gb / memory.expert_cache_gb / memory.context, or use a "
+                                      gb(p.total - p.available) + "; lower " +
+                                      (p.parallel > 1 ? "serve.parallel (" + std::to_string(p.parallel) +
+                                                            " sequences of " + gb(p.sequence_bytes) + " each) / "
+                                                      : std::string()) +
+                                      "memory.trunk_gb / memory.expert_cache_gb / memory.context, or use a "
                                       "smaller preset");
 }
 

@@ -319,6 +319,7 @@ class CompletionJob final : public ApiJob {
 void reply_error(Responder& out, const ApiError& e) { out.reply(e.status, "application/json", error_body(e)); }
 
 void ApiContext::record(const RunResult& r, std::size_t prompt_tokens, const std::string& what) {
+  const std::lock_guard lock(record_mutex);
   const StreamStats io = engine.runtime().model().stream_stats();
   for (std::size_t i = reported_failures; i < io.expert_failures.size(); ++i)
     log(LogLevel::error, kComponent, "routed expert failed: " + io.expert_failures[i] + " (the reply's ids are unsound)");

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "serve/engine.hpp"
@@ -25,10 +26,11 @@ struct ApiContext {
   Metrics& metrics;
   std::string model_id;
   std::atomic<std::uint64_t> next_id{1};
-  std::size_t reported_failures = 0;  ///< expert failures already logged (worker thread only)
+  std::mutex record_mutex;            ///< record() runs on every worker (serve.parallel of them)
+  std::size_t reported_failures = 0;  ///< expert failures already logged (under record_mutex)
 
   std::string new_id(const char* prefix) { return std::string(prefix) + std::to_string(next_id++); }
-  /// After a run (worker thread): metrics, the log line, new expert failures.
+  /// After a run (a worker thread): metrics, the log line, new expert failures.
   void record(const RunResult& r, std::size_t prompt_tokens, const std::string& what);
 };
 

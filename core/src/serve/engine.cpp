@@ -1,3 +1,4 @@
+// The server's engine (engine.hpp): sequence slots, prefix reuse, and the scheduler's thread.
 #include "serve/engine.hpp"
 
 #include <algorithm>
@@ -6,12 +7,14 @@
 #include <k3/log.hpp>
 #include <k3/units.hpp>
 
+#include "serve/latency_metrics.hpp"
+
 namespace k3::serve {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool is_prefix(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
@@ -28,20 +31,57 @@ std::size_t full_snapshot_bytes(const Session& s, const ModelConfig& c) {
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& defaults, const ServeOptions& options)
+Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& defaults, const ServeOptions& options,
+               LatencyMetrics* latency)
     : runtime_(std::move(runtime)),
+      latency_(latency),
       chat_(runtime_->tokenizer()),
       defaults_(defaults),
       options_(options),
-      live_(runtime_->model(), runtime_->settings().memory.context),
-      store_(options.reuse ? options.snapshot_budget_bytes.value_or(full_snapshot_bytes(live_, runtime_->model().config()) * 4) : 0) {
+      context_(runtime_->settings().memory.context),
+      store_(0) {
+  Model& model = runtime_->model();
+  const MemoryPlan& plan = model.plan();
+  const std::size_t n = std::max<std::size_t>(1, plan.parallel);
+  slots_.resize(n);
+  for (Slot& s : slots_) s.session = std::make_unique<Session>(model, context_);
+  const std::size_t full = full_snapshot_bytes(*slots_.front().session, model.config());
+  store_ = PrefixStore<SessionSnapshot>(options.reuse ? options.snapshot_budget_bytes.value_or(full * 4) : 0);
   if (options.reuse)
     log(LogLevel::info, "serve",
         "prefix reuse: snapshots within " + format_bytes(store_.budget()) + " (a full-context snapshot is " +
-            format_bytes(full_snapshot_bytes(live_, runtime_->model().config())) + ")");
+            format_bytes(full) + ")");
+  SchedulerSettings ss;
+  ss.parallel = n;
+  ss.prefill_budget = static_cast<std::size_t>(plan.prefill_budget);
+  ss.context = context_;
+  ss.max_draft = static_cast<std::size_t>(std::max<std::int64_t>(0, defaults_.speculative.max_draft));
+  scheduler_ = std::make_unique<StepScheduler>(model, ss);
+  stats_.parallel = n;
+  stats_.steps.by_size.assign(n + 1, 0);
+  running_.reserve(n);
+  log(LogLevel::info, "serve",
+      std::to_string(n) + " sequence" + (n == 1 ? "" : "s") + " decoded together (serve.parallel" +
+          (plan.parallel_auto ? " auto" : "") + "), " + std::to_string(ss.prefill_budget) +
+          " prompt tokens per step (serve.prefill_budget)");
+  thread_ = std::thread([this] { schedule(); });
+}
+
+Engine::~Engine() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(m_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
 }
 
 EngineStats Engine::stats() const {
+  std::lock_guard lock(m_);
   EngineStats s = stats_;
   s.snapshot_bytes = store_.bytes();
   s.snapshots = store_.size();
@@ -51,17 +91,55 @@ EngineStats Engine::stats() const {
 
 void Engine::keep(const Session& session) {
   if (!options_.reuse || session.position() == 0) return;
-  store_.put(session.snapshot());
+  SessionSnapshot snap = session.snapshot();  // the copy, outside the lock
+  std::lock_guard lock(m_);
+  store_.put(std::move(snap));
+}
+
+// Under m_. The slot whose session holds the longest prefix of `ids` (a conversation
+// continued where it ended), unless a stored snapshot holds a longer one; otherwise the
+// slot used least recently, so that recent conversations stay.
+std::size_t Engine::take_slot(const std::vector<std::uint32_t>& ids, std::size_t max_len, std::size_t& start,
+                              SessionSnapshot& restore_from) {
+  std::size_t live = slots_.size(), live_len = 0, oldest = slots_.size();
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].busy) continue;
+    if (oldest == slots_.size() || slots_[i].used < slots_[oldest].used) oldest = i;
+    const auto& have = slots_[i].session->tokens();
+    if (options_.reuse && !have.empty() && have.size() <= max_len && have.size() > live_len && is_prefix(have, ids)) {
+      live = i;
+      live_len = have.size();
+    }
+  }
+  if (oldest == slots_.size()) throw RuntimeError("no free sequence slot (more requests running than serve.parallel)");
+  start = 0;
+  std::size_t slot = oldest;
+  if (options_.reuse) {
+    const SessionSnapshot* snap = store_.longest_prefix(ids, max_len);
+    if (snap != nullptr && snap->tokens().size() > live_len) {
+      restore_from = *snap;
+      start = snap->tokens().size();
+      ++stats_.snapshot_hits;
+    } else if (live_len > 0) {
+      slot = live;
+      start = live_len;
+      ++stats_.live_hits;
+    } else {
+      ++stats_.misses;
+    }
+  }
+  slots_[slot].busy = true;
+  return slot;
 }
 
 RunResult Engine::run(const RunRequest& req) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   RunResult r;
   const std::vector<std::uint32_t>& ids = req.ids;
   if (ids.empty()) throw UsageError("an empty prompt");
   std::atomic<bool>& stop = *req.stop;
   auto check_deadline = [&] {
-    if (std::chrono::steady_clock::now() >= req.deadline) {
+    if (Clock::now() >= req.deadline) {
       r.timed_out = true;
       stop.store(true);
     }
@@ -70,95 +148,151 @@ RunResult Engine::run(const RunRequest& req) {
   // Where to start: at least the last prompt token is fed, for its logits.
   const std::size_t max_len = ids.size() - 1;
   std::size_t start = 0;
-  if (options_.reuse) {
-    const auto& have = live_.tokens();
-    const std::size_t live_len = is_prefix(have, ids) && have.size() <= max_len ? have.size() : 0;
-    const SessionSnapshot* snap = store_.longest_prefix(ids, max_len);
-    if (snap != nullptr && snap->tokens().size() > live_len) {
-      live_.restore(*snap);
-      start = snap->tokens().size();
-      ++stats_.snapshot_hits;
-    } else if (live_len > 0) {
-      start = live_len;
-      ++stats_.live_hits;
-    } else {
-      ++stats_.misses;
-    }
+  SessionSnapshot restore_from;
+  std::size_t slot_index = 0;
+  {
+    std::lock_guard lock(m_);
+    slot_index = take_slot(ids, max_len, start, restore_from);
   }
-  if (start == 0 && live_.position() > 0) live_.reset();
+  // The slot is this request's until it returns (its session is touched by this thread,
+  // then by the scheduler's, never by both at once).
+  struct Release {
+    Engine& e;
+    std::size_t i;
+    ~Release() {
+      std::lock_guard lock(e.m_);
+      e.slots_[i].busy = false;
+      e.slots_[i].used = ++e.uses_;
+    }
+  } release{*this, slot_index};
+  Session& session = *slots_[slot_index].session;
+  if (!restore_from.empty())
+    session.restore(restore_from);
+  else if (start == 0 && session.position() > 0)
+    session.reset();
   // The request's ids say what comes next: the id generate() left pending (the last one it
   // generated, or the rest of a stopped prefill) is in them or was not part of this turn.
-  live_.set_pending({});
+  session.set_pending({});
   r.cached = static_cast<std::int64_t>(start);
 
-  // Prefill all but the last prompt token here, in the pipeline's chunks, keeping a
-  // snapshot at every multiple of snapshot_interval; generate() feeds the last one.
-  const std::size_t chunk = static_cast<std::size_t>(std::max<std::int64_t>(1, defaults_.prefill_chunk));
-  const std::size_t every = static_cast<std::size_t>(std::max<std::int64_t>(1, options_.snapshot_interval));
-  std::vector<float> logits;
-  for (std::size_t at = start; at < max_len;) {
-    check_deadline();
-    if (stop.load()) {
-      r.interrupted = true;
-      r.prefill_seconds = seconds_since(t0);
-      return r;
-    }
-    const std::size_t next_mark = (at / every + 1) * every;
-    const std::size_t end = std::min({at + chunk, max_len, next_mark});
-    try {
-      live_.feed({ids.data() + at, end - at}, false, logits);
-    } catch (const Interrupted&) {
-      // A storage wait cut short on shutdown (HostServices::stop_requested): the session holds
-      // part of a forward pass, so it is not kept.
-      live_.reset();
-      r.interrupted = true;
-      r.prefill_seconds = seconds_since(t0);
-      return r;
-    }
-    at = end;
-    // At every mark, and before the last prompt token: the same prompt sent again (a retry,
-    // a regenerated answer) resumes there.
-    if (at == next_mark || at == max_len) keep(live_);
-  }
-
   GenerateSettings g = defaults_;
-  g.prompt.assign(ids.end() - 1, ids.end());
+  g.prompt.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
   g.mode = DecodeMode::incremental;
   // At most one token more than the context holds can be generated.
-  g.max_new_tokens = std::min<std::int64_t>(req.max_tokens, live_.max_positions() - static_cast<std::int64_t>(ids.size()) + 1);
+  g.max_new_tokens = std::min<std::int64_t>(req.max_tokens, context_ - static_cast<std::int64_t>(ids.size()) + 1);
   g.sampling = req.sampling;
   g.stop_at_eos = true;
   g.stop_tokens = req.stop_ids;
   g.stop = &stop;
   g.dump_logits.clear();
-  std::chrono::steady_clock::time_point first{};
-  bool have_first = false;
-  const GenerateResult gr = generate(live_, g, [&](std::uint32_t id) {
+
+  // Snapshots: at every multiple of snapshot_interval of the prompt and before its last
+  // token (the same prompt sent again, a retry, resumes there), at the end of the prompt
+  // (what the next turn of this conversation starts from even when the reply re-renders to
+  // other ids than were generated), every snapshot_interval tokens of the reply, and at its
+  // end. Taken after a step, when the session is whole again.
+  const auto every = static_cast<std::size_t>(std::max<std::int64_t>(1, options_.snapshot_interval));
+  std::vector<std::int64_t> marks;
+  for (std::size_t m = (start / every + 1) * every; m < max_len; m += every) marks.push_back(static_cast<std::int64_t>(m));
+  if (max_len > start) marks.push_back(static_cast<std::int64_t>(max_len));
+  SequenceHooks hooks;
+  hooks.prefill_marks = marks;
+  bool have_first = false, kept_first = false;
+  std::size_t next_keep = 0;
+  Clock::time_point first{}, last_token{};
+  hooks.on_step = [&](Session& s) {
+    const auto pos = static_cast<std::size_t>(s.position());
     if (!have_first) {
-      // The state at the end of the prompt: what the next turn of this conversation starts
-      // from even when the reply re-renders to other ids than were generated.
-      have_first = true;
-      first = std::chrono::steady_clock::now();
-      r.first_token_seconds = seconds_since(t0);
-      keep(live_);
-    } else if (static_cast<std::size_t>(live_.position()) % every == 0) {
-      keep(live_);
+      if (std::binary_search(marks.begin(), marks.end(), s.position())) keep(s);
+    } else if (!kept_first || pos >= next_keep) {
+      kept_first = true;
+      next_keep = (pos / every + 1) * every;
+      keep(s);
     }
+    check_deadline();
+  };
+  auto on_token = [&](std::uint32_t id) {
+    const auto now = Clock::now();
+    if (!have_first) {
+      have_first = true;
+      first = now;
+      r.first_token_seconds = seconds_since(t0);
+    } else {
+      r.token_gaps.push_back(std::chrono::duration<double>(now - last_token).count());
+    }
+    last_token = now;
     if (req.on_token) req.on_token(id);
     check_deadline();
-  });
-  if (!have_first) r.prefill_seconds = seconds_since(t0);
-  else r.prefill_seconds = r.first_token_seconds;
+  };
+  Sequence sequence(session, g, on_token, std::move(hooks));
+  Waiting waiting{&sequence, false};
+  {
+    std::lock_guard lock(m_);
+    if (stopping_) throw RuntimeError("the server is stopping");
+    inbox_.push_back(&waiting);
+  }
+  wake_.notify_all();
+  {
+    std::unique_lock lock(m_);
+    finished_.wait(lock, [&] { return waiting.done; });
+  }
+  const GenerateResult& gr = sequence.result();
+  if (sequence.failure() || !gr.cut.empty()) {
+    // The session holds part of a forward pass: nothing of it may be reused.
+    session.reset();
+    if (sequence.failure()) std::rethrow_exception(sequence.failure());
+  }
+  r.prefill_seconds = have_first ? r.first_token_seconds : seconds_since(t0);
   r.decode_seconds = have_first ? seconds_since(first) : 0;
   r.generated = gr.generated;
   r.stopped_at_eos = gr.stopped_at_eos;
   r.interrupted = r.interrupted || gr.interrupted;
-  if (!gr.cut.empty()) {
-    live_.reset();  // part of a forward pass (a storage wait cut short): nothing to resume from
-    return r;
-  }
-  keep(live_);  // the end of the reply: a follow-up whose ids repeat it resumes here
+  if (!gr.cut.empty())
+    session.reset();  // part of a forward pass (a storage wait cut short): nothing to resume from
+  else
+    keep(session);  // the end of the reply: a follow-up whose ids repeat it resumes here
+  if (latency_ != nullptr) latency_->observe_request(r);
   return r;
+}
+
+// The scheduler's thread: admits the requests that arrived, runs a step, tells the
+// finished ones. Sleeps while nothing runs.
+void Engine::schedule() {
+  for (;;) {
+    {
+      std::unique_lock lock(m_);
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !running_.empty(); });
+      if (stopping_ && inbox_.empty() && running_.empty()) return;
+      while (!inbox_.empty() && running_.size() < slots_.size()) {
+        Waiting* w = inbox_.front();
+        inbox_.pop_front();
+        scheduler_->add(*w->sequence);
+        running_.push_back(w);
+      }
+      stats_.active = running_.size();
+    }
+    scheduler_->step();  // a failure ends the sequences it concerns, not the step
+    {
+      std::lock_guard lock(m_);
+      const StepStats& st = scheduler_->last();
+      if (st.sequences != 0) {
+        ++stats_.steps.steps;
+        stats_.steps.sequences += st.sequences;
+        stats_.steps.rows += st.rows;
+        ++stats_.steps.by_size[std::min(st.sequences, stats_.steps.by_size.size() - 1)];
+      }
+      for (auto it = running_.begin(); it != running_.end();) {
+        if ((*it)->sequence->done()) {
+          (*it)->done = true;
+          it = running_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      stats_.active = running_.size();
+    }
+    finished_.notify_all();
+  }
 }
 
 }  // namespace k3::serve

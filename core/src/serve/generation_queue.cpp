@@ -1,6 +1,6 @@
-// The queue in front of the model (generation_queue.hpp): the worker runs the oldest job;
-// the reaper rejects a waiting job when its deadline passes (the worker may be inside a
-// long generation then). Jobs are answered outside the lock.
+// The queue in front of the model (generation_queue.hpp): a free worker runs the oldest
+// job; the reaper rejects a waiting job when its deadline passes (every worker may be inside
+// a long generation then). Jobs are answered outside the lock.
 #include "serve/generation_queue.hpp"
 
 #include <algorithm>
@@ -9,16 +9,25 @@
 
 #include <k3/log.hpp>
 
+#include "serve/latency_metrics.hpp"
 #include "serve/metrics.hpp"
 
 namespace k3::serve {
 
 using Clock = std::chrono::steady_clock;
 
-GenerationQueue::GenerationQueue(std::size_t capacity, double timeout_seconds, Metrics& metrics)
-    : capacity_(capacity), timeout_seconds_(timeout_seconds), metrics_(metrics) {
-  worker_ = std::thread([this] { work(); });
+GenerationQueue::GenerationQueue(std::size_t capacity, double timeout_seconds, Metrics& metrics,
+                                 LatencyMetrics& latency)
+    : capacity_(capacity), timeout_seconds_(timeout_seconds), metrics_(metrics), latency_(latency) {
   reaper_ = std::thread([this] { reap(); });
+}
+
+void GenerationQueue::start(std::size_t workers) {
+  std::lock_guard lock(m_);
+  if (stopping_ || workers_started_ != 0) return;
+  workers_started_ = std::max<std::size_t>(1, workers);
+  running_.reserve(workers_started_);
+  for (std::size_t i = 0; i < workers_started_; ++i) workers_.emplace_back([this] { work(); });
 }
 
 GenerationQueue::~GenerationQueue() {
@@ -30,12 +39,14 @@ void GenerationQueue::submit(std::shared_ptr<GenerationJob> job) {
   {
     std::lock_guard lock(m_);
     if (stopping_) throw ApiError(503, "The server is shutting down.", "server_error", "", "shutting_down");
-    if ((running_ || !waiting_.empty()) && waiting_.size() >= capacity_) {
+    // Every worker busy (or about to be) and `capacity` waiting already.
+    if (running_.size() + waiting_.size() >= workers_started_ + capacity_) {
       metrics_.count_rejected();
       throw ApiError(429, "The server is busy: " + std::to_string(capacity_) +
                               " requests are already waiting for the model. Retry later.",
                      "rate_limit_error", "", "queue_full");
     }
+    job->submitted = Clock::now();
     waiting_.push_back(std::move(job));
     metrics_.set_queue(waiting_.size());
   }
@@ -49,7 +60,7 @@ void GenerationQueue::stop() {
     stopping_ = true;
     refused.swap(waiting_);
     metrics_.set_queue(0);
-    if (running_) running_->stop.store(true);
+    for (const auto& job : running_) job->stop.store(true);
   }
   cv_.notify_all();
   const ApiError e(503, "The server is shutting down.", "server_error", "", "shutting_down");
@@ -57,7 +68,8 @@ void GenerationQueue::stop() {
 }
 
 void GenerationQueue::join() {
-  if (worker_.joinable()) worker_.join();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
   if (reaper_.joinable()) reaper_.join();
 }
 
@@ -70,10 +82,11 @@ void GenerationQueue::work() {
       if (stopping_) return;
       job = std::move(waiting_.front());
       waiting_.pop_front();
-      running_ = job;
+      running_.push_back(job);
       metrics_.set_queue(waiting_.size());
       metrics_.set_running(true);
     }
+    latency_.observe_queue_wait(std::chrono::duration<double>(Clock::now() - job->submitted).count());
     try {
       job->run();
     } catch (const std::exception& e) {
@@ -81,8 +94,8 @@ void GenerationQueue::work() {
     }
     {
       std::lock_guard lock(m_);
-      running_.reset();
-      metrics_.set_running(false);
+      running_.erase(std::find(running_.begin(), running_.end(), job));
+      metrics_.set_running(!running_.empty());
     }
     cv_.notify_all();
   }

@@ -1,5 +1,5 @@
 // `k3host serve`'s OpenAI API (k3/serve.hpp): the routes and the API key over the HTTP
-// layer (http_server.hpp), the queue in front of the one generation (generation_queue.hpp)
+// layer (http_server.hpp), the queue in front of the generations (generation_queue.hpp)
 // with the chat and text completion jobs (api_jobs.hpp), the model list, health and metrics.
 // The HTTP layer has checked every limit before a request gets here.
 #include <k3/serve.hpp>
@@ -19,6 +19,7 @@
 #include "serve/engine.hpp"
 #include "serve/generation_queue.hpp"
 #include "serve/http_server.hpp"
+#include "serve/latency_metrics.hpp"
 #include "serve/metrics.hpp"
 #include "serve/options.hpp"
 #include "serve/request.hpp"
@@ -48,6 +49,7 @@ std::chrono::milliseconds millis(double seconds) {
 struct Server::Impl {
   ServeOptions opt;
   Metrics metrics;
+  LatencyMetrics latency;
   std::unique_ptr<GenerationQueue> queue;
   std::unique_ptr<HttpServer> http;
 
@@ -96,7 +98,9 @@ void Server::Impl::handle(HttpRequest req, const std::shared_ptr<Responder>& out
     }
     check_key(req);
     if (get && req.path == "/metrics") {
-      out->reply(200, "text/plain; version=0.0.4", metrics.render(ready.load()));
+      const bool loaded = ready.load();
+      out->reply(200, "text/plain; version=0.0.4",
+                 metrics.render(loaded) + latency.render(loaded ? engine->stats() : EngineStats{}));
     } else if (get && req.path == "/v1/models") {
       if (!ready.load()) throw ApiError(503, "The model is still loading.", "server_error", "", "model_loading");
       const json entry = {{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "k3host"}};
@@ -142,7 +146,7 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
                                                                                                       : "invalid_request_error",
                                "", r.code));
   };
-  s.queue = std::make_unique<GenerationQueue>(s.opt.queue, s.opt.request_timeout_seconds, s.metrics);
+  s.queue = std::make_unique<GenerationQueue>(s.opt.queue, s.opt.request_timeout_seconds, s.metrics, s.latency);
   s.http = std::make_unique<HttpServer>(std::move(h), [&s](HttpRequest req, std::shared_ptr<Responder> out) {
     s.handle(std::move(req), out);
   });
@@ -162,7 +166,8 @@ void Server::start() { impl_->http->start(); }
 
 void Server::load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks) {
   Impl& s = *impl_;
-  auto runtime = std::make_unique<Runtime>(pipeline, host, hooks);
+  // The plan holds serve.parallel sequences' state and KV (docs/serve.md, "Concurrency").
+  auto runtime = std::make_unique<Runtime>(pipeline, host, hooks, RunSequences::batched);
   const GenerateSettings defaults = generate_settings_of(pipeline, *runtime);
   if (s.opt.model_name.empty()) {
     std::string uri = runtime->model_uri();
@@ -176,13 +181,14 @@ void Server::load(const Pipeline& pipeline, PluginHost& host, const LoadHooks& h
                                         ? runtime->model_uri() + "/config.json says k3host_thinking: false"
                                         : "model.thinking: off, " + pipeline.where("model.thinking");
   const bool thinking = runtime->thinking();
-  s.engine = std::make_unique<Engine>(std::move(runtime), defaults, s.opt);
+  s.engine = std::make_unique<Engine>(std::move(runtime), defaults, s.opt, &s.latency);
   if (!thinking)
     log(LogLevel::info, "serve",
         "chat replies think only when a request sends reasoning_effort (" + thinking_from + ")");
   s.api = std::make_unique<ApiContext>(*s.engine, s.metrics, s.model_id);
   s.metrics.set_loaded(s.engine->runtime().model().stream_stats(), s.engine->runtime().load_seconds(),
                        !s.engine->runtime().model().streaming());
+  s.queue->start(s.engine->parallel());
   s.ready.store(true);
 }
 

@@ -1,5 +1,6 @@
 // The memory plan: the full K3 geometry at the laptop and ultra presets (targets from issue
-// 4), largest-first pinning, scaled budgets, "fit" and the exit-3 refusal.
+// 4), largest-first pinning, scaled budgets, "fit", sequences decoded together
+// (serve.parallel) and the exit-3 refusal.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -230,4 +231,61 @@ TEST_CASE("available memory is measured and positive") {
   const std::uint64_t a = k3::available_memory(&from);
   CHECK(a > 0);
   CHECK(!from.empty());
+}
+
+TEST_CASE("plan: serve.parallel sequences each hold their state, KV and journals, 0 picks the most within a "
+          "quarter, too many is exit 3 naming serve.parallel") {
+  const k3::ModelConfig& c = geometry_config("k3");
+  const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / "laptop.yaml",
+                                           {"model.geometry=k3", "job.speculative.max_draft=4", "serve.parallel=1"});
+  k3::PlanInputs in = k3::batched_plan_inputs(p);
+  in.available = kPlenty;
+  const auto one = k3::plan_memory(c, in);
+  CHECK(one.parallel == 1);
+  CHECK(!one.parallel_auto);
+  CHECK(one.sequence_bytes == one.kda_state_bytes + one.mla_kv_bytes + one.speculative_bytes -
+                                  static_cast<std::uint64_t>(1 + 4) * static_cast<std::uint64_t>(c.vocab_size) * 4);
+  for (std::int64_t n : {2, 5}) {
+    CAPTURE(n);
+    in.parallel = n;
+    const auto many = k3::plan_memory(c, in);
+    const auto N = static_cast<std::uint64_t>(n);
+    CHECK(many.parallel == static_cast<std::size_t>(n));
+    CHECK(many.sequence_bytes == one.sequence_bytes);
+    CHECK(many.kda_state_bytes == N * one.kda_state_bytes);
+    CHECK(many.mla_kv_bytes == N * one.mla_kv_bytes);
+    CHECK(many.total == sum_of_parts(many));
+    // One pass holds every sequence's token and 4 drafts, or all but one beside the prefill budget.
+    CHECK(many.step_rows == std::max<std::uint64_t>(N * 5, (N - 1) * 5 + many.prefill_budget));
+    CHECK(static_cast<std::uint64_t>(many.buffers.chunk) == many.step_rows);
+    CHECK(many.table().find(std::to_string(n) + " sequences decoded together") != std::string::npos);
+  }
+  // 0: the most, up to kAutoParallel, whose sequences take at most a quarter of the memory.
+  in.parallel = 0;
+  // Memory for 4x that many sequences and half of one: from 3 on, the laptop budgets fit beside.
+  for (std::uint64_t sequences : {1u, 3u, 6u, 8u, 20u}) {
+    CAPTURE(sequences);
+    in.available = 4 * sequences * one.sequence_bytes + one.sequence_bytes / 2;
+    const auto autop = k3::plan_memory(c, in);
+    CHECK(autop.parallel_auto);
+    const auto want = std::min<std::uint64_t>(sequences, static_cast<std::uint64_t>(k3::kAutoParallel));
+    CHECK(autop.parallel == want);
+    if (autop.parallel > 1) CHECK(autop.fits());
+    CHECK(autop.parallel * autop.sequence_bytes <= std::max(autop.available / 4, autop.sequence_bytes));
+  }
+  // A number that does not fit is refused with exit 3, naming serve.parallel and the size of one.
+  in.parallel = 64;
+  in.available = 16'000'000'000ull;
+  const auto big = k3::plan_memory(c, in);
+  CHECK(!big.fits());
+  try {
+    k3::require_fit(big);
+    FAIL("require_fit accepted 64 sequences of K3 in 16 GB");
+  } catch (const k3::Error& e) {
+    CHECK(e.code() == k3::ExitCode::resource);
+    CHECK_THAT(e.what(), Catch::Contains("lower serve.parallel (64 sequences of"));
+  }
+  // The same budgets with one sequence fit: the slots are what did not.
+  in.parallel = 1;
+  CHECK(k3::plan_memory(c, in).fits());
 }

@@ -1,8 +1,11 @@
 // One function per block of docs/model-spec.md §3. Each takes a chunk of T tokens laid out
 // [T, width] row-major; tokens are independent except where the block carries state
-// (KDA recurrence, MLA cache), which is walked in token order. Math only: no I/O, no
-// cache or dispatch decisions (experts arrive through an ExpertSource). Each block works in
-// its group of the run buffers (maths/run_buffers.hpp), sized for T up to the planned chunk.
+// (KDA recurrence, MLA cache), which is walked in token order. A chunk may hold the tokens
+// of several sequences (a batched pass): each sequence's rows are one slice (SeqSlice), the
+// blocks with state walk each slice on its own state, and everything else runs once over
+// all T rows, so every weight is read once for all of them. Math only: no I/O, no cache or
+// dispatch decisions (experts arrive through an ExpertSource). Each block works in its
+// group of the run buffers (maths/run_buffers.hpp), sized for T up to the planned chunk.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +26,21 @@ namespace k3::model {
 void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
               const float* proj_w, double eps, std::size_t E, float* out, AttnResBuffers& b);
 
+/// One sequence's rows of a chunk: rows [first, first + rows) of every [T, width] buffer,
+/// at positions state->position … (the state is advanced only after the whole pass). A
+/// sequence alone is one slice of all T rows. Bit identity: a slice's rows see the same
+/// operations on the same values whatever else shares the chunk (the matrix products give
+/// each row the batch-1 bits; the recurrent parts read only the slice's own state).
+struct SeqSlice {
+  SequenceState* state = nullptr;
+  std::size_t first = 0;
+  std::size_t rows = 0;
+  bool all_positions = false;  ///< logits for every row, else for its last (maths/pass.hpp)
+  /// Set for a tentative chunk (maths/tentative.hpp): the KDA states are left as they were
+  /// and each layer's updates are recorded here, to be kept with keep_tentative().
+  TentativeChunk* tentative = nullptr;
+};
+
 /// Where a tentative chunk's KDA layer runs and records (maths/tentative.hpp); both null for
 /// an ordinary chunk.
 struct KdaRecord {
@@ -30,18 +48,20 @@ struct KdaRecord {
   KdaState* scratch = nullptr;
 };
 
-/// KDA over T tokens (x already input-normed) → out [T, E]; updates `state`, or, for a
-/// tentative chunk (`record` set), leaves it as it was and records each token's update.
-void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& state, const float* x,
-         std::size_t T, float* out, KdaBuffers& b, const KdaRecord& record = {});
+/// KDA of layer `layer` over T tokens (x already input-normed) → out [T, E]. Each slice
+/// updates its state's kda[layer], or, for a tentative slice, leaves it as it was and
+/// records each token's update in its journal of that layer.
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer,
+         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, KdaBuffers& b);
 
 /// Applies the first `keep` recorded updates of a tentative chunk to `state`: afterwards it
 /// is bit for bit what kda() over those tokens alone would have left.
 void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep, KdaState& state, KdaBuffers& b);
 
-/// MLA over T tokens at positions [pos0, pos0+T) → out [T, E]; appends to `cache`.
-void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,
-         const float* x, std::size_t T, float* out, MlaBuffers& b);
+/// MLA of layer `layer` over T tokens → out [T, E]; each slice's tokens, at its positions
+/// state->position …, are appended to its state's mla[layer] cache and attend over it.
+void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer,
+         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, MlaBuffers& b);
 
 /// Where routed experts come from. The resident source hands out pointers; a streaming
 /// source reads the misses in disk order and holds leases until release(). Call order per
@@ -93,15 +113,21 @@ class RoutingObserver {
   /// A serving group starts: the next `tokens` on_route calls (one forward chunk at `layer`)
   /// are served together by the expert source.
   virtual void on_group(std::size_t /*layer*/, std::size_t /*tokens*/) {}
+  /// In a chunk of several sequences: the on_route calls that follow are slice `index`'s
+  /// (called before each slice's first row, after on_group).
+  virtual void on_slice(std::size_t /*index*/) {}
   virtual void on_route(std::int64_t position, std::size_t layer, std::span<const std::uint32_t> experts) = 0;
 };
 
-/// Router + Stable LatentMoE + shared experts over T tokens → out [T, E]. `ahead`: later
-/// layers' routers, applied to x once this layer's reads started, their likely experts
-/// handed to experts.prefetch() (reads ahead only: the output is the same without them).
+/// Router + Stable LatentMoE + shared experts over T tokens → out [T, E]; each chosen expert
+/// is multiplied once for every row of every slice that chose it. `slices` give the rows'
+/// positions the observer sees. `ahead`: later layers' routers, applied to x once this
+/// layer's reads started, their likely experts handed to experts.prefetch() (reads ahead
+/// only: the output is the same without them).
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
-                ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead = {});
+                ExpertSource& experts, RoutingObserver* observer, std::span<const SeqSlice> slices,
+                const float* x, std::size_t T, float* out, MoeBuffers& b,
+                std::span<const LookaheadRouter> ahead = {});
 
 /// Router lookahead: applies the later layer's router `ahead` to x [T, E] (the input of
 /// `layer`'s FFN; the same selection as the router's) and hands the experts any token would

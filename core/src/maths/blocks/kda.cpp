@@ -72,8 +72,12 @@ void l2norm_heads(const Ops& ops, float* x, std::size_t H, std::size_t D, double
 
 }  // namespace
 
-void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& live, const float* x, std::size_t T,
-         float* out, KdaBuffers& b, const KdaRecord& record) {
+namespace {
+
+/// The recurrence of one slice (the tokens of one sequence, in order) over its rows of the
+/// projections q, k, v, z, braw, graw (the whole chunk's), writing its rows of y.
+void kda_recurrence(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& live, const KdaRecord& record,
+                    std::size_t first, std::size_t T, KdaBuffers& b) {
   const auto H = static_cast<std::size_t>(c.kda_num_heads);
   const auto D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
@@ -96,23 +100,14 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& li
     return journal != nullptr ? (journal->*field).data() + t * P : nullptr;
   };
 
-  // Projections for the whole chunk (rows independent, batch == single bit for bit).
-  float* q = b.q.data();
-  float* k = b.k.data();
-  float* v = b.v.data();
-  float* fa = b.fa.data();
-  float* z = b.z.data();
-  float* braw = b.b.data();
-  float* graw = b.g.data();
-  ops.matmul(w.q_proj, x, T, q);
-  ops.matmul(w.k_proj, x, T, k);
-  ops.matmul(w.v_proj, x, T, v);
-  ops.matmul(w.f_a_proj, x, T, fa);
-  ops.matmul(w.f_b_proj, fa, T, z);
-  ops.matmul(w.b_proj, x, T, braw);
-  ops.matmul(w.g_proj, x, T, graw);
-
-  float* y = b.y.data();
+  // This slice's rows of the chunk's projections.
+  float* q = b.q.data() + first * P;
+  float* k = b.k.data() + first * P;
+  float* v = b.v.data() + first * P;
+  const float* z = b.z.data() + first * P;
+  const float* braw = b.b.data() + first * H;
+  const float* graw = b.g.data() + first * P;
+  float* y = b.y.data() + first * P;
   double* bk = b.bk.data();
   float* u = b.u.data();
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -160,7 +155,28 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& li
         yh[j] = static_cast<float>(double{yh[j]} * sigmoid64(graw[t * P + h * D + j]));
     }
   }
-  ops.matmul(w.o_proj, y, T, out);
+}
+
+}  // namespace
+
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer,
+         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, KdaBuffers& b) {
+  // Projections for the whole chunk, every slice's rows in one product each (rows
+  // independent: batch == single bit for bit).
+  ops.matmul(w.q_proj, x, T, b.q.data());
+  ops.matmul(w.k_proj, x, T, b.k.data());
+  ops.matmul(w.v_proj, x, T, b.v.data());
+  ops.matmul(w.f_a_proj, x, T, b.fa.data());
+  ops.matmul(w.f_b_proj, b.fa.data(), T, b.z.data());
+  ops.matmul(w.b_proj, x, T, b.b.data());
+  ops.matmul(w.g_proj, x, T, b.g.data());
+  // The recurrence, sequence by sequence, each on its own state.
+  for (const SeqSlice& s : slices) {
+    TentativeChunk* tc = s.tentative;
+    const KdaRecord record = tc != nullptr ? KdaRecord{&tc->kda[layer], &tc->scratch} : KdaRecord{};
+    kda_recurrence(ops, c, w, s.state->kda[layer], record, s.first, s.rows, b);
+  }
+  ops.matmul(w.o_proj, b.y.data(), T, out);
 }
 
 void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep, KdaState& st, KdaBuffers& b) {

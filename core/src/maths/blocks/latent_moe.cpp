@@ -5,8 +5,9 @@
 //  3. r = RMSNorm(r; routed_expert_norm); y = W_up r + Shared(x),
 //     Shared(x) = W_sd · SiTU(W_sg x, W_su x), unweighted.
 // Chunked: each expert chosen in the chunk is multiplied once for all the tokens that chose
-// it (a batched matmul equals the per-token result bit for bit); each token then sums its
-// experts in top-k order, so chunking never changes a bit. The routed-expert reads start
+// it, whichever sequences they belong to (a batched matmul equals the per-token result bit
+// for bit); each token then sums its experts in top-k order, so neither chunking nor
+// batching ever changes a bit. The routed-expert reads start
 // right after routing and overlap the shared expert (docs/streaming.md "Overlap").
 #include <algorithm>
 #include <span>
@@ -72,8 +73,9 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
 }
 
 void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
-                ExpertSource& experts, RoutingObserver* observer, std::int64_t pos0, const float* x,
-                std::size_t T, float* out, MoeBuffers& b, std::span<const LookaheadRouter> ahead) {
+                ExpertSource& experts, RoutingObserver* observer, std::span<const SeqSlice> slices,
+                const float* x, std::size_t T, float* out, MoeBuffers& b,
+                std::span<const LookaheadRouter> ahead) {
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   const auto K = static_cast<std::size_t>(c.num_experts_per_token);
@@ -89,6 +91,7 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   double* weights = b.weights.data();
   double* choice = b.choice.data();
   if (observer != nullptr) observer->on_group(layer, T);
+  std::size_t slice = 0;  // the slice of row t (slices cover the rows in order)
   for (std::size_t t = 0; t < T; ++t) {
     const float* lt = logits + t * NE;
     for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{w.bias[e]};
@@ -104,7 +107,12 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
       if (c.moe_renormalize && K > 1) wt[j] = wt[j] / (sum + 1e-20);
       wt[j] *= c.routed_scaling_factor;
     }
-    if (observer != nullptr) observer->on_route(pos0 + static_cast<std::int64_t>(t), layer, {it, K});
+    if (observer != nullptr) {
+      while (slice + 1 < slices.size() && t >= slices[slice].first + slices[slice].rows) ++slice;
+      const SeqSlice& s = slices[slice];
+      if (t == s.first) observer->on_slice(slice);
+      observer->on_route(s.state->position + static_cast<std::int64_t>(t - s.first), layer, {it, K});
+    }
   }
 
   // 2. Latent down-projection, then each chosen expert once for all its tokens.

@@ -44,29 +44,26 @@ void transposed_matvec(const Matrix& w, const float* q, float* out, double* acc)
 
 }  // namespace
 
-void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,
-         const float* x, std::size_t T, float* out, MlaBuffers& b) {
+namespace {
+
+/// Attention of one slice (one sequence's tokens, in order) over its cache, which it first
+/// extends with the slice's [normed c | k_r]; reads its rows of q, ckv and gate, writes its
+/// rows of y.
+void mla_attend(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& cache, std::int64_t pos0,
+                std::size_t row0, std::size_t T, MlaBuffers& b) {
   const auto MH = static_cast<std::size_t>(c.num_attention_heads);
-  const auto QL = static_cast<std::size_t>(c.q_lora_rank);
   const auto KVL = static_cast<std::size_t>(c.kv_lora_rank);
   const auto NOPE = static_cast<std::size_t>(c.qk_nope_head_dim);
   const auto ROPE = static_cast<std::size_t>(c.qk_rope_head_dim);
   const auto HV = static_cast<std::size_t>(c.v_head_dim);
   const std::size_t HQ = NOPE + ROPE, LAT = KVL + ROPE;
   constexpr double kMlaEps = 1e-6;  // the two MLA-internal norms (docs/model-spec.md §1)
+  const float* q = b.q.data() + row0 * MH * HQ;
+  const float* ckv = b.ckv.data() + row0 * LAT;
+  const float* gate = b.gate.data() + row0 * MH * HV;
+  float* y = b.y.data() + row0 * MH * HV;
 
-  float* ql = b.ql.data();
-  float* q = b.q.data();
-  float* ckv = b.ckv.data();
-  float* gate = b.gate.data();
-  float* y = b.y.data();
-  ops.matmul(w.q_a_proj, x, T, ql);
-  for (std::size_t t = 0; t < T; ++t) ops.rmsnorm(ql + t * QL, w.q_a_layernorm.data(), kMlaEps, QL, ql + t * QL);
-  ops.matmul(w.q_b_proj, ql, T, q);
-  ops.matmul(w.kv_a_proj_with_mqa, x, T, ckv);
-  ops.matmul(w.g_proj, x, T, gate);
-
-  // Append [normed c | k_r] of every token of the chunk to the cache.
+  // Append [normed c | k_r] of every token of the slice to the cache.
   const auto first = static_cast<std::size_t>(pos0);
   cache.latent.resize((first + T) * LAT);
   for (std::size_t t = 0; t < T; ++t) {
@@ -102,7 +99,24 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCache& ca
         yh[j] = static_cast<float>(double{yh[j]} * sigmoid64(gate[(t * MH + h) * HV + j]));
     }
   }
-  ops.matmul(w.o_proj, y, T, out);
+}
+
+}  // namespace
+
+void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer,
+         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, MlaBuffers& b) {
+  const auto QL = static_cast<std::size_t>(c.q_lora_rank);
+  constexpr double kMlaEps = 1e-6;
+  // Projections for the whole chunk (rows independent: batch == single bit for bit).
+  float* ql = b.ql.data();
+  ops.matmul(w.q_a_proj, x, T, ql);
+  for (std::size_t t = 0; t < T; ++t) ops.rmsnorm(ql + t * QL, w.q_a_layernorm.data(), kMlaEps, QL, ql + t * QL);
+  ops.matmul(w.q_b_proj, ql, T, b.q.data());
+  ops.matmul(w.kv_a_proj_with_mqa, x, T, b.ckv.data());
+  ops.matmul(w.g_proj, x, T, b.gate.data());
+  // The attention, sequence by sequence, each over its own cache.
+  for (const SeqSlice& s : slices) mla_attend(ops, c, w, s.state->mla[layer], s.state->position, s.first, s.rows, b);
+  ops.matmul(w.o_proj, b.y.data(), T, out);
 }
 
 }  // namespace k3::model

@@ -1,0 +1,93 @@
+// k3::BatchForward (k3/batch.hpp): several sessions' states in one pass of the maths
+// (maths/pass.hpp), with run buffers of its own for all of them.
+#include <k3/batch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include <k3/error.hpp>
+
+#include "engine/live_session.hpp"
+#include "engine/model_impl.hpp"
+#include "maths/pass.hpp"
+
+namespace k3 {
+
+struct BatchForward::Impl {
+  Model& model;
+  std::int64_t positions;
+  model::RunBuffers buffers;
+  std::vector<model::SeqSlice> slices;
+  std::vector<std::uint32_t> tokens;       ///< every row's id, slices in order
+  std::vector<RoutingListener*> listeners;  ///< per slice
+  std::vector<std::int64_t> pos0;          ///< per slice: its position before the pass
+  SliceListeners observer;
+};
+
+BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t positions, std::size_t sequences) {
+  if (rows == 0 || positions < 1 || sequences == 0)
+    throw UsageError("a batched pass needs room for at least one token of one sequence");
+  impl_ = std::make_unique<Impl>(Impl{model, positions,
+                                      model::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
+                                                                         positions)),
+                                      {}, {}, {}, {}, {}});
+  impl_->slices.reserve(sequences);
+  impl_->tokens.reserve(rows);
+  impl_->listeners.reserve(sequences);
+  impl_->pos0.reserve(sequences);
+}
+
+BatchForward::~BatchForward() = default;
+
+std::size_t BatchForward::rows() const noexcept { return impl_->buffers.sizes().chunk; }
+
+void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& logits) {
+  Impl& b = *impl_;
+  const ModelConfig& c = b.model.config();
+  b.slices.clear();
+  b.tokens.clear();
+  b.listeners.clear();
+  b.pos0.clear();
+  if (feeds.empty()) throw RuntimeError("a batched pass with no sequence");
+  bool listening = false;
+  std::size_t rows = 0;
+  for (const BatchFeed& f : feeds) {
+    if (f.session == nullptr) throw RuntimeError("a batched pass with no session");
+    Session::Impl& s = f.session->impl();
+    if (&s.model != &b.model) throw RuntimeError("a batched pass over a session of another model");
+    if (s.max_positions > b.positions)
+      throw RuntimeError("a batched pass over a session of " + std::to_string(s.max_positions) +
+                         " positions, more than its buffers' " + std::to_string(b.positions));
+    engine::check_feed(s, f.tokens);
+    b.slices.push_back({&s.state, rows, f.tokens.size(), f.all_positions || f.tentative,
+                        f.tentative ? &s.tentative : nullptr});
+    b.tokens.insert(b.tokens.end(), f.tokens.begin(), f.tokens.end());
+    b.listeners.push_back(s.listener);
+    b.pos0.push_back(s.state.position);
+    listening = listening || s.listener != nullptr;
+    rows += f.tokens.size();
+  }
+  // Only a caller that feeds more than the plan's rows at once (recompute mode, a whole
+  // prompt) grows them: at least doubled, so that growing passes reallocate rarely.
+  if (rows > b.buffers.sizes().chunk) {
+    const auto grown = std::max<std::uint64_t>(rows, 2 * b.buffers.sizes().chunk);
+    b.buffers = model::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions));
+  }
+  logits.resize(model::logit_rows(b.slices) * static_cast<std::size_t>(c.vocab_size));
+  b.observer.set(b.listeners);
+  b.observer.set_rows(b.slices);
+  Model::Impl& m = b.model.impl();
+  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), listening ? &b.observer : nullptr,
+                            b.buffers};
+  for (std::size_t i = 0; i < feeds.size(); ++i)
+    if (feeds[i].tentative) feeds[i].session->impl().open_tentative = b.pos0[i];
+  try {
+    model::forward_pass(ctx, b.slices, b.tokens, logits.data());
+  } catch (...) {
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      if (feeds[i].tentative) engine::keep_tentative(feeds[i].session->impl(), b.pos0[i], 0);
+    throw;
+  }
+}
+
+}  // namespace k3
