@@ -61,22 +61,22 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   m.kernels = std::move(plugins.kernels);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
   m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
-  m.counters = std::make_unique<runtime::StreamCounters>();
+  m.counters = std::make_unique<streaming::StreamCounters>();
   auto policy = std::move(plugins.cache);
   if (!policy && !m.plan.resident())
     throw UsageError(uri + ": the model does not fit in memory (its plan streams; " + m.plan.summary() +
                      ") and it has no cache policy to stream its experts with: it must be resident");
   // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
   // model; read whole only for a policy that wants the future (streaming/cache_future.hpp).
-  std::shared_ptr<const cache::CacheFuture> future;
+  std::shared_ptr<const streaming::CacheFuture> future;
   if (policy && policy->wants_future()) {
     if (settings.cache_future.empty())
       throw UsageError("cache policy '" + m.cache_name +
                        "' needs the future request stream of this run (cache.future): record it first with "
                        "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
-    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config, m.identity.value));
+    future = std::make_shared<const streaming::CacheFuture>(streaming::load_cache_future(settings.cache_future, m.config, m.identity.value));
   } else if (!settings.cache_future.empty()) {
-    cache::check_cache_future(settings.cache_future, m.config, m.identity.value);
+    streaming::check_cache_future(settings.cache_future, m.config, m.identity.value);
   }
   // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
   // refused when it was packed from another checkpoint; its bytes are checked as they are read.
@@ -88,14 +88,14 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
-  m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
+  m.trunk = std::make_unique<streaming::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
                                                      m.packed.get());
-  m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
+  m.expert_cache = std::make_unique<streaming::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
                                                         std::move(future), m.plan.expert_slots,
                                                         m.plan.expert_slot_bytes, settings.expert_read_attempts,
                                                         *m.counters);
   m.expert_cache->set_prefetch(settings.prefetch_depth, settings.prefetch_bytes_per_token);
-  m.streamed_experts = std::make_unique<cache::StreamedExperts>(*m.expert_cache);
+  m.streamed_experts = std::make_unique<streaming::StreamedExperts>(*m.expert_cache);
 }
 
 Model::~Model() = default;

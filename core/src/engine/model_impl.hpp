@@ -48,15 +48,15 @@ struct Model::Impl {
   int threads = 1;
   std::unique_ptr<model::Ops> ops;
   MemoryPlan plan;
-  std::unique_ptr<runtime::StreamCounters> counters;
+  std::unique_ptr<streaming::StreamCounters> counters;
   std::unique_ptr<model::PackedLocations> packed;  ///< model.packed_trunk, when set
   // Either resident (the plan holds everything) ...
   std::unique_ptr<model::ResidentWeights> weights;
   std::unique_ptr<ResidentSource> source;
   // ... or streamed (runtime/streamed_trunk, cache/expert_cache).
-  std::unique_ptr<runtime::StreamedTrunk> trunk;
-  std::unique_ptr<cache::ExpertCache> expert_cache;
-  std::unique_ptr<cache::StreamedExperts> streamed_experts;
+  std::unique_ptr<streaming::StreamedTrunk> trunk;
+  std::unique_ptr<streaming::ExpertCache> expert_cache;
+  std::unique_ptr<streaming::StreamedExperts> streamed_experts;
 
   [[nodiscard]] model::WeightSource& weight_source();
   [[nodiscard]] model::ExpertSource& expert_source();

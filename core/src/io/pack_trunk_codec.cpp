@@ -206,7 +206,7 @@ struct ReadAhead::State {
   };
   sdk::Status status;  ///< of the last piece read, under the thread's lock
   bool done = false;
-  runtime::ReaderThread<Piece> thread;  // last: stopped before what it publishes into goes
+  util::ReaderThread<Piece> thread;  // last: stopped before what it publishes into goes
 };
 
 ReadAhead::ReadAhead() : s_(std::make_unique<State>()) {

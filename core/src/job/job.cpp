@@ -211,14 +211,14 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   // cache.future must be a trace of this prompt (the model checked the rest).
   if (!ms.cache_future.empty())
     require_trace_of_run(ms.cache_future, read_trace_header(ms.cache_future),
-                         cache::trace_header_of(model.config(), model.identity().value, prompt_hash), true);
+                         streaming::trace_header_of(model.config(), model.identity().value, prompt_hash), true);
 
   // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
     trace = std::make_unique<TraceRecorder>(trace_file,
-                                            cache::trace_header_of(model.config(), model.identity().value, prompt_hash));
+                                            streaming::trace_header_of(model.config(), model.identity().value, prompt_hash));
     session.set_routing_listener(trace.get());
   }
 

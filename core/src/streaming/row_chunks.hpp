@@ -18,7 +18,7 @@
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 /// Where a tensor's bytes are: a file the streamer opened, and the offset in it.
 struct TensorLocation {
@@ -80,4 +80,4 @@ class StreamedFfnMatrix final : public model::StreamedMatrix {
   TensorLocation where_;
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

@@ -31,7 +31,7 @@
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 class StreamedTrunk final : public model::WeightSource {
  public:
@@ -116,4 +116,4 @@ class StreamedTrunk final : public model::WeightSource {
   ReaderThread<Fill> reader_;          // last: stopped before the slots go
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming
