@@ -64,7 +64,7 @@ class RowChunkStreamer {
   // Under the reader's lock.
   bool ready_[2] = {false, false};
   std::exception_ptr error_[2];
-  ReaderThread<Job> reader_;  // last: stopped before the buffers go
+  util::ReaderThread<Job> reader_;  // last: stopped before the buffers go
 };
 
 /// One matrix of a split dense layer, as the forward pass sees it.

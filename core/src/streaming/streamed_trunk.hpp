@@ -113,7 +113,7 @@ class StreamedTrunk final : public model::WeightSource {
   std::vector<Slot> slots_;
   int held_ = -1;
   std::vector<std::size_t> upcoming_;  ///< upcoming()'s answer, capacity slots
-  ReaderThread<Fill> reader_;          // last: stopped before the slots go
+  util::ReaderThread<Fill> reader_;          // last: stopped before the slots go
 };
 
 }  // namespace k3::streaming
