@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "serve/metric_text.hpp"
+
 namespace k3::serve {
 
 void SecondsHistogram::observe(double seconds) noexcept {
@@ -27,9 +29,9 @@ void SecondsHistogram::render(std::string& out, const char* name, const char* he
                   static_cast<unsigned long long>(cumulative));
     out += line;
   }
-  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name,
-                static_cast<unsigned long long>(count_), name, sum_, name, static_cast<unsigned long long>(count_));
+  std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n", name, static_cast<unsigned long long>(count_));
   out += line;
+  out += std::string(name) + "_sum " + seconds_text(sum_) + "\n" + name + "_count " + count_text(count_) + "\n";
 }
 
 void LatencyMetrics::observe_queue_wait(double seconds) {
@@ -53,11 +55,12 @@ std::string LatencyMetrics::render(const EngineStats& engine) const {
     token_gap_.render(out, "k3_inter_token_seconds", "seconds between consecutive tokens handed to a request");
   }
   char line[512];
-  auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, value);
+  auto metric = [&](const char* name, const char* type, const char* help, std::uint64_t value) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, help, name, type, name,
+                  count_text(value).c_str());
     out += line;
   };
-  const auto d = [](std::uint64_t v) { return static_cast<double>(v); };
+  const auto d = [](auto v) { return static_cast<std::uint64_t>(v); };
   metric("k3_sequences_parallel", "gauge", "sequence slots: requests decoded together at most (serve.parallel)",
          d(engine.parallel));
   metric("k3_sequences_active", "gauge", "requests being decoded now", d(engine.active));

@@ -1,6 +1,8 @@
 // The server's counters (metrics.hpp) and their Prometheus text (GET /metrics).
 #include "serve/metrics.hpp"
 
+#include "serve/metric_text.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -49,31 +51,6 @@ void Metrics::set_running(bool running) {
   running_ = running;
 }
 
-namespace {
-
-// Values as Prometheus text, rounded to what they mean (the format takes any float text):
-// counts as integers, seconds to the microsecond, ratios to 6 significant digits.
-std::string count_text(std::uint64_t v) { return std::to_string(v); }
-
-std::string seconds_text(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  std::string s = buf;
-  if (s.find('.') != std::string::npos) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
-  }
-  return s == "-0" ? "0" : s;
-}
-
-std::string ratio_text(double v) {
-  if (std::isnan(v)) return "NaN";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-}  // namespace
 
 std::string Metrics::render(bool loaded) const {
   std::lock_guard lock(m_);
