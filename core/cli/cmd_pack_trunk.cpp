@@ -1,6 +1,6 @@
 // k3host pack-trunk [--codec none|bf16-zstd|bf16-huff] [--layers A-B] MODEL OUT: writes
 // every layer's (or layers A..B's) non-expert tensors as one 4096-aligned run in
-// OUT/trunk.bin (coded with a codec) plus OUT/trunk.json (see k3/pack_trunk.hpp), with a
+// OUT/trunk.bin (coded with a codec) plus OUT/trunk.json (see k3/packed_trunk.hpp), with a
 // progress line on stderr (not with -q), verification by read-back, and an atomic rename
 // into place.
 #include <unistd.h>

@@ -91,7 +91,8 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
             const Pipeline p = load_pipeline(global.config, global.overrides);
             const std::string uri = p.get_path("model.path").string();
             PluginHost host(p.plugin_path());
-            const auto storage = create_pipeline_storage(p, host);
+            const ModelPlugins made = create_pipeline_plugins(p, host, PluginParts::storage);
+            const auto& storage = made.storage;
             const CheckpointIndex index = CheckpointIndex::open(*storage, uri);
 
             std::vector<Piece> pieces;
@@ -172,7 +173,7 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             std::printf("warm: read %.1f MB (%s experts) of %s through storage %s in %.2f s\n",
                         static_cast<double>(total) / 1e6, args->experts.c_str(), uri.c_str(),
-                        p.get_string("storage.plugin").c_str(), secs);
+                        made.storage_name.c_str(), secs);
             std::fflush(stdout);
             return 0;
           }};

@@ -90,24 +90,10 @@ std::vector<std::string_view> units_of(std::string_view input, bool lines) {
 std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
   const Pipeline pipeline =
       load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
-  PluginParams params = pipeline.get_params("tokenizer.params");
-  auto has = [&](std::string_view key) {
-    for (const auto& [k, v] : params)
-      if (k == key) return true;
-    return false;
-  };
   PluginHost host(pipeline.plugin_path());
   const auto storage = create_pipeline_storage(pipeline, host);
-  host.set_file_storage(storage);
-  if (!has("model")) {
-    const std::string model_uri = pipeline.get_path("model.path").string();
-    params.emplace_back("model", checkpoint_file_uri(model_uri, "tiktoken.model"));
-    const std::string config = checkpoint_file_uri(model_uri, "tokenizer_config.json");
-    std::unique_ptr<sdk::StorageFile> file;
-    if (!has("config") && storage->open(config, file).ok()) params.emplace_back("config", config);
-  }
   // The tokenizer reads its files at creation only, so the storage may end with this function.
-  return host.create_tokenizer(pipeline.get_string("tokenizer.plugin"), params);
+  return create_pipeline_tokenizer(pipeline, host, pipeline.get_path("model.path").string(), storage);
 }
 
 /// What to read: --file (or the main job's --prompt-file), -p TEXT, --ids IDS (which decodes),

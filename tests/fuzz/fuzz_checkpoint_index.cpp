@@ -4,7 +4,7 @@
 // shards; even = one that lists, where the index must agree with them. The rest is the
 // index. Oracle: an index accepted lists every tensor of the shards it names, findable by name.
 #include "fuzz_support.hpp"
-#include "io/safetensors.hpp"
+#include "synth/safetensors_write.hpp"
 #include "mem_storage.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include <k3/geometry.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 
 #include "fuzz_support.hpp"
 #include "io/pack_trunk_format.hpp"

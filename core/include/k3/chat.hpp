@@ -23,6 +23,11 @@
 namespace k3::chat {
 
 enum class Role { system, user, assistant, tool };
+/// "system", "user", "assistant" or "tool": the role as the K3 format and the history file
+/// write it.
+std::string_view role_name(Role role) noexcept;
+/// The role role_name() writes as `name`; nullopt for any other text.
+std::optional<Role> parse_role(std::string_view name) noexcept;
 
 /// One tool call of an assistant message (OpenAI's shape).
 struct ToolCall {

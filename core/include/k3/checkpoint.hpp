@@ -76,14 +76,18 @@ class CheckpointIndex {
   std::vector<std::uint64_t> name_slots_;
 };
 
-struct ModelConfig;
-
-/// The checkpoint identity (docs/architecture.md, "Checkpoint identity"): 64 bits that name
-/// a checkpoint's weights, not only its architecture. A hash of config.json's bytes
-/// (`config.source_hash`, set by read_model_config) and `index.content_digest()`. Every file
-/// derived from a checkpoint (a packed trunk, a state file, a trace) records it, and a run of
-/// another checkpoint refuses the file, naming both identities.
-[[nodiscard]] std::uint64_t checkpoint_identity(const ModelConfig& config, const CheckpointIndex& index);
+/// Tensor names of the released checkpoint (docs/model-spec.md §2).
+namespace tensor_names {
+inline constexpr std::string_view kModel = "language_model.model.";
+inline constexpr std::string_view kLmHead = "language_model.lm_head.weight";
+/// "language_model.model.layers.{layer}.{suffix}"
+std::string layer(std::int64_t layer, std::string_view suffix);
+/// "language_model.model.layers.{layer}.block_sparse_moe.experts.{expert}.w{w}.weight_{packed|scale}"
+std::string expert(std::int64_t layer, std::int64_t expert, int w, bool scale);
+/// Whether `name` is a routed expert's tensor (expert() names them): the bytes a run reads
+/// only when the router picks that expert.
+bool is_routed_expert(std::string_view name) noexcept;
+}  // namespace tensor_names
 
 /// An identity as files and messages show it: 16 lowercase hex digits.
 [[nodiscard]] std::string identity_hex(std::uint64_t identity);

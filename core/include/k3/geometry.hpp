@@ -123,17 +123,4 @@ struct GeometryCensus {
 };
 GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix = DTypeMix::release);
 
-/// Tensor names of the released checkpoint (docs/model-spec.md §2).
-namespace tensor_names {
-inline constexpr std::string_view kModel = "language_model.model.";
-inline constexpr std::string_view kLmHead = "language_model.lm_head.weight";
-/// "language_model.model.layers.{layer}.{suffix}"
-std::string layer(std::int64_t layer, std::string_view suffix);
-/// "language_model.model.layers.{layer}.block_sparse_moe.experts.{expert}.w{w}.weight_{packed|scale}"
-std::string expert(std::int64_t layer, std::int64_t expert, int w, bool scale);
-/// Whether `name` is a routed expert's tensor (expert() names them): the bytes a run reads
-/// only when the router picks that expert.
-bool is_routed_expert(std::string_view name) noexcept;
-}  // namespace tensor_names
-
 }  // namespace k3

@@ -61,14 +61,18 @@ struct ModelSettings {
   std::filesystem::path packed_trunk;
 };
 
-/// The plugin objects a model runs on. A run creates each once: the job creates them while
-/// it checks the pipeline's plugin sections (so a mistake is reported at its line) and
-/// hands them to the model.
+/// The plugin objects a model runs on, with their plugin names. A run creates each once
+/// (k3/pipeline_plugins.hpp: while it checks the pipeline's plugin sections, so a mistake is
+/// reported at its line) and hands them to the model; a draft model is handed the run's own
+/// storage and kernel set. The cache policy may be null for a model that must be resident:
+/// without one, a plan that streams is refused.
 struct ModelPlugins {
   std::shared_ptr<sdk::StorageBackend> storage;
   std::shared_ptr<sdk::KernelSet> kernels;
   std::string kernel_name;  ///< the plugin name ("auto" already resolved)
   std::shared_ptr<sdk::CachePolicy> cache;
+  std::string storage_name;  ///< the storage plugin's name
+  std::string cache_name;    ///< the cache policy's name (empty without one)
 };
 
 /// Creates the storage, kernel set ("auto": the best set that runs here) and cache policy
@@ -139,6 +143,10 @@ class Model {
   /// tokenizer's: PluginHost::set_file_storage).
   [[nodiscard]] const std::shared_ptr<sdk::StorageBackend>& storage() const noexcept;
   [[nodiscard]] std::string kernel_set() const;   ///< the name of the set in use
+  /// The kernel set in use (a draft model runs on its target's).
+  [[nodiscard]] const std::shared_ptr<sdk::KernelSet>& kernels() const noexcept;
+  [[nodiscard]] const std::string& storage_plugin() const noexcept;  ///< the storage plugin's name
+  [[nodiscard]] const std::string& cache_policy() const noexcept;    ///< the cache policy's name
   [[nodiscard]] int threads() const noexcept;
   [[nodiscard]] std::uint64_t weight_bytes_read() const noexcept;
   /// The memory plan the model was loaded with.

@@ -12,6 +12,8 @@
 
 namespace k3 {
 
+class CheckpointIndex;
+
 struct ModelConfig {
   std::int64_t hidden_size = 0;          ///< E
   std::int64_t num_hidden_layers = 0;
@@ -75,5 +77,13 @@ ModelConfig read_model_config(sdk::StorageBackend& storage, const std::string& c
 
 /// Validates the text of a config.json; `origin` names it in error messages.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
+
+
+/// The checkpoint identity (docs/architecture.md, "Checkpoint identity"): 64 bits that name
+/// a checkpoint's weights, not only its architecture. A hash of config.json's bytes
+/// (`config.source_hash`, set by read_model_config) and `index.content_digest()`. Every file
+/// derived from a checkpoint (a packed trunk, a state file, a trace) records it, and a run of
+/// another checkpoint refuses the file, naming both identities.
+[[nodiscard]] std::uint64_t checkpoint_identity(const ModelConfig& config, const CheckpointIndex& index);
 
 }  // namespace k3

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,9 @@ class Pipeline {
   /// but a later stage refuses (a plugin parameter it does not know, a checkpoint folder
   /// without config.json), so the message still points at the file that set it.
   [[noreturn]] void refuse(std::string_view key, const std::string& message) const;
+  /// Runs `work`; a UsageError it throws is refused at `key` (refuse(key, its message)), so
+  /// what a later stage finds wrong with a value points at the file that set it.
+  void at_key(std::string_view key, const std::function<void()>& work) const;
   /// The pipeline's plugin_path entries, resolved.
   [[nodiscard]] std::vector<std::filesystem::path> plugin_path() const;
   /// The merged pipeline as YAML, every key included.

@@ -16,6 +16,7 @@
 #include <k3/generate.hpp>
 #include <k3/model.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/pipeline_plugins.hpp>
 #include <k3/plugin_host.hpp>
 
 namespace k3 {
@@ -52,6 +53,10 @@ class Runtime {
   /// UsageError (exit 2) for anything wrong in the pipeline's plugin or model sections.
   Runtime(const Pipeline& pipeline, PluginHost& host, const LoadHooks& hooks = {},
           RunSequences sequences = RunSequences::one);
+  /// The same with the pipeline's plugin objects already created (create_pipeline_plugins
+  /// with PluginParts::model), for a caller that reports their names even when loading fails.
+  Runtime(const Pipeline& pipeline, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks = {},
+          RunSequences sequences = RunSequences::one);
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
@@ -83,15 +88,6 @@ class Runtime {
   double load_seconds_ = 0;
   bool thinking_ = true;
 };
-
-/// The pipeline's storage backend alone, for tools that read the checkpoint without a model
-/// (`storage warm`, `plan --from-checkpoint`, `tokenize`): its plugin and parameters checked
-/// as Runtime checks them, each refusal a UsageError at its file:line:col.
-std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& pipeline, PluginHost& host);
-
-/// The transport plugin cluster.transport names (k3/cluster.hpp), its parameters checked at
-/// their place in the pipeline (UsageError); creating it joins the job of ranks.
-std::shared_ptr<sdk::Transport> create_pipeline_transport(const Pipeline& pipeline, PluginHost& host);
 
 /// True when the value of `key` was given for this run: by a --set override (the CLI's
 /// --prompt, --ids, ... are ones) or by a pipeline file other than configs/default.yaml.

@@ -4,7 +4,7 @@
 // generator used to study policies on realistic (skewed, reusing) routing.
 //
 // The host role is the live expert cache's, run by the same code (core/src/streaming/
-// serve_batch.hpp), so replaying a run's own trace at the run's slot count gives exactly
+// cache_batch.hpp), so replaying a run's own trace at the run's slot count gives exactly
 // its hits and misses, for every policy. Per serving group of the trace (one forward
 // chunk's requests at one layer, k3/trace.hpp):
 //   on_access(key, seq) for every request of the group, in trace order (seq = record index);

@@ -211,8 +211,8 @@ BenchRunner::BenchRunner(const Pipeline& p, const BenchSettings& settings, const
 
   info.model = runtime.model_uri();
   info.kernels = model.kernel_set();
-  info.storage = runtime.settings().storage;
-  info.cache_policy = runtime.settings().cache_policy;
+  info.storage = runtime.model().storage_plugin();
+  info.cache_policy = runtime.model().cache_policy();
   info.mode = p.get_string("job.mode");
   info.threads = model.threads();
   info.streaming = model.streaming();

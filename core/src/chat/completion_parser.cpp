@@ -9,6 +9,7 @@
 
 #include "chat/text_pieces.hpp"
 #include "chat/tool_json.hpp"
+#include "util/utf8.hpp"
 
 namespace k3::chat {
 namespace {
@@ -70,7 +71,7 @@ struct CompletionParser::State {
 
   // Delivers the whole UTF-8 characters of `held` (all of it at the end of a payload).
   void flush(std::vector<StreamEvent>& events, bool all) {
-    const std::size_t n = all ? held.size() : detail::whole_utf8_prefix(held);
+    const std::size_t n = all ? held.size() : util::whole_utf8_prefix(held);
     if (n == 0) return;
     events.push_back({phase == Phase::think ? StreamEvent::Kind::think_text : StreamEvent::Kind::response_text,
                       held.substr(0, n), {}});

@@ -25,16 +25,6 @@ std::string effort_prompt(Effort effort) {
          std::string(to_string(effort)) + "`.";
 }
 
-std::string_view role_name(Role r) {
-  switch (r) {
-    case Role::system: return "system";
-    case Role::user: return "user";
-    case Role::assistant: return "assistant";
-    case Role::tool: return "tool";
-  }
-  return "user";
-}
-
 Attributes role_attributes(const Message& m) {
   Attributes a{{"role", std::string(role_name(m.role))}};
   if (!m.name.empty()) a.emplace_back("name", m.name);
@@ -193,6 +183,22 @@ std::vector<Segment> render(std::span<const Message> messages, const RenderOptio
     w.open(options.thinking ? "think" : "response");
   }
   return w.take();
+}
+
+std::string_view role_name(Role r) noexcept {
+  switch (r) {
+    case Role::system: return "system";
+    case Role::user: return "user";
+    case Role::assistant: return "assistant";
+    case Role::tool: return "tool";
+  }
+  return "user";
+}
+
+std::optional<Role> parse_role(std::string_view name) noexcept {
+  for (const Role r : {Role::system, Role::user, Role::assistant, Role::tool})
+    if (role_name(r) == name) return r;
+  return std::nullopt;
 }
 
 }  // namespace k3::chat

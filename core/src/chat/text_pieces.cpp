@@ -2,26 +2,6 @@
 
 namespace k3::chat::detail {
 
-std::size_t whole_utf8_prefix(std::string_view bytes) {
-  const std::size_t n = bytes.size();
-  // The last byte that is not a continuation byte (10xxxxxx), looking back at most 3.
-  for (std::size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto b = static_cast<unsigned char>(bytes[n - back]);
-    if ((b & 0xC0) == 0x80) continue;
-    std::size_t need = 0;
-    if ((b & 0xE0) == 0xC0)
-      need = 2;
-    else if ((b & 0xF0) == 0xE0)
-      need = 3;
-    else if ((b & 0xF8) == 0xF0)
-      need = 4;
-    else
-      return n;  // ASCII or a byte that cannot lead a sequence
-    return back < need ? n - back : n;
-  }
-  return n;
-}
-
 std::optional<TagHeader> parse_tag_header(std::string_view text) {
   TagHeader h;
   std::size_t i = text.find(' ');

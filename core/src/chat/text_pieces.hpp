@@ -1,5 +1,5 @@
-// Small text helpers of the completion parser: where a byte string stops being whole UTF-8
-// characters, and the header of an XTML tag ("call tool=\"f\" index=\"1\"").
+// A small text helper of the completion parser: the header of an XTML tag
+// ("call tool=\"f\" index=\"1\"").
 #pragma once
 #include <optional>
 #include <string>
@@ -8,11 +8,6 @@
 #include "chat/xtml.hpp"
 
 namespace k3::chat::detail {
-
-/// The length of the longest prefix of `bytes` that does not end inside a multi-byte UTF-8
-/// character: a trailing lead byte still missing continuation bytes is held back. Bytes that
-/// can never become valid UTF-8 are not held (they would wait forever).
-std::size_t whole_utf8_prefix(std::string_view bytes);
 
 struct TagHeader {
   std::string name;

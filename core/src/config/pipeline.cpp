@@ -189,6 +189,14 @@ void Pipeline::refuse(std::string_view key, const std::string& message) const {
   throw UsageError(where(key) + ": " + std::string(key) + ": " + message);
 }
 
+void Pipeline::at_key(std::string_view key, const std::function<void()>& work) const {
+  try {
+    work();
+  } catch (const UsageError& e) {
+    refuse(key, e.what());
+  }
+}
+
 std::vector<fs::path> Pipeline::plugin_path() const {
   std::vector<fs::path> out;
   for (const auto& p : get_strings("plugin_path")) out.emplace_back(p);

@@ -15,22 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string_view role_name(Role r) {
-  switch (r) {
-    case Role::system: return "system";
-    case Role::user: return "user";
-    case Role::assistant: return "assistant";
-    case Role::tool: return "tool";
-  }
-  return "user";
-}
-
-std::optional<Role> parse_role(std::string_view s) {
-  for (const Role r : {Role::system, Role::user, Role::assistant, Role::tool})
-    if (role_name(r) == s) return r;
-  return std::nullopt;
-}
-
 /// A record's field of type T, or `fallback` when it is absent; UsageError naming it when it
 /// has another type.
 template <class T>

@@ -12,6 +12,7 @@
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/pipeline_plugins.hpp>
 #include <k3/plan.hpp>
 #include <k3/plugin_host.hpp>
 #include <k3/runtime.hpp>
@@ -64,16 +65,13 @@ void check_kernels(const Context& c, PluginHost& host, std::shared_ptr<sdk::Kern
     if (info.kind == PluginKind::kernels) r.kernel_sets.push_back({info.name, info.score});
   std::stable_sort(r.kernel_sets.begin(), r.kernel_sets.end(),
                    [](const DoctorReport::KernelSet& a, const DoctorReport::KernelSet& b) { return a.score > b.score; });
+  // What the pipeline asked for, shown beside what it got (even when that fails).
   r.kernels_requested = c.p.get_string("kernels.set");
   try {
+    ModelPlugins made = create_pipeline_plugins(c.p, host, PluginParts::kernels);
+    kernels = std::move(made.kernels);
+    const std::string& name = made.kernel_name;
     const bool automatic = r.kernels_requested == "auto";
-    const std::string name = automatic ? host.best_kernels().name : r.kernels_requested;
-    try {
-      (void)host.find(PluginKind::kernels, name);
-    } catch (const UsageError& e) {
-      c.p.refuse("kernels.set", e.what());
-    }
-    kernels = host.create_kernels(name, c.p.get_params("kernels.params"));
     r.kernels_chosen = name;
     c.add("kernels", DoctorSeverity::ok,
           "kernel set " + name + (automatic ? " (kernels.set: auto, the highest score this CPU runs)" : " (kernels.set)"));
@@ -177,7 +175,7 @@ std::vector<ModelToForecast> models_of(const Context& c, PluginHost& host) {
   bool have = false;
   if (c.r.checkpoint_present) {
     try {
-      const auto storage = host.create_storage(c.p.get_string("storage.plugin"), c.p.get_params("storage.params"));
+      const auto storage = create_pipeline_storage(c.p, host);
       primary.config = read_model_config(*storage, c.r.model_path);
       primary.info.name = fs::path(c.r.model_path).filename().string();
       primary.info.source = "checkpoint " + c.r.model_path;

@@ -18,6 +18,8 @@ ModelPlugins create_model_plugins(PluginHost& host, const ModelSettings& setting
   // The policy is created (and its name and parameters checked) even when everything is
   // resident, so a wrong cache section is refused rather than ignored.
   p.cache = host.create_cache(settings.cache_policy, settings.cache_params);
+  p.storage_name = settings.storage;
+  p.cache_name = settings.cache_policy;
   return p;
 }
 
@@ -33,8 +35,10 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   Impl& m = *impl_;
   m.uri = uri;
   ModelPlugins plugins = make_plugins();
-  if (!plugins.storage || !plugins.kernels || !plugins.cache)
-    throw UsageError("a model needs a storage backend, a kernel set and a cache policy");
+  if (!plugins.storage || !plugins.kernels)
+    throw UsageError("a model needs a storage backend and a kernel set");
+  m.storage_name = std::move(plugins.storage_name);
+  m.cache_name = std::move(plugins.cache_name);
   // Every byte of the checkpoint, config.json first, comes through the storage plugin, so
   // the same code reads a local folder or a URL.
   m.storage = std::move(plugins.storage);
@@ -63,19 +67,22 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   m.kernels = std::move(plugins.kernels);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
   m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
-  m.counters = std::make_unique<runtime::StreamCounters>();
+  m.counters = std::make_unique<streaming::StreamCounters>();
   auto policy = std::move(plugins.cache);
+  if (!policy && !m.plan.resident())
+    throw UsageError(uri + ": the model does not fit in memory (its plan streams; " + m.plan.summary() +
+                     ") and it has no cache policy to stream its experts with: it must be resident");
   // cache.future: a trace of an earlier run of this pipeline, refused when it is of another
   // model; read whole only for a policy that wants the future (streaming/cache_future.hpp).
-  std::shared_ptr<const cache::CacheFuture> future;
-  if (policy->wants_future()) {
+  std::shared_ptr<const streaming::CacheFuture> future;
+  if (policy && policy->wants_future()) {
     if (settings.cache_future.empty())
-      throw UsageError("cache policy '" + settings.cache_policy +
+      throw UsageError("cache policy '" + m.cache_name +
                        "' needs the future request stream of this run (cache.future): record it first with "
                        "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
-    future = std::make_shared<const cache::CacheFuture>(cache::load_cache_future(settings.cache_future, m.config, m.identity.value));
+    future = std::make_shared<const streaming::CacheFuture>(streaming::load_cache_future(settings.cache_future, m.config, m.identity.value));
   } else if (!settings.cache_future.empty()) {
-    cache::check_cache_future(settings.cache_future, m.config, m.identity.value);
+    streaming::check_cache_future(settings.cache_future, m.config, m.identity.value);
   }
   // model.packed_trunk: the trunk and tables from trunk.bin (one aligned read per layer),
   // refused when it was packed from another checkpoint; its bytes are checked as they are read.
@@ -89,14 +96,14 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
-  m.trunk = std::make_unique<runtime::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
+  m.trunk = std::make_unique<streaming::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
                                                      m.packed.get());
-  m.expert_cache = std::make_unique<cache::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
+  m.expert_cache = std::make_unique<streaming::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
                                                         std::move(future), m.plan.expert_slots,
                                                         m.plan.expert_slot_bytes, settings.expert_read_attempts,
                                                         *m.counters);
   m.expert_cache->set_prefetch(settings.prefetch_depth, settings.prefetch_bytes_per_token);
-  m.streamed_experts = std::make_unique<cache::StreamedExperts>(*m.expert_cache);
+  m.streamed_experts = std::make_unique<streaming::StreamedExperts>(*m.expert_cache);
 }
 
 Model::~Model() = default;
@@ -118,6 +125,9 @@ const std::string& Model::uri() const noexcept { return impl_->uri; }
 const CheckpointIdentity& Model::identity() const noexcept { return impl_->identity; }
 const std::shared_ptr<sdk::StorageBackend>& Model::storage() const noexcept { return impl_->storage; }
 std::string Model::kernel_set() const { return impl_->kernel_name; }
+const std::shared_ptr<sdk::KernelSet>& Model::kernels() const noexcept { return impl_->kernels; }
+const std::string& Model::storage_plugin() const noexcept { return impl_->storage_name; }
+const std::string& Model::cache_policy() const noexcept { return impl_->cache_name; }
 int Model::threads() const noexcept { return impl_->threads; }
 const MemoryPlan& Model::plan() const noexcept { return impl_->plan; }
 bool Model::streaming() const noexcept { return !impl_->source; }

@@ -43,18 +43,20 @@ struct Model::Impl {
   std::shared_ptr<sdk::StorageBackend> storage;
   std::shared_ptr<sdk::KernelSet> kernels;
   std::string kernel_name;
+  std::string storage_name;  ///< the storage plugin's name
+  std::string cache_name;    ///< the cache policy's name (empty without one)
   int threads = 1;
   std::unique_ptr<model::Ops> ops;
   MemoryPlan plan;
-  std::unique_ptr<runtime::StreamCounters> counters;
+  std::unique_ptr<streaming::StreamCounters> counters;
   std::unique_ptr<model::PackedLocations> packed;  ///< model.packed_trunk, when set
   // Either resident (the plan holds everything) ...
   std::unique_ptr<model::ResidentWeights> weights;
   std::unique_ptr<ResidentSource> source;
   // ... or streamed (runtime/streamed_trunk, cache/expert_cache).
-  std::unique_ptr<runtime::StreamedTrunk> trunk;
-  std::unique_ptr<cache::ExpertCache> expert_cache;
-  std::unique_ptr<cache::StreamedExperts> streamed_experts;
+  std::unique_ptr<streaming::StreamedTrunk> trunk;
+  std::unique_ptr<streaming::ExpertCache> expert_cache;
+  std::unique_ptr<streaming::StreamedExperts> streamed_experts;
   PassLink* link = nullptr;  ///< rank 0 of a model split over ranks: the later ranks
 
   [[nodiscard]] model::WeightSource& weight_source();

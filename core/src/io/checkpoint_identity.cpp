@@ -12,8 +12,6 @@
 
 #include <k3/checkpoint.hpp>
 #include <k3/error.hpp>
-#include <k3/geometry.hpp>
-#include <k3/model_config.hpp>
 
 namespace k3 {
 namespace io {
@@ -126,15 +124,15 @@ std::uint64_t content_digest(std::string_view index_json, std::span<const std::u
   return d.value();
 }
 
-}  // namespace io
-
-std::uint64_t checkpoint_identity(const ModelConfig& config, const CheckpointIndex& index) {
-  io::Digest d;
-  d.text(io::kIdentityTag);
-  d.u64(config.source_hash);
-  d.u64(index.content_digest());
+std::uint64_t identity_of(std::uint64_t config_hash, std::uint64_t content_digest) {
+  Digest d;
+  d.text(kIdentityTag);
+  d.u64(config_hash);
+  d.u64(content_digest);
   return d.value();
 }
+
+}  // namespace io
 
 std::string identity_hex(std::uint64_t identity) {
   char buf[17];

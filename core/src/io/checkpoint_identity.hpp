@@ -43,4 +43,9 @@ ShardDigest shard_digest(sdk::StorageFile& file, const std::string& uri, std::st
 /// digests (in shard order) into the index's content digest.
 std::uint64_t content_digest(std::string_view index_json, std::span<const std::uint64_t> shard_digests);
 
+/// The checkpoint identity of a checkpoint whose config.json hashes to `config_hash`
+/// (ModelConfig::source_hash) and whose index has `content_digest`
+/// (CheckpointIndex::content_digest): what k3::checkpoint_identity returns.
+std::uint64_t identity_of(std::uint64_t config_hash, std::uint64_t content_digest);
+
 }  // namespace k3::io

@@ -1,7 +1,7 @@
 // Checking bytes read from a packed trunk's trunk.bin before the model uses them: every
 // tensor against the XXH3-64 trunk.json records for it, and the tensors read in pieces (the
 // embedding's rows, row chunks of lm_head and of a split dense layer's FFN) row by row
-// against the row table (k3/pack_trunk.hpp). The readers call these on the thread that read
+// against the row table (k3/packed_trunk.hpp). The readers call these on the thread that read
 // the bytes (the ring's and the row chunks' reader threads, so the hashing overlaps the
 // compute), before the bytes are published. A mismatch is a RuntimeError (exit 1) naming
 // trunk.bin, the run, the tensor and the offset.

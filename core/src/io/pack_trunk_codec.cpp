@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include <k3/error.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 
 #include "io/read_failure.hpp"
 #include "util/reader_thread.hpp"
@@ -206,7 +206,7 @@ struct ReadAhead::State {
   };
   sdk::Status status;  ///< of the last piece read, under the thread's lock
   bool done = false;
-  runtime::ReaderThread<Piece> thread;  // last: stopped before what it publishes into goes
+  util::ReaderThread<Piece> thread;  // last: stopped before what it publishes into goes
 };
 
 ReadAhead::ReadAhead() : s_(std::make_unique<State>()) {

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include <k3/checkpoint.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 #include <k3/storage.hpp>
 
 namespace k3::trunk_format {
 
 inline constexpr std::string_view kFormat = "k3host-trunk";
 /// The one version this build writes and reads: XXH3-64 per run, per tensor and per row of
-/// the tensors read in pieces, and the checkpoint identity (k3/pack_trunk.hpp).
+/// the tensors read in pieces, and the checkpoint identity (k3/packed_trunk.hpp).
 inline constexpr int kVersion = 3;
 /// Bytes read per request while hashing or copying.
 inline constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;

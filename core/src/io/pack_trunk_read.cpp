@@ -1,4 +1,4 @@
-// PackedTrunk::open: reads and validates trunk.json against trunk.bin (see pack_trunk.hpp),
+// PackedTrunk::open: reads and validates trunk.json against trunk.bin (see k3/packed_trunk.hpp),
 // refuses a pack of another checkpoint, and reads and checks the row table.
 // Untrusted input: every offset and size is checked before anyone forms a pointer from it.
 #include "io/xxh3.hpp"
@@ -9,7 +9,7 @@
 
 #include <k3/error.hpp>
 #include <k3/json_depth.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 #include <k3/storage.hpp>
 
 #include "io/pack_trunk_codec.hpp"

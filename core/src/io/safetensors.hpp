@@ -1,4 +1,5 @@
-// The safetensors container, both directions (https://github.com/huggingface/safetensors):
+// The safetensors container, read side (https://github.com/huggingface/safetensors; the
+// writer is synth/safetensors_write.hpp):
 //   [u64 little-endian header length N][N bytes of JSON header][data]
 // header: {"__metadata__": {...}?, "<name>": {"dtype": "BF16", "shape": [..],
 //          "data_offsets": [begin, end]}, ...}, offsets relative to the data start 8 + N.
@@ -6,13 +7,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <k3/checkpoint.hpp>
-#include <k3/geometry.hpp>
 #include <k3/storage.hpp>
 
 namespace k3::detail {
@@ -32,10 +31,5 @@ std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept;
 /// `buffer[0, length)`).
 std::uint64_t read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
                              std::vector<char>& buffer, std::vector<TensorInfo>& out);
-
-/// The bytes before a shard's data: length prefix + JSON, padded with spaces so the data
-/// starts 8-byte aligned (as the safetensors library does). Offsets follow the given order,
-/// packed without gaps.
-std::string encode_safetensors_header(std::span<const TensorSpec* const> tensors);
 
 }  // namespace k3::detail

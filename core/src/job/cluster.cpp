@@ -9,6 +9,7 @@
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/model.hpp>
+#include <k3/pipeline_plugins.hpp>
 #include <k3/runtime.hpp>
 
 #include "job/cluster_impl.hpp"

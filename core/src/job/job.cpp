@@ -167,10 +167,13 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   check_job_outputs(p);  // loading, not after the run
   rep.mode = p.get_string("job.mode");
   rep.model = p.get_path("model.path").string();
-  rep.storage = p.get_string("storage.plugin");
   const std::filesystem::path load_state = p.get_path("job.load_state");
 
-  runtime_owner = std::make_unique<Runtime>(p, host, hooks);
+  // The plugins first (a typo is reported at its line before any work), and their names in
+  // the report even when loading fails.
+  ModelPlugins plugins = create_pipeline_plugins(p, host);
+  rep.storage = plugins.storage_name;
+  runtime_owner = std::make_unique<Runtime>(p, host, std::move(plugins), hooks);
   Runtime& runtime = *runtime_owner;
   const auto loaded = std::chrono::steady_clock::now();
   Model& model = runtime.model();
@@ -181,10 +184,10 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   rep.plan = model.plan();
   rep.plan_text = rep.plan.table();
   rep.streaming = model.streaming();
-  rep.cache_policy = ms.cache_policy;
+  rep.cache_policy = model.cache_policy();
   rep.prefetch_depth = ms.prefetch_depth;
   rep.kernels = model.kernel_set();
-  rep.storage = ms.storage;
+  rep.storage = model.storage_plugin();
   rep.threads = model.threads();
 
   GenerateSettings g = generate_settings_of(p, runtime);
@@ -208,14 +211,14 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   // cache.future must be a trace of this prompt (the model checked the rest).
   if (!ms.cache_future.empty())
     require_trace_of_run(ms.cache_future, read_trace_header(ms.cache_future),
-                         cache::trace_header_of(model.config(), model.identity().value, prompt_hash), true);
+                         streaming::trace_header_of(model.config(), model.identity().value, prompt_hash), true);
 
   // trace.out: every routed-expert request of this run, in request order (docs/cache.md).
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
     trace = std::make_unique<TraceRecorder>(trace_file,
-                                            cache::trace_header_of(model.config(), model.identity().value, prompt_hash));
+                                            streaming::trace_header_of(model.config(), model.identity().value, prompt_hash));
     session.set_routing_listener(trace.get());
   }
 
@@ -295,6 +298,109 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
 
 }  // namespace
 
+namespace {
+
+/// The report's "steps": one entry per generated token, with what its forward pass read.
+nlohmann::json steps_json(const JobReport& r) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.result.steps.size(); ++i) {
+    const auto& s = r.result.steps[i];
+    nlohmann::json step = {{"token", s.token}, {"seconds", s.seconds}, {"forward", s.forward}};
+    if (i < r.step_io.size()) {
+      const StepIo& io = r.step_io[i];
+      step["expert_bytes_read"] = io.expert_bytes;
+      step["trunk_bytes_read"] = io.trunk_bytes;
+      step["table_bytes_read"] = io.table_bytes;
+      step["expert_requests"] = io.expert_requests;
+      step["expert_hits"] = io.expert_hits;
+      step["true_hit_rate"] = io.hit_rate();
+      step["io_wait_seconds"] = io.io_wait_seconds;
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+/// The report's "plan": the memory plan the model was loaded with.
+nlohmann::json plan_json(const JobReport& r) {
+  const MemoryPlan& p = r.plan;
+  return {{"total_bytes", p.total},
+               {"available_bytes", p.available},
+               {"streaming", r.streaming},
+               {"budgets_for", p.budgets_for.empty() ? std::string("model") : p.budgets_for},
+               {"trunk_budget_bytes", p.trunk_budget},
+               {"expert_budget_bytes", p.expert_budget},
+               {"trunk_pinned_layers", p.pinned_count},
+               {"trunk_layers", p.layer_bytes.size()},
+               {"trunk_pinned_bytes", p.pinned_bytes},
+               {"trunk_ring_slots", p.ring_slots},
+               {"trunk_ring_slot_bytes", p.ring_slot_bytes},
+               {"expert_slots", p.expert_slots},
+               {"expert_slot_bytes", p.expert_slot_bytes},
+               {"experts_total", p.experts_total},
+               {"embedding_bytes", p.embedding_bytes},
+               {"lm_head_bytes", p.lm_head_bytes},
+               {"lm_head_chunk_rows", p.lm_head_chunk_rows},
+               {"kda_state_bytes", p.kda_state_bytes},
+               {"mla_kv_bytes", p.mla_kv_bytes},
+               {"speculative_bytes", p.speculative_bytes},
+               {"buffer_bytes", p.buffer_bytes},
+               {"overhead_bytes", p.overhead_bytes},
+               {"text", r.plan_text}};
+}
+
+/// The report's "prefetch".
+nlohmann::json prefetch_json(const JobReport& r) {
+  // Router-lookahead prefetch: its reads are in bytes_read.experts; its hits are not in
+  // expert_hits (docs/cache.md, "Router-lookahead prefetch").
+  const auto ratio = [](std::uint64_t a, std::uint64_t b) {
+    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
+  return {{"depth", r.prefetch_depth},
+                   {"experts", r.io.prefetch_experts},
+                   {"bytes", r.io.prefetch_bytes},
+                   {"used", r.io.prefetch_used},
+                   {"wasted_bytes", r.io.prefetch_wasted_bytes},
+                   {"hits", r.io.prefetch_hits},
+                   {"predicted", r.io.lookahead_predicted},
+                   {"routed", r.io.lookahead_routed},
+                   {"correct", r.io.lookahead_correct},
+                   {"recall", ratio(r.io.lookahead_correct, r.io.lookahead_routed)},
+                   {"precision", ratio(r.io.lookahead_correct, r.io.lookahead_predicted)}};
+}
+
+/// The report's decode reads per generated token and "speculative".
+void add_decode_json(const JobReport& r, nlohmann::json& j) {
+  // Decode reads per generated token (fed back): what speculative decoding cuts.
+  StepIo sum;
+  for (const StepIo& io : r.step_io) {
+    sum.expert_bytes += io.expert_bytes;
+    sum.trunk_bytes += io.trunk_bytes;
+    sum.table_bytes += io.table_bytes;
+  }
+  const double fed = static_cast<double>(std::max<std::size_t>(1, r.decode_forwards));
+  j["decode_bytes_per_token"] = {{"trunk", static_cast<double>(sum.trunk_bytes) / fed},
+                                 {"experts", static_cast<double>(sum.expert_bytes) / fed},
+                                 {"embedding_head", static_cast<double>(sum.table_bytes) / fed},
+                                 {"total", static_cast<double>(sum.trunk_bytes + sum.expert_bytes + sum.table_bytes) / fed}};
+  const SpeculativeStats& sp = r.result.speculative;
+  j["speculative"] = {{"max_draft", r.speculative.max_draft},
+                      {"ngram", r.speculative.ngram},
+                      {"min_ngram", r.speculative.min_ngram},
+                      {"forward_passes", sp.passes()},
+                      {"verify_passes", sp.verify_passes},
+                      {"drafts_proposed", sp.drafts_proposed},
+                      {"drafts_accepted", sp.drafts_accepted},
+                      {"tokens_per_pass", sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
+  if (const auto& dm = r.speculative.model)
+    j["speculative"]["draft_model"] = {{"path", dm->model().uri()},
+                                       {"resident_bytes", dm->resident_bytes()},
+                                       {"min_p", r.speculative.draft_min_p},
+                                       {"forward_tokens", dm->forward_tokens()}};
+}
+
+}  // namespace
+
 std::string report_json(const JobReport& r) {
   nlohmann::json j;
   j["model"] = r.model;
@@ -329,47 +435,8 @@ std::string report_json(const JobReport& r) {
   if (!r.state_file.empty()) j["state"] = r.state_file.string();
   j["load_seconds"] = r.load_seconds;
   j["prefill_seconds"] = r.result.prefill_seconds;
-  nlohmann::json steps = nlohmann::json::array();
-  for (std::size_t i = 0; i < r.result.steps.size(); ++i) {
-    const auto& s = r.result.steps[i];
-    nlohmann::json step = {{"token", s.token}, {"seconds", s.seconds}, {"forward", s.forward}};
-    if (i < r.step_io.size()) {
-      const StepIo& io = r.step_io[i];
-      step["expert_bytes_read"] = io.expert_bytes;
-      step["trunk_bytes_read"] = io.trunk_bytes;
-      step["table_bytes_read"] = io.table_bytes;
-      step["expert_requests"] = io.expert_requests;
-      step["expert_hits"] = io.expert_hits;
-      step["true_hit_rate"] = io.hit_rate();
-      step["io_wait_seconds"] = io.io_wait_seconds;
-    }
-    steps.push_back(step);
-  }
-  j["steps"] = steps;
-  const MemoryPlan& p = r.plan;
-  j["plan"] = {{"total_bytes", p.total},
-               {"available_bytes", p.available},
-               {"streaming", r.streaming},
-               {"budgets_for", p.budgets_for.empty() ? std::string("model") : p.budgets_for},
-               {"trunk_budget_bytes", p.trunk_budget},
-               {"expert_budget_bytes", p.expert_budget},
-               {"trunk_pinned_layers", p.pinned_count},
-               {"trunk_layers", p.layer_bytes.size()},
-               {"trunk_pinned_bytes", p.pinned_bytes},
-               {"trunk_ring_slots", p.ring_slots},
-               {"trunk_ring_slot_bytes", p.ring_slot_bytes},
-               {"expert_slots", p.expert_slots},
-               {"expert_slot_bytes", p.expert_slot_bytes},
-               {"experts_total", p.experts_total},
-               {"embedding_bytes", p.embedding_bytes},
-               {"lm_head_bytes", p.lm_head_bytes},
-               {"lm_head_chunk_rows", p.lm_head_chunk_rows},
-               {"kda_state_bytes", p.kda_state_bytes},
-               {"mla_kv_bytes", p.mla_kv_bytes},
-               {"speculative_bytes", p.speculative_bytes},
-               {"buffer_bytes", p.buffer_bytes},
-               {"overhead_bytes", p.overhead_bytes},
-               {"text", r.plan_text}};
+  j["steps"] = steps_json(r);
+  j["plan"] = plan_json(r);
   j["cache_policy"] = r.cache_policy;
   j["bytes_read"] = {{"trunk", r.io.trunk_bytes}, {"experts", r.io.expert_bytes}, {"embedding_head", r.io.table_bytes}};
   j["verify_seconds"] = r.io.verify_seconds;
@@ -382,58 +449,14 @@ std::string report_json(const JobReport& r) {
   j["expert_hits"] = r.io.expert_hits;
   j["true_hit_rate"] =
       r.io.expert_requests ? static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0;
-  {
-    // Router-lookahead prefetch: its reads are in bytes_read.experts; its hits are not in
-    // expert_hits (docs/cache.md, "Router-lookahead prefetch").
-    const auto ratio = [](std::uint64_t a, std::uint64_t b) {
-      return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
-    };
-    j["prefetch"] = {{"depth", r.prefetch_depth},
-                     {"experts", r.io.prefetch_experts},
-                     {"bytes", r.io.prefetch_bytes},
-                     {"used", r.io.prefetch_used},
-                     {"wasted_bytes", r.io.prefetch_wasted_bytes},
-                     {"hits", r.io.prefetch_hits},
-                     {"predicted", r.io.lookahead_predicted},
-                     {"routed", r.io.lookahead_routed},
-                     {"correct", r.io.lookahead_correct},
-                     {"recall", ratio(r.io.lookahead_correct, r.io.lookahead_routed)},
-                     {"precision", ratio(r.io.lookahead_correct, r.io.lookahead_predicted)}};
-  }
+  j["prefetch"] = prefetch_json(r);
   j["io_wait_seconds"] = r.io.io_wait_seconds;
   j["read_seconds"] = r.io.read_seconds;
   j["wall_seconds"] = r.wall_seconds;
   j["io_share"] = r.io_share;
   j["seconds_per_token"] = r.seconds_per_token;
   j["decode_forwards"] = r.decode_forwards;
-  {
-    // Decode reads per generated token (fed back): what speculative decoding cuts.
-    StepIo sum;
-    for (const StepIo& io : r.step_io) {
-      sum.expert_bytes += io.expert_bytes;
-      sum.trunk_bytes += io.trunk_bytes;
-      sum.table_bytes += io.table_bytes;
-    }
-    const double fed = static_cast<double>(std::max<std::size_t>(1, r.decode_forwards));
-    j["decode_bytes_per_token"] = {{"trunk", static_cast<double>(sum.trunk_bytes) / fed},
-                                   {"experts", static_cast<double>(sum.expert_bytes) / fed},
-                                   {"embedding_head", static_cast<double>(sum.table_bytes) / fed},
-                                   {"total", static_cast<double>(sum.trunk_bytes + sum.expert_bytes + sum.table_bytes) / fed}};
-    const SpeculativeStats& sp = r.result.speculative;
-    j["speculative"] = {{"max_draft", r.speculative.max_draft},
-                        {"ngram", r.speculative.ngram},
-                        {"min_ngram", r.speculative.min_ngram},
-                        {"forward_passes", sp.passes()},
-                        {"verify_passes", sp.verify_passes},
-                        {"drafts_proposed", sp.drafts_proposed},
-                        {"drafts_accepted", sp.drafts_accepted},
-                        {"tokens_per_pass", sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
-    if (const auto& dm = r.speculative.model)
-      j["speculative"]["draft_model"] = {{"path", dm->model().uri()},
-                                         {"resident_bytes", dm->resident_bytes()},
-                                         {"min_p", r.speculative.draft_min_p},
-                                         {"forward_tokens", dm->forward_tokens()}};
-  }
+  add_decode_json(r, j);
   j["expert_failures"] = r.expert_failures;
   j["tokens_per_second"] = r.tokens_per_second;
   j["peak_rss_bytes"] = r.peak_rss;

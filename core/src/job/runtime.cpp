@@ -6,6 +6,7 @@
 
 #include <k3/cluster.hpp>
 #include <k3/draft_model.hpp>
+#include <k3/pipeline_plugins.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/make_model.hpp>
@@ -14,118 +15,14 @@
 
 #include "io/small_file.hpp"
 #include "io/uri.hpp"
+#include "util/utf8.hpp"
 
 namespace k3 {
 namespace {
 
-/// Runs `f`; a UsageError it throws is reported at `key`'s place in the pipeline file.
-template <class F>
-void at_key(const Pipeline& p, std::string_view key, F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    p.refuse(key, e.what());
-  }
-}
-
-/// Refuses the first parameter that the plugin's description refuses (an undescribed key, a
-/// value of the wrong type or range), at the parameter's own place in the pipeline, before
-/// the factory runs; a missing required one (unless `allow_missing`) at the key that chose
-/// the plugin.
-void check_described(const Pipeline& p, const PluginHost& host, std::string_view plugin_key,
-                     std::string_view params_key, const PluginInfo& info, const PluginParams& params,
-                     bool allow_missing = false) {
-  for (const ParamIssue& issue : check_params(info, params, &host)) {
-    if (issue.missing && allow_missing) continue;
-    const std::string key = std::string(params_key) + "." + issue.key;
-    if (issue.missing)
-      p.refuse(plugin_key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' needs " + key + ": " +
-                               issue.message);
-    if (p.has(key)) p.refuse(key, issue.message);
-    p.refuse(params_key, issue.key + ": " + issue.message);  // a value the host filled in
-  }
-}
-
-/// The keys the factory itself reported as not read, refused at `key`: a plugin that does
-/// not describe its parameters, or one whose factory does not read a key it describes.
-void refuse_unknown(const Pipeline& p, std::string_view key, const PluginInfo& info,
-                    const std::vector<std::string>& unknown) {
-  if (unknown.empty()) return;
-  std::vector<std::string> described;
-  for (const auto& u : unknown)
-    if (sdk::find_param(info.params, u) != nullptr) described.push_back(u);
-  if (!described.empty())
-    p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' describes '" + described.front() +
-                      "' but its factory did not read it (a bug in " + info.path.string() + ")");
-  p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' " + unknown_params_message(info, unknown));
-}
-
-/// Creates the storage, cache and kernel plugins the pipeline names: the objects the model
-/// runs on (each made once per run), created before the model loads so that a wrong name
-/// or parameter is reported at its line.
-ModelPlugins create_plugins(const Pipeline& p, PluginHost& host) {
-  ModelPlugins out;
-  struct Section {
-    PluginKind kind;
-    const char* plugin_key;
-    const char* params_key;
-  };
-  for (const Section s : {Section{PluginKind::storage, "storage.plugin", "storage.params"},
-                          Section{PluginKind::cache, "cache.policy", "cache.params"},
-                          Section{PluginKind::kernels, "kernels.set", "kernels.params"}}) {
-    std::string name = p.get_string(s.plugin_key);
-    if (s.kind == PluginKind::kernels && name == "auto") name = host.best_kernels().name;
-    const PluginInfo* info = nullptr;
-    at_key(p, s.plugin_key, [&] { info = &host.find(s.kind, name); });
-    const PluginParams params = p.get_params(s.params_key);
-    check_described(p, host, s.plugin_key, s.params_key, *info, params);
-    std::vector<std::string> unknown;
-    at_key(p, s.params_key, [&] {
-      if (s.kind == PluginKind::storage) out.storage = host.create_storage(name, params, &unknown);
-      if (s.kind == PluginKind::cache) out.cache = host.create_cache(name, params, &unknown);
-      if (s.kind == PluginKind::kernels) out.kernels = host.create_kernels(name, params, &unknown);
-    });
-    if (s.kind == PluginKind::kernels) out.kernel_name = name;
-    refuse_unknown(p, s.params_key, *info, unknown);
-  }
-  // The tokenizer is created after the model loads (it reads its files through the model's
-  // storage), but what the pipeline gives it is checked now, with the others.
-  const std::string tokenizer = p.get_string("tokenizer.plugin");
-  const PluginInfo* info = nullptr;
-  at_key(p, "tokenizer.plugin", [&] { info = &host.find(PluginKind::tokenizer, tokenizer); });
-  check_described(p, host, "tokenizer.plugin", "tokenizer.params", *info, p.get_params("tokenizer.params"),
-                  true);  // model: filled in by make_tokenizer
-  return out;
-}
-
 /// True when `uri` (a file's URI) opens through `storage`; false when it is not there.
 bool exists_in_storage(sdk::StorageBackend& storage, const std::string& uri) {
   return io::open_file(storage, uri, "a checkpoint file", true) != nullptr;
-}
-
-/// The tokenizer section, defaulting its files to the checkpoint's own, which the plugin
-/// reads through `storage` (the pipeline's storage plugin, HostServices::read_file).
-std::shared_ptr<sdk::Tokenizer> make_tokenizer(const Pipeline& p, PluginHost& host, const std::string& model_uri,
-                                               const std::shared_ptr<sdk::StorageBackend>& storage) {
-  PluginParams params = p.get_params("tokenizer.params");
-  auto has = [&](const char* k) {
-    for (const auto& kv : params)
-      if (kv.first == k) return true;
-    return false;
-  };
-  if (!has("model")) params.emplace_back("model", io::join_uri(model_uri, "tiktoken.model"));
-  const std::string config = io::join_uri(model_uri, "tokenizer_config.json");
-  if (!has("config") && exists_in_storage(*storage, config)) params.emplace_back("config", config);
-  host.set_file_storage(storage);
-  const std::string name = p.get_string("tokenizer.plugin");
-  const PluginInfo* info = nullptr;
-  at_key(p, "tokenizer.plugin", [&] { info = &host.find(PluginKind::tokenizer, name); });
-  check_described(p, host, "tokenizer.plugin", "tokenizer.params", *info, params);
-  std::vector<std::string> unknown;
-  std::shared_ptr<sdk::Tokenizer> tok;
-  at_key(p, "tokenizer.params", [&] { tok = host.create_tokenizer(name, params, &unknown); });
-  refuse_unknown(p, "tokenizer.params", *info, unknown);
-  return tok;
 }
 
 /// The data folder's configs/default.yaml (the source tree's in a build, the installed copy
@@ -185,16 +82,12 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
   make_model(load_geometry(geometry), opts);
 }
 
+/// The model's settings from the pipeline; its plugins come from create_pipeline_plugins
+/// (the names and parameters here stay unset: they are read there alone).
 ModelSettings model_settings_of(const Pipeline& p, RunSequences sequences) {
   ModelSettings ms;
-  ms.storage = p.get_string("storage.plugin");
-  ms.storage_params = p.get_params("storage.params");
-  ms.kernels = p.get_string("kernels.set");
-  ms.kernel_params = p.get_params("kernels.params");
   ms.threads = static_cast<int>(p.get_int("threads"));
   ms.memory = sequences == RunSequences::batched ? batched_plan_inputs(p) : plan_inputs(p);
-  ms.cache_policy = p.get_string("cache.policy");
-  ms.cache_params = p.get_params("cache.params");
   ms.cache_future = p.get_path("cache.future");
   ms.prefetch_depth = static_cast<std::size_t>(p.get_int("cache.prefetch.depth"));
   ms.prefetch_bytes_per_token =
@@ -203,40 +96,33 @@ ModelSettings model_settings_of(const Pipeline& p, RunSequences sequences) {
   return ms;
 }
 
-/// Bytes at the end of `s` that start a UTF-8 sequence the string does not complete.
-std::size_t incomplete_utf8_tail(const std::string& s) {
-  for (std::size_t back = 1; back <= 3 && back <= s.size(); ++back) {
-    const auto c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const std::size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
-}
-
-/// job.speculative.draft_model, when drafting is on: loaded resident through the pipeline's
-/// storage plugin with the model's kernel set and threads. Null when not set.
-std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, PluginHost& host, const Model& target,
-                                             const ModelSettings& target_settings, const LoadHooks& hooks) {
+/// job.speculative.draft_model, when drafting is on: loaded resident on the run's own storage
+/// backend and kernel set (each plugin object is created once per run), with the model's
+/// threads. Null when not set.
+std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, const Model& target, const ModelSettings& target_settings,
+                                             const LoadHooks& hooks) {
   const char* key = "job.speculative.draft_model";
   const std::string uri = p.get_path(key).string();
   if (uri.empty() || p.get_int("job.speculative.max_draft") <= 0) return nullptr;
   ModelSettings ms;
-  ms.storage = target_settings.storage;
-  ms.storage_params = target_settings.storage_params;
-  ms.kernels = target.kernel_set();
-  ms.kernel_params = target_settings.kernel_params;
   ms.threads = target_settings.threads;
-  // Sized to fit (a draft model is small); DraftModel refuses one whose plan streams.
+  // Sized to fit (a draft model is small); DraftModel refuses one whose plan streams, and
+  // without a cache policy the model itself refuses to stream.
   ms.memory.context = target_settings.memory.context;
   ms.memory.prefill_chunk = target_settings.memory.prefill_chunk;
+  ModelPlugins shared;
+  shared.storage = target.storage();
+  shared.storage_name = target.storage_plugin();
+  shared.kernels = target.kernels();
+  shared.kernel_name = target.kernel_set();
   std::shared_ptr<DraftModel> out;
-  at_key(p, key, [&] {
+  p.at_key(key, [&] {
     if (!exists_in_storage(*target.storage(), io::join_uri(uri, "config.json")))
       throw UsageError(uri + ": no draft model there (no config.json)");
     if (hooks.on_status) hooks.on_status("loading the draft model " + uri);
     // at_key names where and the key; the draft model's own messages add only its path.
-    out = std::make_shared<DraftModel>(std::make_unique<Model>(uri, host, ms), target.config(), std::string());
+    out = std::make_shared<DraftModel>(std::make_unique<Model>(uri, std::move(shared), ms), target.config(),
+                                       std::string());
   });
   if (hooks.on_status)
     hooks.on_status("draft model " + uri + ": " + std::to_string(out->model().config().num_hidden_layers) + " layers, " +
@@ -246,9 +132,12 @@ std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, PluginHost& host
 
 }  // namespace
 
-Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, RunSequences sequences) {
-  // Plugin names and parameters first: a typo is reported before minutes of model generation.
-  ModelPlugins plugins = create_plugins(p, host);
+Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, RunSequences sequences)
+    // Plugin names and parameters first: a typo is reported before minutes of model generation.
+    : Runtime(p, host, create_pipeline_plugins(p, host), hooks, sequences) {}
+
+Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, const LoadHooks& hooks,
+                 RunSequences sequences) {
   uri_ = p.get_path("model.path").string();
   ensure_checkpoint(p, *plugins.storage, uri_, hooks);
   const auto t0 = std::chrono::steady_clock::now();
@@ -265,10 +154,10 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, const LoadHooks& hooks, Ru
   if (hooks.on_status) hooks.on_status("loading " + uri_);
   model_ = std::make_unique<Model>(uri_, std::move(plugins), settings_);
   if (hooks.cluster != nullptr && hooks.cluster->rank() == 0) hooks.cluster->attach(*model_);
-  tokenizer_ = make_tokenizer(p, host, uri_, model_->storage());
+  tokenizer_ = create_pipeline_tokenizer(p, host, uri_, model_->storage());
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (hooks.on_plan) hooks.on_plan(model_->plan().table());
-  draft_model_ = load_draft_model(p, host, *model_, settings_, hooks);
+  draft_model_ = load_draft_model(p, *model_, settings_, hooks);
   const std::string thinking = p.get_string("model.thinking");
   thinking_ = thinking == "auto" ? model_->config().thinking.value_or(true) : thinking == "on";
   if (hooks.on_status) {
@@ -296,32 +185,6 @@ std::string Runtime::decode(const std::vector<std::uint32_t>& ids) const {
 
 bool generates_missing_checkpoint(const Pipeline& p) {
   return p.get_bool("model.generate_if_missing") && is_demo_location(p);
-}
-
-std::shared_ptr<sdk::StorageBackend> create_pipeline_storage(const Pipeline& p, PluginHost& host) {
-  const std::string name = p.get_string("storage.plugin");
-  const PluginInfo* info = nullptr;
-  at_key(p, "storage.plugin", [&] { info = &host.find(PluginKind::storage, name); });
-  const PluginParams params = p.get_params("storage.params");
-  check_described(p, host, "storage.plugin", "storage.params", *info, params);
-  std::vector<std::string> unknown;
-  std::shared_ptr<sdk::StorageBackend> storage;
-  at_key(p, "storage.params", [&] { storage = host.create_storage(name, params, &unknown); });
-  refuse_unknown(p, "storage.params", *info, unknown);
-  return storage;
-}
-
-std::shared_ptr<sdk::Transport> create_pipeline_transport(const Pipeline& p, PluginHost& host) {
-  const std::string name = p.get_string("cluster.transport");
-  const PluginInfo* info = nullptr;
-  at_key(p, "cluster.transport", [&] { info = &host.find(PluginKind::transport, name); });
-  const PluginParams params = p.get_params("cluster.params");
-  check_described(p, host, "cluster.transport", "cluster.params", *info, params);
-  std::vector<std::string> unknown;
-  std::shared_ptr<sdk::Transport> transport;
-  at_key(p, "cluster.params", [&] { transport = host.create_transport(name, params, &unknown); });
-  refuse_unknown(p, "cluster.params", *info, unknown);
-  return transport;
 }
 
 bool set_by_user(const Pipeline& p, std::string_view key) {
@@ -384,7 +247,7 @@ std::string read_text_file(const std::filesystem::path& file, const std::string&
 std::string TextStream::push(std::uint32_t id) {
   ids_.push_back(id);
   const std::string text = runtime_.decode(ids_);
-  const std::size_t complete = text.size() - incomplete_utf8_tail(text);
+  const std::size_t complete = util::whole_utf8_prefix(text);
   if (complete <= printed_) return {};
   std::string out = text.substr(printed_, complete - printed_);
   printed_ = complete;

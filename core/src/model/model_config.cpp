@@ -16,6 +16,7 @@
 #include <k3/error.hpp>
 #include <k3/model_config.hpp>
 
+#include "io/checkpoint_identity.hpp"
 #include "io/small_file.hpp"
 #include "io/uri.hpp"
 #include "model/model_config_tree.hpp"
@@ -307,6 +308,10 @@ ModelConfig read_model_config(sdk::StorageBackend& storage, const std::string& c
   const std::string uri = io::join_uri(checkpoint_uri, "config.json");
   const simdjson::padded_string text = io::read_small_file(storage, uri, io::kMaxConfigJson, "the model config");
   return parse_model_config(std::string(text.data(), text.size()), uri);
+}
+
+std::uint64_t checkpoint_identity(const ModelConfig& config, const CheckpointIndex& index) {
+  return io::identity_of(config.source_hash, index.content_digest());
 }
 
 }  // namespace k3

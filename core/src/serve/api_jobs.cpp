@@ -111,6 +111,24 @@ class ApiJob : public GenerationJob, public std::enable_shared_from_this<ApiJob>
   void send(const std::string& s) {
     if (!out_->write(s)) stop.store(true);
   }
+  /// Refuses (400, context_length_exceeded) a prompt the context cannot hold with a reply;
+  /// true when it did. `what` opens the message ("This conversation", "The prompt").
+  bool refused_too_long(std::size_t ids, const std::string& what, const char* param) {
+    if (static_cast<std::int64_t>(ids) < cx_.engine.context()) return false;
+    reject(ApiError(400, what + " is " + std::to_string(ids) + " tokens; the context holds " +
+                             std::to_string(cx_.engine.context()) + " (memory.context) including the reply.",
+                    "invalid_request_error", param, "context_length_exceeded"));
+    return true;
+  }
+  /// Ends a stream of `object` chunks: the usage chunk when the client asked for it
+  /// (stream_options.include_usage), then [DONE].
+  void end_stream(const char* object, bool include_usage, const RunResult& r) {
+    if (include_usage)
+      send(sse({{"id", id_}, {"object", object}, {"created", created_}, {"model", cx_.model_id},
+                {"choices", json::array()}, {"usage", usage_json(prompt_tokens_, r.generated.size(), r.cached)}}));
+    send("data: [DONE]\n\n");
+    out_->finish();
+  }
 
   ApiContext& cx_;
   std::shared_ptr<Responder> out_;
@@ -134,10 +152,7 @@ class ChatJob final : public ApiJob {
     } catch (const UsageError& e) {
       return reject(ApiError(400, e.what(), "invalid_request_error", "messages"));
     }
-    if (static_cast<std::int64_t>(ids.size()) >= engine.context())
-      return reject(ApiError(400, "This conversation is " + std::to_string(ids.size()) + " tokens; the context holds " +
-                                      std::to_string(engine.context()) + " (memory.context) including the reply.",
-                             "invalid_request_error", "messages", "context_length_exceeded"));
+    if (refused_too_long(ids.size(), "This conversation", "messages")) return;
     prepare_run(std::move(ids), req_.gen);
     run_.stop_ids = engine.chat_tokens().stop_ids();
     id_ = cx_.new_id("chatcmpl-");
@@ -220,11 +235,7 @@ class ChatJob final : public ApiJob {
     json last = chunk_json(json::object(), finish_reason(*r, out.stopped(), !out.calls.empty()));
     mark_reasoning_unfinished(last["choices"][0], out);
     send(sse(last));
-    if (req_.gen.include_usage)
-      send(sse({{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", cx_.model_id},
-                {"choices", json::array()}, {"usage", usage_json(prompt_tokens_, r->generated.size(), r->cached)}}));
-    send("data: [DONE]\n\n");
-    out_->finish();
+    end_stream("chat.completion.chunk", req_.gen.include_usage, *r);
   }
 
   ChatRequest req_;
@@ -256,10 +267,7 @@ class CompletionJob final : public ApiJob {
       }
     }
     if (ids.empty()) return reject(ApiError(400, "the prompt encodes to no tokens", "invalid_request_error", "prompt"));
-    if (static_cast<std::int64_t>(ids.size()) >= engine.context())
-      return reject(ApiError(400, "The prompt is " + std::to_string(ids.size()) + " tokens; the context holds " +
-                                      std::to_string(engine.context()) + " (memory.context) including the reply.",
-                             "invalid_request_error", "prompt", "context_length_exceeded"));
+    if (refused_too_long(ids.size(), "The prompt", "prompt")) return;
     prepare_run(std::move(ids), req_.gen);
     id_ = cx_.new_id("cmpl-");
     TextOutput out(engine.runtime(), req_.gen.stop, engine.eos());
@@ -300,11 +308,7 @@ class CompletionJob final : public ApiJob {
     const std::string rest = out.flush();
     if (!rest.empty()) send(sse(body_of(rest, nullptr)));
     send(sse(body_of("", finish_reason(*r, out.stopped(), false))));
-    if (req_.gen.include_usage)
-      send(sse({{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", cx_.model_id},
-                {"choices", json::array()}, {"usage", usage_json(prompt_tokens_, r->generated.size(), r->cached)}}));
-    send("data: [DONE]\n\n");
-    out_->finish();
+    end_stream("text_completion", req_.gen.include_usage, *r);
   }
 
   CompletionRequest req_;

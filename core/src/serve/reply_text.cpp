@@ -7,6 +7,8 @@
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 
+#include "util/utf8.hpp"
+
 namespace k3::serve {
 
 ChatOutput::Delta ChatOutput::push(std::uint32_t id) {
@@ -30,15 +32,7 @@ ChatOutput::Delta ChatOutput::push(std::uint32_t id) {
   if (engine_.chat_tokens().is_stop(id)) return finish_delta(d);
   raw_ids_.push_back(id);
   const std::string text = engine_.chat_tokens().decode(raw_ids_);
-  std::size_t complete = text.size();
-  // hold back an unfinished UTF-8 sequence at the end
-  for (std::size_t back = 1; back <= std::min<std::size_t>(3, text.size()); ++back) {
-    const unsigned char c = static_cast<unsigned char>(text[text.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;
-    const std::size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > back) complete = text.size() - back;
-    break;
-  }
+  const std::size_t complete = util::whole_utf8_prefix(text);  // an unfinished character waits
   if (complete > raw_printed_) {
     d.content += stop_.push(std::string_view(text).substr(raw_printed_, complete - raw_printed_));
     raw_printed_ = complete;

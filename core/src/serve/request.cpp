@@ -160,10 +160,8 @@ chat::Message message_of(const json& m, std::size_t i) {
   if (!m.contains("role") || !m["role"].is_string()) bad(at + ".role", "'" + at + ".role' must be a string");
   const std::string role = m["role"].get<std::string>();
   chat::Message msg;
-  if (role == "system" || role == "developer") msg.role = chat::Role::system;
-  else if (role == "user") msg.role = chat::Role::user;
-  else if (role == "assistant") msg.role = chat::Role::assistant;
-  else if (role == "tool") msg.role = chat::Role::tool;
+  if (role == "developer") msg.role = chat::Role::system;  // OpenAI's newer name for it
+  else if (const auto r = chat::parse_role(role)) msg.role = *r;
   else bad(at + ".role", "unknown role '" + role + "'");
   for (const auto& [k, v] : m.items()) {
     const std::string p = at + "." + k;

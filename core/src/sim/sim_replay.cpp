@@ -1,5 +1,5 @@
 // Replay: plays the host's role for one policy over a whole trace, through the same
-// serve_batch() as the live expert cache (see k3/sim.hpp and streaming/serve_batch.hpp).
+// cache_batch() as the live expert cache (see k3/sim.hpp and streaming/cache_batch.hpp).
 #include <time.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <k3/error.hpp>
 #include <k3/sim.hpp>
 
-#include "streaming/serve_batch.hpp"
+#include "streaming/cache_batch.hpp"
 
 namespace k3 {
 
@@ -23,7 +23,7 @@ double thread_cpu_seconds() noexcept {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// The slot arena of a replay, as serve_batch() sees it: which keys are resident, which are
+// The slot arena of a replay, as cache_batch() sees it: which keys are resident, which are
 // leased by the batch being served (lease mark == the batch's number), how many slots are
 // used.
 class SimSlots final : public sdk::VictimQuery {
@@ -190,7 +190,7 @@ ReplayCounts Replay::run(sdk::CachePolicy& policy, std::string_view policy_name,
   }
 
   SimSlots slots(m.header.layers, m.header.experts_per_layer, capacity_slots);
-  cache::ServeCounts served;
+  streaming::BatchCounts served;
   const std::span<const std::uint32_t> all_ids(m.ids);
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
     const Impl::Group& g = m.groups[gi];
@@ -199,7 +199,7 @@ ReplayCounts Replay::run(sdk::CachePolicy& policy, std::string_view policy_name,
     for (std::uint64_t b = g.distinct; b < g.distinct_end; b += capacity_slots) {
       const std::uint64_t count = std::min(capacity_slots, g.distinct_end - b);
       slots.next_batch();
-      cache::serve_batch(
+      streaming::cache_batch(
           policy, slots, g.layer, all_ids.subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(count)),
           [&](std::size_t j) { return m.uses[static_cast<std::size_t>(b) + j]; }, served,
           [&](const std::string& why) {

@@ -2,7 +2,7 @@
 
 #include <k3/geometry.hpp>
 
-namespace k3::cache {
+namespace k3::streaming {
 
 TraceHeader trace_header_of(const ModelConfig& c, std::uint64_t identity, std::uint64_t prompt_hash) {
   TraceHeader h;
@@ -34,4 +34,4 @@ CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConf
   return f;
 }
 
-}  // namespace k3::cache
+}  // namespace k3::streaming

@@ -12,7 +12,7 @@
 #include <k3/model_config.hpp>
 #include <k3/trace.hpp>
 
-namespace k3::cache {
+namespace k3::streaming {
 
 struct CacheFuture {
   std::string source;                       ///< the trace file, for messages
@@ -32,4 +32,4 @@ CacheFuture load_cache_future(const std::filesystem::path& file, const ModelConf
 /// Header-only check of `file` against the model (the same refusals as load_cache_future).
 void check_cache_future(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity);
 
-}  // namespace k3::cache
+}  // namespace k3::streaming

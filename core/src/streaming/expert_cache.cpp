@@ -9,9 +9,9 @@
 
 #include "io/read_failure.hpp"
 #include "model/tensor_table.hpp"
-#include "streaming/serve_batch.hpp"
+#include "streaming/cache_batch.hpp"
 
-namespace k3::cache {
+namespace k3::streaming {
 
 namespace {
 constexpr std::uint64_t kTensorAlign = 64;
@@ -22,7 +22,7 @@ constexpr std::size_t kSpareJobLists = 8;
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-/// The slot arena as serve_batch() sees it, for one request(): leases go into `lease`,
+/// The slot arena as cache_batch() sees it, for one request(): leases go into `lease`,
 /// reads into `jobs`. What the policy may evict: resident, read, and not leased.
 class ExpertCache::Arena final : public sdk::VictimQuery {
  public:
@@ -88,7 +88,7 @@ class ExpertCache::PrefetchQuery final : public sdk::VictimQuery {
 ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
                          std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
                          std::uint64_t slots, std::uint64_t slot_bytes, int attempts,
-                         runtime::StreamCounters& counters)
+                         streaming::StreamCounters& counters)
     : c_(c),
       policy_(std::move(policy)),
       future_(std::move(future)),
@@ -357,7 +357,7 @@ void ExpertCache::make_room(std::unique_lock<std::mutex>& lk, std::size_t layer,
       --room;  // a hit, leased before any miss evicts
   }
   if (room >= missing) return;
-  runtime::ScopedTimer t(counters_.io_wait_ns);
+  streaming::ScopedTimer t(counters_.io_wait_ns);
   reader_.wait(lk, [&] { return prefetch_loading_ == 0; });
 }
 
@@ -366,12 +366,12 @@ void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, L
   make_room(lk, layer, ids);
   std::vector<Job> jobs = take_jobs();
   Arena arena(*this, lease, jobs);
-  ServeCounts counts;
+  BatchCounts counts;
   const auto uses = [&](std::size_t i) -> std::uint64_t {
     const bool counted = layer == routed_layer_ && ids[i] < routed_.size() && routed_[ids[i]] != 0;
     return counted ? routed_[ids[i]] : 1;
   };
-  // A prefetched expert serves its requests as a prefetch hit: serve_batch counts every
+  // A prefetched expert serves its requests as a prefetch hit: cache_batch counts every
   // resident expert as a hit, so those are taken back out (and the mark cleared, so a later
   // request of it is an ordinary hit).
   std::uint64_t prefetch_hits = 0;
@@ -383,11 +383,11 @@ void ExpertCache::serve(std::size_t layer, std::span<const std::uint32_t> ids, L
     ++counters_.prefetch_used;
     counters_.prefetch_used_bytes += expert_bytes_;
   }
-  serve_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
+  cache_batch(*policy_, arena, static_cast<std::uint32_t>(layer), ids, uses, counts,
               [](const std::string& why) { throw RuntimeError("expert cache: " + why); });
   counters_.expert_hits += counts.hits - prefetch_hits;
   counters_.prefetch_hits += prefetch_hits;
-  // serve_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
+  // cache_batch leases the hits before the misses; wait() hands out ids[i]'s expert as
   // out[i], so the lease lists the slots in the order of `ids`.
   for (std::size_t i = 0; i < ids.size(); ++i) lease.slots_[i] = slot_of({static_cast<std::uint32_t>(layer), ids[i]});
   if (!jobs.empty())
@@ -480,7 +480,7 @@ void ExpertCache::read_items(std::span<Item> items, Reading& r) {
     for (; end < items.size() && items[end].file == file; ++end) r.reads.push_back(items[end].req);
     sdk::Status st;
     try {
-      runtime::ScopedTimer t(counters_.read_ns);
+      streaming::ScopedTimer t(counters_.read_ns);
       if (r.prefetch && !r.files.is_open(file)) throw RuntimeError("shard not open (a prefetch opens none)");
       st = r.files.file(file).read(r.reads);
     } catch (const std::exception& ex) {
@@ -596,7 +596,7 @@ model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   const std::uint32_t s = slots_.at(i);
   auto lk = c.reader_.lock();
   if (c.slot_[s].state == State::loading) {
-    runtime::ScopedTimer t(c.counters_.io_wait_ns);
+    streaming::ScopedTimer t(c.counters_.io_wait_ns);
     c.reader_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
   }
   if (c.slot_[s].state != State::ready) {
@@ -616,4 +616,4 @@ model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   return {mx(0, I, L), mx(2, I, L), mx(1, L, I)};
 }
 
-}  // namespace k3::cache
+}  // namespace k3::streaming

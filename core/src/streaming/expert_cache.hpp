@@ -6,7 +6,7 @@
 //
 // Policy events follow sdk/k3/cache_policy.hpp: route() calls on_access for every
 // (token, expert) request of a chunk-layer (a serving group) in request order; each
-// request() then serves one batch through serve_batch() (streaming/serve_batch.hpp, the code
+// request() then serves one batch through cache_batch() (streaming/cache_batch.hpp, the code
 // the simulator runs too): the batch's resident experts are leased first, then each miss
 // gets on_insert (free slot) or choose_victim + on_remove + on_insert. A failed read gets
 // on_remove.
@@ -58,7 +58,7 @@
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::cache {
+namespace k3::streaming {
 
 class ExpertCache {
  public:
@@ -67,7 +67,7 @@ class ExpertCache {
   /// match the config, or the policy wants the future and none is given.
   ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
               std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
-              std::uint64_t slots, std::uint64_t slot_bytes, int attempts, runtime::StreamCounters& counters);
+              std::uint64_t slots, std::uint64_t slot_bytes, int attempts, streaming::StreamCounters& counters);
   ~ExpertCache();
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
@@ -181,7 +181,7 @@ class ExpertCache {
   const ModelConfig& c_;
   std::shared_ptr<sdk::CachePolicy> policy_;
   std::shared_ptr<const CacheFuture> future_;  // the span set_future() got points into it
-  runtime::StreamCounters& counters_;
+  streaming::StreamCounters& counters_;
   std::size_t slot_count_;
   std::size_t slot_bytes_;
   int attempts_;
@@ -210,7 +210,7 @@ class ExpertCache {
   Reading demand_;  // the reader thread's
   Reading ahead_;   // the prefetch thread's
   // Its lock guards everything above that changes (slots, maps, policy calls).
-  runtime::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
+  util::ReaderThread<std::vector<Job>> reader_;  // last: stopped before the arena goes
 };
 
 /// The model's ExpertSource over an ExpertCache: one lease per request(), dropped at release().
@@ -232,4 +232,4 @@ class StreamedExperts final : public model::ExpertSource {
   ExpertCache::Lease lease_;
 };
 
-}  // namespace k3::cache
+}  // namespace k3::streaming

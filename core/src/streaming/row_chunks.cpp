@@ -9,7 +9,7 @@
 #include "io/read_failure.hpp"
 #include "streaming/tensor_reader.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 RowChunkStreamer::RowChunkStreamer(std::vector<sdk::StorageFile*> files, std::uint64_t chunk_bytes,
                                    StreamCounters& counters)
@@ -95,4 +95,4 @@ void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where
   }
 }
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

@@ -18,7 +18,7 @@
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 /// Where a tensor's bytes are: a file the streamer opened, and the offset in it.
 struct TensorLocation {
@@ -64,7 +64,7 @@ class RowChunkStreamer {
   // Under the reader's lock.
   bool ready_[2] = {false, false};
   std::exception_ptr error_[2];
-  ReaderThread<Job> reader_;  // last: stopped before the buffers go
+  util::ReaderThread<Job> reader_;  // last: stopped before the buffers go
 };
 
 /// One matrix of a split dense layer, as the forward pass sees it.
@@ -80,4 +80,4 @@ class StreamedFfnMatrix final : public model::StreamedMatrix {
   TensorLocation where_;
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 struct StreamCounters {
   std::atomic<std::uint64_t> trunk_bytes{0};
@@ -57,4 +57,4 @@ class ScopedTimer {
   std::chrono::steady_clock::time_point t0_;
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

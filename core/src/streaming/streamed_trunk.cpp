@@ -9,7 +9,7 @@
 #include "io/read_failure.hpp"
 #include "model/tensor_table.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
                              const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed)
@@ -277,4 +277,4 @@ void StreamedTrunk::head(const model::Ops& ops, const float* x, std::size_t n, f
     row_chunks_->matmul(ops, head_where_, x, n, logits, true);
 }
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

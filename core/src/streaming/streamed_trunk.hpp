@@ -31,7 +31,7 @@
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::runtime {
+namespace k3::streaming {
 
 class StreamedTrunk final : public model::WeightSource {
  public:
@@ -114,7 +114,7 @@ class StreamedTrunk final : public model::WeightSource {
   std::vector<Slot> slots_;
   int held_ = -1;
   std::vector<std::size_t> upcoming_;  ///< upcoming()'s answer, capacity slots
-  ReaderThread<Fill> reader_;          // last: stopped before the slots go
+  util::ReaderThread<Fill> reader_;          // last: stopped before the slots go
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::streaming

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include <k3/checkpoint.hpp>
-#include <k3/pack_trunk.hpp>
+#include <k3/packed_trunk.hpp>
 #include <k3/storage.hpp>
 
 #include "io/pack_trunk_check.hpp"

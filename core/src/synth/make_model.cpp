@@ -17,7 +17,7 @@
 #include <k3/units.hpp>
 #include <k3/user_files.hpp>
 
-#include "io/safetensors.hpp"
+#include "synth/safetensors_write.hpp"
 #include "synth/make_model_parts.hpp"
 #include "util/atomic_file.hpp"
 #include "util/temp_dir.hpp"

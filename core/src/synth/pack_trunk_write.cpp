@@ -3,8 +3,8 @@
 // hashes each run, each tensor and each row of the tensors read in rows, writes the row
 // table after the runs, verifies trunk.bin by reading it back, writes trunk.json (with the
 // checkpoint's identity and the layer range packed) last and renames the finished folder
-// into place (see pack_trunk.hpp). With a layer range (--layers A-B) only those layers are
-// packed, no global tensor: a run reads the rest from the shards.
+// into place (see k3/packed_trunk.hpp). With a layer range (--layers A-B) only those layers
+// are packed, no global tensor: a run reads the rest from the shards.
 #include <unistd.h>
 #include "io/xxh3.hpp"
 
@@ -187,6 +187,197 @@ nlohmann::json run_json(const PackedRun& run) {
   return j;
 }
 
+/// The folder pack-trunk writes: OUT, refused when it overlaps the checkpoint or is a folder
+/// it did not write (or exists without `force`); its parent is made.
+fs::path checked_target(const PackTrunkOptions& options) {
+  const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
+  refuse_overlap(options.model, out);
+  if (fs::exists(out) && !options.force)
+    throw UsageError(out.string() + ": already exists (use --force to replace it)");
+  if (fs::exists(out) && !(fs::is_directory(out) && (fs::is_empty(out) || written_by_pack_trunk(out))))
+    throw UsageError(out.string() + ": not a folder pack-trunk wrote (only trunk.bin and trunk.json); --force "
+                     "replaces only those");
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  return out;
+}
+
+/// Writes the runs into trunk.bin, one after the other, hashing each as it goes: a raw run's
+/// tensors copied (the rows of a tensor read in rows hashed one by one into the row table),
+/// a coded run's tensors coded back to back. A coded run's offsets in trunk.bin depend on the
+/// sizes of the runs coded before it, so every run is placed here.
+class RunWriter {
+ public:
+  RunWriter(const CheckpointIndex& index, sdk::StorageBackend& storage, AtomicFile& bin,
+            const PackTrunkOptions& options, trunk_codec::Codec codec, std::uint64_t data_bytes)
+      : index_(index), storage_(storage), bin_(bin), options_(options), data_bytes_(data_bytes),
+        buffer_(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, data_bytes + 1))) {
+    if (codec != trunk_codec::Codec::none)
+      encoder_ = std::make_unique<trunk_codec::Encoder>(
+          trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch,
+                                     codec == trunk_codec::Codec::bf16_huff});
+    phase_ = encoder_ ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
+  }
+
+  /// Places `p` at `cursor` and writes it; returns the cursor after its padded bytes.
+  std::uint64_t write(PlannedRun& p, std::uint64_t cursor) {
+    p.run.file_offset = cursor;
+    if (!encoder_ || p.run.layer < 0) raw(p);  // raw: global runs always (read in pieces)
+    else coded(p);
+    return cursor + p.run.padded_bytes();
+  }
+
+  /// The row table, XXH3-64 of every row of the tensors read in rows, in run order.
+  [[nodiscard]] const std::vector<std::uint64_t>& row_sums() const noexcept { return row_sums_; }
+
+ private:
+  sdk::StorageFile& shard(std::uint32_t file) {
+    auto& slot = shards_[file];
+    if (!slot) {
+      const std::string& path = index_.files()[file].uri;
+      const sdk::Status st = storage_.open(path, slot);
+      if (!st.ok()) throw RuntimeError(st.detail);
+    }
+    return *slot;
+  }
+
+  void advance(std::uint64_t n) {
+    copied_ += n;
+    if (options_.progress) options_.progress(phase_, copied_, data_bytes_);
+  }
+
+  void raw(PlannedRun& p) {
+    Hasher stored;
+    std::uint64_t position = 0;  // within the run
+    for (std::size_t k = 0; k < p.sources.size(); ++k) {
+      const Source& s = p.sources[k];
+      PackedTensor& packed = p.run.tensors[k];
+      stored.update(zeros_, s.run_offset - position);  // inter-tensor padding
+      // A tensor read in rows is copied in pieces of whole rows, each row hashed.
+      const std::uint64_t row = s.rows && !s.tensor->shape.empty() && s.tensor->shape[0] > 0
+                                    ? s.tensor->nbytes / s.tensor->shape[0]
+                                    : 0;
+      if (row > 0) packed.row_sums = static_cast<std::int64_t>(row_sums_.size());
+      const std::uint64_t piece = row > 0 ? std::max<std::uint64_t>(1, buffer_.size() / row) * row : buffer_.size();
+      if (piece > buffer_.size()) buffer_.resize(static_cast<std::size_t>(piece));
+      Hasher whole;
+      sdk::StorageFile& file = shard(s.tensor->file);
+      for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
+        const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, piece);
+        sdk::ReadRequest request{s.tensor->offset + done, n, buffer_.data()};
+        const sdk::Status st = file.read({&request, 1});
+        if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
+        stored.update(buffer_.data(), n);
+        whole.update(buffer_.data(), n);
+        for (std::uint64_t r = 0; row > 0 && r < n / row; ++r)
+          row_sums_.push_back(XXH3_64bits(buffer_.data() + r * row, static_cast<std::size_t>(row)));
+        bin_.pwrite(buffer_.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
+        done += n;
+        advance(n);
+      }
+      packed.xxh3 = whole.digest();
+      position = s.run_offset + s.tensor->nbytes;
+    }
+    p.run.xxh3 = stored.digest();
+  }
+
+  /// Each tensor's coded stream, back to back at 64-byte alignment.
+  void coded(PlannedRun& p) {
+    Hasher coded;
+    std::uint64_t coded_position = 0;
+    for (std::size_t k = 0; k < p.sources.size(); ++k) {
+      const Source& s = p.sources[k];
+      tensor_.resize(static_cast<std::size_t>(s.tensor->nbytes));
+      sdk::ReadRequest request{s.tensor->offset, s.tensor->nbytes, tensor_.data()};
+      const sdk::Status st = shard(s.tensor->file).read({&request, 1});
+      if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
+      p.run.tensors[k].xxh3 = XXH3_64bits(tensor_.data(), tensor_.size());  // what it must decode to
+      stream_.clear();
+      encoder_->encode(tensor_, s.tensor->dtype, stream_);
+      const std::uint64_t at = align_up(coded_position, kTrunkTensorAlign);
+      coded.update(zeros_, at - coded_position);
+      coded.update(stream_.data(), stream_.size());
+      bin_.pwrite(stream_.data(), stream_.size(), p.run.file_offset + at);
+      p.run.tensors[k].coded_offset = at;
+      p.run.tensors[k].coded_bytes = stream_.size();
+      coded_position = at + stream_.size();
+      advance(s.tensor->nbytes);
+    }
+    p.run.coded_bytes = coded_position;
+    p.run.xxh3 = coded.digest();
+  }
+
+  const CheckpointIndex& index_;
+  sdk::StorageBackend& storage_;
+  AtomicFile& bin_;
+  const PackTrunkOptions& options_;
+  std::uint64_t data_bytes_;
+  std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards_;
+  std::vector<std::byte> buffer_, tensor_, stream_;
+  std::unique_ptr<trunk_codec::Encoder> encoder_;
+  const char* phase_ = "copy";
+  const std::byte zeros_[kTrunkTensorAlign] = {};
+  std::uint64_t copied_ = 0;
+  std::vector<std::uint64_t> row_sums_;
+};
+
+/// Writes the row table (u64 little-endian checksums) at `cursor`; its run.
+PackedRun write_row_table(AtomicFile& bin, const std::vector<std::uint64_t>& row_sums, std::uint64_t cursor) {
+  std::vector<unsigned char> le(row_sums.size() * 8);
+  for (std::size_t i = 0; i < row_sums.size(); ++i)
+    for (std::size_t b = 0; b < 8; ++b) le[i * 8 + b] = static_cast<unsigned char>(row_sums[i] >> (8 * b));
+  PackedRun table;
+  table.name = "row table";
+  table.file_offset = cursor;
+  table.nbytes = le.size();
+  table.xxh3 = XXH3_64bits(le.data(), le.size());
+  if (!le.empty()) bin.pwrite(le.data(), le.size(), table.file_offset);
+  return table;
+}
+
+/// Reads trunk.bin back through the same storage plugin, every run, tensor and row.
+void verify_written(sdk::StorageBackend& storage, const fs::path& bin, const std::vector<PlannedRun>& runs,
+                    const std::vector<std::uint64_t>& row_sums, const PackedRun& table, const PackTrunkResult& result,
+                    const PackTrunkOptions& options) {
+  std::unique_ptr<sdk::StorageFile> written;
+  if (const sdk::Status st = storage.open(bin.string(), written); !st.ok()) throw RuntimeError(st.detail);
+  if (written->size() != result.bin_bytes)
+    throw RuntimeError(bin.string() + ": verification failed: " + std::to_string(written->size()) +
+                       " bytes on disk, expected " + std::to_string(result.bin_bytes));
+  std::uint64_t checked = 0;
+  const auto progress = [&](std::uint64_t n) {
+    checked += n;
+    if (options.progress) options.progress("verify", checked, result.stored_bytes);
+  };
+  try {
+    for (const auto& p : runs) trunk_format::verify_run(*written, bin.string(), p.run, row_sums, progress);
+    if (trunk_format::hash_range(*written, bin.string(), table.file_offset, table.nbytes) != table.xxh3)
+      throw RuntimeError(bin.string() + ": the row table reads back differently");
+  } catch (const RuntimeError& e) {
+    throw RuntimeError(std::string("verification failed: ") + e.what());
+  }
+}
+
+/// trunk.json (k3/packed_trunk.hpp).
+nlohmann::json manifest_json(const std::vector<PlannedRun>& runs, const PackedRun& table, std::size_t row_sums,
+                             trunk_codec::Codec codec, const PackTrunkResult& result, const PackTrunkOptions& options,
+                             const ModelConfig& config, TrunkLayerRange range) {
+  nlohmann::json layers = nlohmann::json::array();
+  nlohmann::json globals = nlohmann::json::array();
+  for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
+  return {{"format", trunk_format::kFormat},
+          {"version", trunk_format::kVersion},
+          {"align", kTrunkAlign},
+          {"codec", std::string(trunk_codec::name(codec))},
+          {"checkpoint_identity", identity_hex(result.identity)},
+          {"model", fs::absolute(options.model).lexically_normal().string()},
+          {"trunk_bin_bytes", result.bin_bytes},
+          {"n_layers", config.num_hidden_layers},
+          {"layer_range", {range.first, range.last}},
+          {"row_sums", {{"file_off", table.file_offset}, {"count", row_sums}, {"xxh3", hex64(table.xxh3)}}},
+          {"layers", std::move(layers)},
+          {"globals", std::move(globals)}};
+}
+
 }  // namespace
 
 PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
@@ -197,14 +388,7 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   const ModelConfig config = read_model_config(*storage, options.model.string());
   const CheckpointIndex index = CheckpointIndex::open(*storage, options.model.string());
   const TrunkLayerRange range = layer_range(options, config);
-  const fs::path out = options.out.has_filename() ? options.out : options.out.parent_path();
-  refuse_overlap(options.model, out);
-  if (fs::exists(out) && !options.force)
-    throw UsageError(out.string() + ": already exists (use --force to replace it)");
-  if (fs::exists(out) && !(fs::is_directory(out) && (fs::is_empty(out) || written_by_pack_trunk(out))))
-    throw UsageError(out.string() + ": not a folder pack-trunk wrote (only trunk.bin and trunk.json); --force "
-                     "replaces only those");
-  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  const fs::path out = checked_target(options);
 
   trunk_codec::Codec codec = trunk_codec::Codec::none;
   if (!trunk_codec::parse_codec(options.codec, codec))
@@ -221,155 +405,30 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
 
   TempDir temp(out);
   const fs::path bin = temp.path() / "trunk.bin";
-
-  std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards;
-  auto shard = [&](std::uint32_t file) -> sdk::StorageFile& {
-    auto& slot = shards[file];
-    if (!slot) {
-      const std::string& path = index.files()[file].uri;
-      const sdk::Status st = storage->open(path, slot);
-      if (!st.ok()) throw RuntimeError(st.detail);
-    }
-    return *slot;
-  };
-
-  // Copy (or code) run after run, hashing each as it goes. A coded run's offsets in trunk.bin
-  // depend on the sizes of the runs coded before it, so every run is placed here. The row
-  // table follows the runs.
+  // The runs, then the row table after them.
   std::vector<std::uint64_t> row_sums;
   PackedRun table;
   {
     AtomicFile out_bin(bin);
-    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, result.data_bytes + 1)));
-    std::vector<std::byte> tensor, stream;
-    std::unique_ptr<trunk_codec::Encoder> encoder;
-    if (codec != trunk_codec::Codec::none) encoder = std::make_unique<trunk_codec::Encoder>(
-        trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch,
-                                   codec == trunk_codec::Codec::bf16_huff});
-    const std::byte zeros[kTrunkTensorAlign] = {};
-    std::uint64_t copied = 0, cursor = 0;
-    const char* phase = encoder ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
+    RunWriter writer(index, *storage, out_bin, options, codec, result.data_bytes);
+    std::uint64_t cursor = 0;
     for (auto& p : runs) {
-      p.run.file_offset = cursor;
-      std::uint64_t position = 0;  // within the run
-      if (!encoder || p.run.layer < 0) {  // raw: global runs always (read in pieces)
-        Hasher stored;
-        for (std::size_t k = 0; k < p.sources.size(); ++k) {
-          const Source& s = p.sources[k];
-          PackedTensor& packed = p.run.tensors[k];
-          stored.update(zeros, s.run_offset - position);  // inter-tensor padding
-          // A tensor read in rows is copied in pieces of whole rows, each row hashed.
-          const std::uint64_t row = s.rows && !s.tensor->shape.empty() && s.tensor->shape[0] > 0
-                                        ? s.tensor->nbytes / s.tensor->shape[0]
-                                        : 0;
-          if (row > 0) packed.row_sums = static_cast<std::int64_t>(row_sums.size());
-          const std::uint64_t piece = row > 0 ? std::max<std::uint64_t>(1, buffer.size() / row) * row : buffer.size();
-          if (piece > buffer.size()) buffer.resize(static_cast<std::size_t>(piece));
-          Hasher whole;
-          sdk::StorageFile& file = shard(s.tensor->file);
-          for (std::uint64_t done = 0; done < s.tensor->nbytes;) {
-            const std::uint64_t n = std::min<std::uint64_t>(s.tensor->nbytes - done, piece);
-            sdk::ReadRequest request{s.tensor->offset + done, n, buffer.data()};
-            const sdk::Status st = file.read({&request, 1});
-            if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
-            stored.update(buffer.data(), n);
-            whole.update(buffer.data(), n);
-            for (std::uint64_t r = 0; row > 0 && r < n / row; ++r)
-              row_sums.push_back(XXH3_64bits(buffer.data() + r * row, static_cast<std::size_t>(row)));
-            out_bin.pwrite(buffer.data(), static_cast<std::size_t>(n), p.run.file_offset + s.run_offset + done);
-            done += n;
-            copied += n;
-            if (options.progress) options.progress(phase, copied, result.data_bytes);
-          }
-          packed.xxh3 = whole.digest();
-          position = s.run_offset + s.tensor->nbytes;
-        }
-        p.run.xxh3 = stored.digest();
-      } else {  // coded: each tensor's stream, back to back at 64-byte alignment
-        Hasher coded;
-        std::uint64_t coded_position = 0;
-        for (std::size_t k = 0; k < p.sources.size(); ++k) {
-          const Source& s = p.sources[k];
-          tensor.resize(static_cast<std::size_t>(s.tensor->nbytes));
-          sdk::ReadRequest request{s.tensor->offset, s.tensor->nbytes, tensor.data()};
-          const sdk::Status st = shard(s.tensor->file).read({&request, 1});
-          if (!st.ok()) throw RuntimeError("reading tensor " + s.tensor->name + ": " + st.detail);
-          p.run.tensors[k].xxh3 = XXH3_64bits(tensor.data(), tensor.size());  // what it must decode to
-          stream.clear();
-          encoder->encode(tensor, s.tensor->dtype, stream);
-          const std::uint64_t at = align_up(coded_position, kTrunkTensorAlign);
-          coded.update(zeros, at - coded_position);
-          coded.update(stream.data(), stream.size());
-          out_bin.pwrite(stream.data(), stream.size(), p.run.file_offset + at);
-          p.run.tensors[k].coded_offset = at;
-          p.run.tensors[k].coded_bytes = stream.size();
-          coded_position = at + stream.size();
-          position = s.run_offset + s.tensor->nbytes;
-          copied += s.tensor->nbytes;
-          if (options.progress) options.progress(phase, copied, result.data_bytes);
-        }
-        p.run.coded_bytes = coded_position;
-        p.run.xxh3 = coded.digest();
-      }
+      cursor = writer.write(p, cursor);
       result.stored_bytes += p.run.stored_bytes();
-      cursor += p.run.padded_bytes();
     }
-    // The row table: u64 little-endian checksums, after the runs.
-    std::vector<unsigned char> le(row_sums.size() * 8);
-    for (std::size_t i = 0; i < row_sums.size(); ++i)
-      for (std::size_t b = 0; b < 8; ++b) le[i * 8 + b] = static_cast<unsigned char>(row_sums[i] >> (8 * b));
-    table.name = "row table";
-    table.file_offset = cursor;
-    table.nbytes = le.size();
-    table.xxh3 = XXH3_64bits(le.data(), le.size());
-    if (!le.empty()) out_bin.pwrite(le.data(), le.size(), table.file_offset);
+    row_sums = writer.row_sums();
+    table = write_row_table(out_bin, row_sums, cursor);
     cursor += table.padded_bytes();
     result.row_sums = row_sums.size();
     result.bin_bytes = cursor;
     out_bin.resize(result.bin_bytes);
     out_bin.commit();
   }
-
-  // Verify: read trunk.bin back through the same storage plugin, every run, tensor and row.
-  {
-    std::unique_ptr<sdk::StorageFile> written;
-    if (const sdk::Status st = storage->open(bin.string(), written); !st.ok()) throw RuntimeError(st.detail);
-    if (written->size() != result.bin_bytes)
-      throw RuntimeError(bin.string() + ": verification failed: " + std::to_string(written->size()) +
-                         " bytes on disk, expected " + std::to_string(result.bin_bytes));
-    std::uint64_t checked = 0;
-    const auto progress = [&](std::uint64_t n) {
-      checked += n;
-      if (options.progress) options.progress("verify", checked, result.stored_bytes);
-    };
-    try {
-      for (const auto& p : runs) trunk_format::verify_run(*written, bin.string(), p.run, row_sums, progress);
-      if (trunk_format::hash_range(*written, bin.string(), table.file_offset, table.nbytes) != table.xxh3)
-        throw RuntimeError(bin.string() + ": the row table reads back differently");
-    } catch (const RuntimeError& e) {
-      throw RuntimeError(std::string("verification failed: ") + e.what());
-    }
-  }
-
+  verify_written(*storage, bin, runs, row_sums, table, result, options);
   // The manifest last: its presence marks a finished trunk.
-  nlohmann::json layers = nlohmann::json::array();
-  nlohmann::json globals = nlohmann::json::array();
-  for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
-  nlohmann::json manifest = {{"format", trunk_format::kFormat},
-                             {"version", trunk_format::kVersion},
-                             {"align", kTrunkAlign},
-                             {"codec", std::string(trunk_codec::name(codec))},
-                             {"checkpoint_identity", identity_hex(result.identity)},
-                             {"model", fs::absolute(options.model).lexically_normal().string()},
-                             {"trunk_bin_bytes", result.bin_bytes},
-                             {"n_layers", config.num_hidden_layers},
-                             {"layer_range", {range.first, range.last}},
-                             {"row_sums", {{"file_off", table.file_offset},
-                                           {"count", row_sums.size()},
-                                           {"xxh3", hex64(table.xxh3)}}},
-                             {"layers", std::move(layers)},
-                             {"globals", std::move(globals)}};
-  write_file_atomically(temp.path() / "trunk.json", manifest.dump(1) + "\n");
+  write_file_atomically(temp.path() / "trunk.json",
+                        manifest_json(runs, table, row_sums.size(), codec, result, options, config, range).dump(1) +
+                            "\n");
 
   temp.commit(written_by_pack_trunk);
   result.dir = out;

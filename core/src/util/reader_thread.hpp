@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-namespace k3::runtime {
+namespace k3::util {
 
 template <class Job>
 class ReaderThread {
@@ -154,4 +154,4 @@ class ReaderThread {
   std::thread low_thread_;
 };
 
-}  // namespace k3::runtime
+}  // namespace k3::util

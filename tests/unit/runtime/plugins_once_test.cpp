@@ -1,6 +1,7 @@
 // A run creates each of its plugin objects once: the job checks the pipeline's storage,
-// cache and kernels sections by creating them and hands those objects to the model. The
-// host counts what it creates (PluginHost::created).
+// cache and kernels sections by creating them (k3/pipeline_plugins.hpp) and hands those
+// objects to the model, and to the draft model. The host counts what it creates
+// (PluginHost::created).
 #include <catch2/catch.hpp>
 
 #include <k3/job.hpp>
@@ -35,8 +36,14 @@ TEST_CASE("a run creates its storage, cache and kernel objects once each", "[job
     std::vector<std::string> sets;
     bool streams;
   };
+  const std::string draft = "job.speculative.draft_model=" + k3::test::test_model("tiny").string();
   for (const Case& c : {Case{"resident", {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000"}, false},
-                        Case{"streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001"}, true}}) {
+                        Case{"streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001"}, true},
+                        // The draft model runs on the run's own storage backend and kernel set.
+                        Case{"with a draft model",
+                             {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000", draft,
+                              "job.speculative.max_draft=2"},
+                             false}}) {
     DYNAMIC_SECTION(c.name) {
       const k3::Pipeline p = pipeline(c.sets);
       k3::PluginHost host(p.plugin_path());

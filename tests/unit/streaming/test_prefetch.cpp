@@ -128,19 +128,19 @@ struct CacheRig {
   k3::ModelConfig config = k3::read_model_config(*storage, uri);
   k3::CheckpointIndex index = k3::CheckpointIndex::open(*storage, uri);
   std::shared_ptr<RecordingPolicy> policy = std::make_shared<RecordingPolicy>();
-  k3::runtime::StreamCounters counters;
-  std::unique_ptr<k3::cache::ExpertCache> cache;
+  k3::streaming::StreamCounters counters;
+  std::unique_ptr<k3::streaming::ExpertCache> cache;
 
   explicit CacheRig(std::uint64_t slots) {
     k3::PlanInputs probe;
     probe.available = 1ull << 40;
     const auto plan = k3::plan_memory(config, probe);
-    cache = std::make_unique<k3::cache::ExpertCache>(config, index, *storage, policy, nullptr, slots,
+    cache = std::make_unique<k3::streaming::ExpertCache>(config, index, *storage, policy, nullptr, slots,
                                                      plan.expert_slot_bytes, 1, counters);
   }
   /// One serving group of `layer` for the distinct ascending `ids`, every expert awaited;
   /// the lease is kept in `lease`.
-  void serve(std::uint32_t layer, std::vector<std::uint32_t> ids, k3::cache::ExpertCache::Lease& lease) {
+  void serve(std::uint32_t layer, std::vector<std::uint32_t> ids, k3::streaming::ExpertCache::Lease& lease) {
     cache->route(layer, ids);
     cache->request(layer, ids, lease);
     for (std::size_t i = 0; i < ids.size(); ++i) REQUIRE(lease.wait_one(i).w1.packed != nullptr);
@@ -216,7 +216,7 @@ TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit, the pol
           "[prefetch]") {
   CacheRig rig(3);
   rig.cache->set_prefetch(1, 0);
-  k3::cache::ExpertCache::Lease held;
+  k3::streaming::ExpertCache::Lease held;
   rig.serve(1, {0}, held);  // (1,0) leased while layer 1 computes
   const std::uint32_t guess[] = {5, 6, 7};
   rig.cache->prefetch(2, guess, 1);
@@ -229,7 +229,7 @@ TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit, the pol
   CHECK(rig.policy->events == expected);
   held.reset();
 
-  k3::cache::ExpertCache::Lease lease;
+  k3::streaming::ExpertCache::Lease lease;
   rig.serve(2, {1, 5}, lease);  // 5 was prefetched, 1 is a miss
   CHECK(rig.counters.expert_requests == 3);
   CHECK(rig.counters.expert_hits == 0);
@@ -251,7 +251,7 @@ TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit, the pol
 
 TEST_CASE("prefetch: evicts only keys no computation needs, within the byte limit", "[prefetch]") {
   CacheRig rig(3);
-  k3::cache::ExpertCache::Lease lease;
+  k3::streaming::ExpertCache::Lease lease;
   rig.serve(1, {0, 1}, lease);
   lease.reset();
   rig.serve(1, {2}, lease);  // the layer being computed requested 2 (its lease is kept)

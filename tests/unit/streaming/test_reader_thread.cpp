@@ -24,7 +24,7 @@ struct Outcome {
 TEST_CASE("the reader thread runs jobs in order and hands their exceptions over", "[streaming][reader]") {
   std::vector<Outcome> done;  // under the reader's lock
   std::vector<std::thread::id> ran_on(8);
-  k3::runtime::ReaderThread<int> reader;
+  k3::util::ReaderThread<int> reader;
   reader.start(
       2,  // fewer than the jobs queued at once below: the ring grows, keeping the order
       [&](int& job) {
@@ -58,7 +58,7 @@ TEST_CASE("the reader thread runs jobs in order and hands their exceptions over"
 TEST_CASE("low-priority jobs run after ordinary ones, or beside them on a low worker", "[streaming][reader]") {
   SECTION("one thread: an ordinary job queued later still runs before the queued low ones") {
     std::vector<int> order;  // under the reader's lock
-    k3::runtime::ReaderThread<int> reader;
+    k3::util::ReaderThread<int> reader;
     reader.start(4, [](int&) {}, [&](int& job, std::exception_ptr) { order.push_back(job); });
     auto lk = reader.lock();
     // Queued together under the lock: the thread sees them all at once.
@@ -73,7 +73,7 @@ TEST_CASE("low-priority jobs run after ordinary ones, or beside them on a low wo
     std::vector<int> order;  // under the reader's lock
     bool release_low = false;
     std::thread::id low_thread, high_thread;
-    k3::runtime::ReaderThread<int> reader;
+    k3::util::ReaderThread<int> reader;
     reader.start(
         4, [&](int&) { high_thread = std::this_thread::get_id(); },
         [&](int& job, std::exception_ptr) { order.push_back(job); },

@@ -13,7 +13,7 @@
 #include <k3/trace.hpp>
 #include <k3/user_files.hpp>
 
-#include "sim/trace_format.hpp"
+#include "trace/trace_format.hpp"
 
 namespace k3 {
 

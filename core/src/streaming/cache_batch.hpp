@@ -6,7 +6,7 @@
 // The protocol, per serving group (one forward chunk's requests at one MoE layer):
 //   1. on_access(key, seq) for every request of the group, in request order (the caller).
 //   2. The group's distinct experts, sorted by id, in batches of at most `capacity` slots;
-//      per batch, serve_batch():
+//      per batch, cache_batch():
 //        a. every resident expert of the batch is a hit and is leased first, so that a miss
 //           of the same batch can never evict it;
 //        b. then each missing expert, in id order: a free slot, or choose_victim among the
@@ -22,9 +22,9 @@
 
 #include <k3/cache_policy.hpp>
 
-namespace k3::cache {
+namespace k3::streaming {
 
-struct ServeCounts {
+struct BatchCounts {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t evictions = 0;
@@ -44,8 +44,8 @@ inline std::string describe_key(sdk::ExpertKey k) {
 /// `fail(message)` must throw; it is called when the policy finds no victim or offers one
 /// that is not resident or is leased.
 template <class Slots, class Uses, class Fail>
-void serve_batch(sdk::CachePolicy& policy, Slots& slots, std::uint32_t layer, std::span<const std::uint32_t> ids,
-                 Uses&& uses, ServeCounts& counts, Fail&& fail) {
+void cache_batch(sdk::CachePolicy& policy, Slots& slots, std::uint32_t layer, std::span<const std::uint32_t> ids,
+                 Uses&& uses, BatchCounts& counts, Fail&& fail) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const sdk::ExpertKey key{layer, ids[i]};
     if (!slots.resident(key)) continue;
@@ -74,4 +74,4 @@ void serve_batch(sdk::CachePolicy& policy, Slots& slots, std::uint32_t layer, st
   }
 }
 
-}  // namespace k3::cache
+}  // namespace k3::streaming

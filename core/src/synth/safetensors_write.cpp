@@ -1,7 +1,7 @@
-// Encoding a safetensors header (the writer side of io/safetensors.hpp).
+// Encoding a safetensors header (synth/safetensors_write.hpp).
 #include <cstdio>
 
-#include "io/safetensors.hpp"
+#include "synth/safetensors_write.hpp"
 
 namespace k3::detail {
 namespace {

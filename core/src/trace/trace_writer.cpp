@@ -9,7 +9,7 @@
 #include <k3/error.hpp>
 #include <k3/trace.hpp>
 
-#include "sim/trace_format.hpp"
+#include "trace/trace_format.hpp"
 #include "util/atomic_file.hpp"
 
 namespace k3 {
