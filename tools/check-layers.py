@@ -60,6 +60,7 @@ HEADERS = {
     "pack_trunk.hpp": "synth",
     "draft.hpp": "job",
     "pipeline_plugins.hpp": "job",
+    "cluster.hpp": "job",
     "draft_model.hpp": "job",
     "generate.hpp": "job",
     "runtime.hpp": "job",
