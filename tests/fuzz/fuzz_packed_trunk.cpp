@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     k3::fuzz::check(storage.open(t.bin_uri(), bin).ok(), "trunk.bin does not open");
     for (const auto& r : t.layers())
       for (const auto& x : r.tensors)
-        if (r.coded()) (void)k3::trunk_format::decoded_tensor_hash(*bin, t.bin_uri(), r, x);
+        if (r.coded()) (void)k3::io::trunk_format::decoded_tensor_hash(*bin, t.bin_uri(), r, x);
     t.verify_hashes(storage);
   });
   return 0;

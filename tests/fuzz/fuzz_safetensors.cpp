@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   k3::fuzz::guarded([&] {
     std::vector<char> buffer;
     std::vector<k3::TensorInfo> tensors;
-    k3::detail::read_safetensors_header(file, "shard.safetensors", 0, buffer, tensors);
+    k3::io::read_safetensors_header(file, "shard.safetensors", 0, buffer, tensors);
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto& t : tensors) {
       std::uint64_t bytes = k3::element_size(t.dtype);

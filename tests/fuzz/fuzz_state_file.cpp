@@ -45,13 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto path = k3::fuzz::scratch().write("state.k3state", file);
   k3::fuzz::guarded([&] {
-    k3::model::SavedState saved = k3::model::load_state(path, c, kContext, kIdentity);
+    k3::engine::SavedState saved = k3::engine::load_state(path, c, kContext, kIdentity);
     const std::int64_t total = saved.state.position + static_cast<std::int64_t>(saved.pending.size());
     if (total > kContext) return;  // Session::load refuses it (a UsageError)
-    k3::model::reserve_state(saved.state, c, kContext);
+    k3::maths::reserve_state(saved.state, c, kContext);
     const auto again_path = k3::fuzz::scratch().path() / "again.k3state";
-    k3::model::save_state(again_path, c, kIdentity, saved.state, saved.pending, saved.unsound);
-    const k3::model::SavedState again = k3::model::load_state(again_path, c, kContext, kIdentity);
+    k3::engine::save_state(again_path, c, kIdentity, saved.state, saved.pending, saved.unsound);
+    const k3::engine::SavedState again = k3::engine::load_state(again_path, c, kContext, kIdentity);
     k3::fuzz::check(again.state.tokens == saved.state.tokens && again.state.position == saved.state.position,
                     "tokens differ after save and load");
     k3::fuzz::check(again.pending == saved.pending, "pending ids differ after save and load");

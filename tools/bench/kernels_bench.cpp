@@ -204,7 +204,7 @@ Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
   volatile std::uint64_t sink = 0;
   return measure(min_time, 1, n * 8, [&](std::size_t) {
     std::uint64_t total = 0;
-    k3::model::BlockShares pieces((n + kPiece - 1) / kPiece, threads);
+    k3::maths::BlockShares pieces((n + kPiece - 1) / kPiece, threads);
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const auto t = static_cast<std::size_t>(omp_get_thread_num());
@@ -223,7 +223,7 @@ Rate memory_bandwidth(int threads, std::size_t mib, double min_time) {
 void run(const k3::sdk::KernelSet& set, const std::string& kernel, const Shape& s, const Weights& w, std::size_t copy,
          const std::vector<float>& x, std::size_t batch, std::vector<float>& y, int threads) {
   const std::size_t n = s.rows * s.cols;
-  k3::model::for_row_blocks(s.rows, threads, [&](k3::sdk::RowRange range) {
+  k3::maths::for_row_blocks(s.rows, threads, [&](k3::sdk::RowRange range) {
     if (kernel == "bf16") {
       set.matmul_bf16(w.bf16.data() + copy * n, s.rows, s.cols, range, x.data(), batch, y.data());
     } else if (kernel == "f32") {

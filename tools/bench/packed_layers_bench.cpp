@@ -120,22 +120,22 @@ int main(int argc, char** argv) {
       throw k3::UsageError("--raw must be a pack without a codec and --coded one with a codec");
     if (raw.first_layer() != coded.first_layer() || raw.last_layer() != coded.last_layer())
       throw k3::UsageError("--raw and --coded must pack the same layers");
-    const k3::model::PackedLocations raw_where = k3::model::PackedLocations::of(raw);
-    const k3::model::PackedLocations coded_where = k3::model::PackedLocations::of(coded);
-    k3::model::TensorReader raw_reader(index, *storage, &raw_where), coded_reader(index, *storage, &coded_where);
+    const k3::streaming::PackedLocations raw_where = k3::streaming::PackedLocations::of(raw);
+    const k3::streaming::PackedLocations coded_where = k3::streaming::PackedLocations::of(coded);
+    k3::streaming::TensorReader raw_reader(index, *storage, &raw_where), coded_reader(index, *storage, &coded_where);
     coded_reader.set_coded_piece(a.coded_piece);
-    k3::model::LayerLoader raw_loader(c, raw_reader), coded_loader(c, coded_reader);
+    k3::streaming::LayerLoader raw_loader(c, raw_reader), coded_loader(c, coded_reader);
     std::unique_ptr<k3::sdk::StorageFile> raw_bin, coded_bin;
     if (const auto st = storage->open(raw.bin_uri(), raw_bin); !st.ok()) throw k3::RuntimeError(st.detail);
     if (const auto st = storage->open(coded.bin_uri(), coded_bin); !st.ok()) throw k3::RuntimeError(st.detail);
-    k3::trunk_codec::Decoder decoder;
+    k3::io::trunk_codec::Decoder decoder;
 
     std::printf("model %s (%lld layers), storage %s", a.model.c_str(), static_cast<long long>(c.num_hidden_layers),
                 a.storage.c_str());
     for (const auto& [k, v] : a.params) std::printf(" %s=%s", k.c_str(), v.c_str());
     std::printf("; layers %lld-%lld; codec %s, read in %.0f MiB pieces; %d repeats (median)\n",
                 static_cast<long long>(raw.first_layer()), static_cast<long long>(raw.last_layer()), coded.codec().c_str(),
-                static_cast<double>(a.coded_piece ? a.coded_piece : k3::model::TensorReader::kCodedPiece) / 1048576.0,
+                static_cast<double>(a.coded_piece ? a.coded_piece : k3::streaming::TensorReader::kCodedPiece) / 1048576.0,
                 a.repeats);
 
     // One buffer for each use, as large as the largest layer and touched once before any
@@ -160,9 +160,9 @@ int main(int argc, char** argv) {
           read_plain(*raw_bin, rr.file_offset, rr.padded_bytes(), disk_buf.data());
           t.disk.push_back(since(t0));
         };
-        const auto through = [&](k3::model::LayerLoader& loader, k3::model::TensorReader& reader, bool is_coded) {
+        const auto through = [&](k3::streaming::LayerLoader& loader, k3::streaming::TensorReader& reader, bool is_coded) {
           (void)loader.queue(li, false);  // at most `largest` bytes
-          k3::model::LayerWeights w;
+          k3::maths::LayerWeights w;
           const std::uint64_t v0 = reader.verify_ns();
           const double c0 = cpu_seconds();
           const auto t0 = Clock::now();
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
           const double c0 = cpu_seconds();
           std::uint64_t decoded = 0;
           for (const k3::PackedTensor& pt : cr.tensors) {
-            k3::trunk_codec::MemoryInput mi({coded_in.data() + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
+            k3::io::trunk_codec::MemoryInput mi({coded_in.data() + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
             decoder.decode(mi, {out.data() + pt.offset, static_cast<std::size_t>(pt.nbytes)}, pt.dtype == k3::DType::bf16);
             decoded += pt.nbytes;
           }

@@ -36,7 +36,7 @@
 
 namespace {
 
-namespace codec = k3::trunk_codec;
+namespace codec = k3::io::trunk_codec;
 using Clock = std::chrono::steady_clock;
 
 /// This thread's CPU time in seconds.

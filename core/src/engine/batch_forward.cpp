@@ -16,8 +16,8 @@ namespace k3 {
 struct BatchForward::Impl {
   Model& model;
   std::int64_t positions;
-  model::RunBuffers buffers;
-  std::vector<model::SeqSlice> slices;
+  maths::RunBuffers buffers;
+  std::vector<maths::SeqSlice> slices;
   std::vector<std::uint32_t> tokens;       ///< every row's id, slices in order
   std::vector<RoutingListener*> listeners;  ///< per slice
   std::vector<std::int64_t> pos0;          ///< per slice: its position before the pass
@@ -30,7 +30,7 @@ BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t position
   if (rows == 0 || positions < 1 || sequences == 0)
     throw UsageError("a batched pass needs room for at least one token of one sequence");
   impl_ = std::make_unique<Impl>(Impl{model, positions,
-                                      model::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
+                                      maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
                                                                          positions)),
                                       {}, {}, {}, {}, {}, {}, {}});
   impl_->slices.reserve(sequences);
@@ -104,23 +104,23 @@ void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const f
   // prompt) grows them: at least doubled, so that growing passes reallocate rarely.
   if (rows > b.buffers.sizes().chunk) {
     const auto grown = std::max<std::uint64_t>(rows, 2 * b.buffers.sizes().chunk);
-    b.buffers = model::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions));
+    b.buffers = maths::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions));
   }
   b.observer.set(b.listeners);
   b.observer.set_rows(b.slices);
   Model::Impl& m = b.model.impl();
-  model::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), listening ? &b.observer : nullptr,
+  maths::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), listening ? &b.observer : nullptr,
                             b.buffers};
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (feeds[i].tentative) feeds[i].session->impl().open_tentative = b.pos0[i];
   try {
-    model::Activations act = plan.first_layer == 0
-                                 ? model::begin_pass(ctx, b.slices, b.tokens)
-                                 : model::resume_pass(ctx, b.slices, b.tokens, plan.first_layer, in, in_banked);
-    model::run_layers(ctx, plan.first_layer, plan.last_layer, b.slices, act);
+    maths::Activations act = plan.first_layer == 0
+                                 ? maths::begin_pass(ctx, b.slices, b.tokens)
+                                 : maths::resume_pass(ctx, b.slices, b.tokens, plan.first_layer, in, in_banked);
+    maths::run_layers(ctx, plan.first_layer, plan.last_layer, b.slices, act);
     if (plan.holds_head()) {
-      out.resize(model::logit_rows(b.slices) * static_cast<std::size_t>(c.vocab_size));
-      model::end_pass(ctx, b.slices, act, out.data());
+      out.resize(maths::logit_rows(b.slices) * static_cast<std::size_t>(c.vocab_size));
+      maths::end_pass(ctx, b.slices, act, out.data());
       out_banked = 0;
     } else {  // the next rank's input: P, then the snapshots taken so far
       const std::size_t n = act.prefix.size();
@@ -129,7 +129,7 @@ void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const f
       std::copy_n(act.bank.data(), act.banked * n, out.data() + n);
       out_banked = act.banked;
     }
-    model::finish_pass(b.slices, b.tokens);
+    maths::finish_pass(b.slices, b.tokens);
   } catch (...) {
     for (std::size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].tentative) engine::keep_tentative(feeds[i].session->impl(), b.pos0[i], 0);

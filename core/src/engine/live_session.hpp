@@ -20,12 +20,12 @@ namespace k3 {
 /// Routes the pass's routing decisions to the listener of the session each row belongs to:
 /// a slice's rows reach its session's listener as one serving group (on_group with the
 /// slice's rows, then one on_route per row).
-class SliceListeners final : public model::RoutingObserver {
+class SliceListeners final : public maths::RoutingObserver {
  public:
   /// `listeners[i]`: slice i's listener, or null.
   void set(std::span<RoutingListener* const> listeners) noexcept { listeners_ = listeners; }
   /// The rows of each slice (for on_group), in slice order.
-  void set_rows(std::span<const model::SeqSlice> slices) noexcept { slices_ = slices; }
+  void set_rows(std::span<const maths::SeqSlice> slices) noexcept { slices_ = slices; }
   [[nodiscard]] bool any() const noexcept {
     for (RoutingListener* l : listeners_)
       if (l != nullptr) return true;
@@ -42,7 +42,7 @@ class SliceListeners final : public model::RoutingObserver {
 
  private:
   std::span<RoutingListener* const> listeners_;
-  std::span<const model::SeqSlice> slices_;
+  std::span<const maths::SeqSlice> slices_;
   std::size_t layer_ = 0;
   RoutingListener* current_ = nullptr;
 };
@@ -50,15 +50,15 @@ class SliceListeners final : public model::RoutingObserver {
 struct Session::Impl {
   Model& model;
   std::int64_t max_positions;
-  model::SequenceState state;
+  maths::SequenceState state;
   std::vector<std::uint32_t> pending;  ///< conversation ids not fed yet (Session::pending)
   /// The run buffers of feed() and feed_tentative(), sized by the plan's chunk for this
   /// Session's context when first used: a session fed only in batched passes
   /// (k3::BatchForward, whose buffers the plan counts once for every sequence) never
   /// allocates them.
-  model::RunBuffers buffers;
-  model::TentativeChunk tentative;  ///< a tentative chunk's journals, grown on first use
-  model::KdaBuffers keep_buffers;   ///< keep_tentative's scratch (bk: D doubles)
+  maths::RunBuffers buffers;
+  maths::TentativeChunk tentative;  ///< a tentative chunk's journals, grown on first use
+  maths::KdaBuffers keep_buffers;   ///< keep_tentative's scratch (bk: D doubles)
   /// Set while a batched pass's tentative chunk waits for keep_tentative(): its first position.
   std::optional<std::int64_t> open_tentative;
   RoutingListener* listener = nullptr;

@@ -66,7 +66,7 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   m.kernel_name = std::move(plugins.kernel_name);
   m.kernels = std::move(plugins.kernels);
   m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
-  m.ops = std::make_unique<model::Ops>(*m.kernels, m.threads);
+  m.ops = std::make_unique<maths::Ops>(*m.kernels, m.threads);
   m.counters = std::make_unique<streaming::StreamCounters>();
   auto policy = std::move(plugins.cache);
   if (!policy && !m.plan.resident())
@@ -88,10 +88,10 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   // refused when it was packed from another checkpoint; its bytes are checked as they are read.
   // A partial pack (pack-trunk --layers) holds some layers: the rest come from the shards.
   if (!settings.packed_trunk.empty())
-    m.packed = std::make_unique<model::PackedLocations>(model::PackedLocations::of(
+    m.packed = std::make_unique<streaming::PackedLocations>(streaming::PackedLocations::of(
         PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri, m.config.num_hidden_layers)));
   if (m.plan.resident()) {
-    m.weights = std::make_unique<model::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get(),
+    m.weights = std::make_unique<streaming::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get(),
                                                          m.plan.first_layer, m.plan.last_layer);
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
@@ -110,12 +110,12 @@ Model::~Model() = default;
 
 void Model::set_pass_link(PassLink* link) noexcept { impl_->link = link; }
 
-model::WeightSource& Model::Impl::weight_source() {
+maths::WeightSource& Model::Impl::weight_source() {
   if (source) return *source;
   return *trunk;
 }
 
-model::ExpertSource& Model::Impl::expert_source() {
+maths::ExpertSource& Model::Impl::expert_source() {
   if (source) return *source;
   return *streamed_experts;
 }

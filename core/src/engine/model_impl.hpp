@@ -18,20 +18,20 @@
 namespace k3 {
 
 /// Resident weights served as both weight and expert source.
-class ResidentSource final : public model::WeightSource, public model::ExpertSource {
+class ResidentSource final : public maths::WeightSource, public maths::ExpertSource {
  public:
   /// `max_ids`: the most distinct experts one request() names (the experts of a layer), so
   /// remembering them never allocates on the token path.
-  ResidentSource(const model::ResidentWeights& w, std::size_t max_ids) : w_(w) { ids_.reserve(max_ids); }
-  const model::GlobalWeights& global() override { return w_.global(); }
-  const model::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
+  ResidentSource(const streaming::ResidentWeights& w, std::size_t max_ids) : w_(w) { ids_.reserve(max_ids); }
+  const maths::GlobalWeights& global() override { return w_.global(); }
+  const maths::LayerWeights& acquire_layer(std::size_t layer) override { return w_.layer(layer); }
   void release_layer(std::size_t) override {}
   void request(std::size_t, std::span<const std::uint32_t> ids) override { ids_.assign(ids.begin(), ids.end()); }
-  model::ExpertWeights wait_one(std::size_t layer, std::size_t i) override { return w_.layer(layer).experts[ids_[i]]; }
+  maths::ExpertWeights wait_one(std::size_t layer, std::size_t i) override { return w_.layer(layer).experts[ids_[i]]; }
   void release(std::size_t) override {}
 
  private:
-  const model::ResidentWeights& w_;
+  const streaming::ResidentWeights& w_;
   std::vector<std::uint32_t> ids_;
 };
 
@@ -46,12 +46,12 @@ struct Model::Impl {
   std::string storage_name;  ///< the storage plugin's name
   std::string cache_name;    ///< the cache policy's name (empty without one)
   int threads = 1;
-  std::unique_ptr<model::Ops> ops;
+  std::unique_ptr<maths::Ops> ops;
   MemoryPlan plan;
   std::unique_ptr<streaming::StreamCounters> counters;
-  std::unique_ptr<model::PackedLocations> packed;  ///< model.packed_trunk, when set
+  std::unique_ptr<streaming::PackedLocations> packed;  ///< model.packed_trunk, when set
   // Either resident (the plan holds everything) ...
-  std::unique_ptr<model::ResidentWeights> weights;
+  std::unique_ptr<streaming::ResidentWeights> weights;
   std::unique_ptr<ResidentSource> source;
   // ... or streamed (runtime/streamed_trunk, cache/expert_cache).
   std::unique_ptr<streaming::StreamedTrunk> trunk;
@@ -59,8 +59,8 @@ struct Model::Impl {
   std::unique_ptr<streaming::StreamedExperts> streamed_experts;
   PassLink* link = nullptr;  ///< rank 0 of a model split over ranks: the later ranks
 
-  [[nodiscard]] model::WeightSource& weight_source();
-  [[nodiscard]] model::ExpertSource& expert_source();
+  [[nodiscard]] maths::WeightSource& weight_source();
+  [[nodiscard]] maths::ExpertSource& expert_source();
 };
 
 }  // namespace k3

@@ -12,7 +12,7 @@ namespace k3 {
 
 Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
-  impl_ = std::make_unique<Impl>(Impl{model, max_positions, model::make_state(model.config(), max_positions), {}, {}, {},
+  impl_ = std::make_unique<Impl>(Impl{model, max_positions, maths::make_state(model.config(), max_positions), {}, {}, {},
                                       {}, std::nullopt, nullptr, {}});
   impl_->keep_buffers.bk.assign(static_cast<std::size_t>(model.config().kda_head_dim), 0.0);
 }
@@ -39,7 +39,7 @@ void check_feed(const Session::Impl& s, std::span<const std::uint32_t> tokens) {
 void keep_tentative(Session::Impl& s, std::int64_t pos0, std::size_t keep) {
   s.open_tentative.reset();
   const MemoryPlan& plan = s.model.plan();
-  model::keep_tentative(s.model.config(), s.state, s.tentative, pos0, keep, s.keep_buffers, plan.first_layer,
+  maths::keep_tentative(s.model.config(), s.state, s.tentative, pos0, keep, s.keep_buffers, plan.first_layer,
                         plan.last_layer);
 }
 
@@ -69,22 +69,22 @@ void prepare_feed(Session::Impl& s, std::span<const std::uint32_t> tokens) {
     const std::int64_t grown = have == 0 ? std::max<std::int64_t>(planned, static_cast<std::int64_t>(tokens.size()))
                                          : std::max<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
                                                                   2 * static_cast<std::int64_t>(have));
-    s.buffers = model::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
+    s.buffers = maths::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
   }
 }
 
 /// One pass over this session alone (a batch of one, maths/pass.hpp).
 void run_one(Session::Impl& s, std::span<const std::uint32_t> tokens, bool all_positions, float* logits,
-             model::TentativeChunk* tentative) {
+             maths::TentativeChunk* tentative) {
   Model::Impl& m = s.model.impl();
   SliceListeners listeners;
   RoutingListener* const one[1] = {s.listener};
-  const model::SeqSlice slice{&s.state, 0, tokens.size(), all_positions, tentative};
+  const maths::SeqSlice slice{&s.state, 0, tokens.size(), all_positions, tentative};
   listeners.set(one);
   listeners.set_rows({&slice, 1});
-  model::ForwardContext ctx{s.model.config(), *m.ops, m.weight_source(), m.expert_source(),
+  maths::ForwardContext ctx{s.model.config(), *m.ops, m.weight_source(), m.expert_source(),
                             s.listener != nullptr ? &listeners : nullptr, s.buffers};
-  model::forward_pass(ctx, {&slice, 1}, tokens, logits);
+  maths::forward_pass(ctx, {&slice, 1}, tokens, logits);
 }
 
 }  // namespace
@@ -141,7 +141,7 @@ void Session::set_pending(std::vector<std::uint32_t> ids) {
 
 void Session::reset() {
   impl_->open_tentative.reset();
-  impl_->state = model::make_state(impl_->model.config(), impl_->max_positions);
+  impl_->state = maths::make_state(impl_->model.config(), impl_->max_positions);
   impl_->pending.clear();
   impl_->unsound.clear();
 }
@@ -153,11 +153,11 @@ void Session::save(const std::filesystem::path& file, std::string_view unsound) 
   // Once unsound, always: a state resumed from an unsound one is saved unsound too.
   std::string reason = impl_->unsound;
   if (!unsound.empty()) reason += (reason.empty() ? "" : "; ") + std::string(unsound);
-  model::save_state(file, impl_->model.config(), impl_->model.identity().value, impl_->state, impl_->pending, reason);
+  engine::save_state(file, impl_->model.config(), impl_->model.identity().value, impl_->state, impl_->pending, reason);
 }
 
 void Session::load(const std::filesystem::path& file, bool accept_unsound) {
-  model::SavedState saved = model::load_state(file, impl_->model.config(), impl_->max_positions,
+  engine::SavedState saved = engine::load_state(file, impl_->model.config(), impl_->max_positions,
                                               impl_->model.identity().value, impl_->model.uri());
   if (!saved.unsound.empty() && !accept_unsound)
     throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
@@ -167,7 +167,7 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
   if (total > impl_->max_positions)
     throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
-  model::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
+  maths::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
   impl_->open_tentative.reset();
   impl_->state = std::move(saved.state);
   impl_->pending = std::move(saved.pending);
@@ -176,7 +176,7 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
 
 struct SessionSnapshot::Impl {
   std::uint64_t identity = 0;     ///< the checkpoint identity of the model it came from
-  model::SequenceState state;     ///< exactly sized (no reserved room)
+  maths::SequenceState state;     ///< exactly sized (no reserved room)
   std::vector<std::uint32_t> pending;  ///< Session::pending
   std::string unsound;                 ///< Session's unsound reason
   std::size_t bytes = 0;
@@ -185,7 +185,7 @@ struct SessionSnapshot::Impl {
 namespace {
 const std::vector<std::uint32_t> kNoTokens;
 
-std::size_t state_bytes(const model::SequenceState& st) {
+std::size_t state_bytes(const maths::SequenceState& st) {
   std::size_t n = st.tokens.size() * sizeof(std::uint32_t);
   for (const auto& k : st.kda) n += (k.S.size() + k.conv_q.size() + k.conv_k.size() + k.conv_v.size()) * sizeof(float);
   for (const auto& m : st.mla) n += m.latent.size() * sizeof(float);
@@ -227,8 +227,8 @@ void Session::restore(const SessionSnapshot& snap) {
   if (total > impl_->max_positions)
     throw UsageError("restore: the snapshot holds " + std::to_string(total) + " tokens, more than the context of " +
                      std::to_string(impl_->max_positions));
-  model::SequenceState st = snap.impl_->state;
-  model::reserve_state(st, c, impl_->max_positions);
+  maths::SequenceState st = snap.impl_->state;
+  maths::reserve_state(st, c, impl_->max_positions);
   impl_->open_tentative.reset();
   impl_->state = std::move(st);
   impl_->pending = snap.impl_->pending;

@@ -32,21 +32,21 @@
 
 #include "maths/state.hpp"
 
-namespace k3::model {
+namespace k3::engine {
 
 /// The state file format version this build writes and reads.
 inline constexpr std::uint32_t kStateVersion = 3;
 
 /// What a state file holds: the carried state after the ids fed, and the ids not fed yet.
 struct SavedState {
-  SequenceState state;
+  maths::SequenceState state;
   std::vector<std::uint32_t> pending;
   std::string unsound;  ///< non-empty: why the state is not the model's (see the flags above)
 };
 
 /// `identity`: the checkpoint identity of the model that computed it. `unsound`: empty for a
 /// sound state, else the reason it is not (recorded in the file).
-void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const SequenceState& st,
+void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const maths::SequenceState& st,
                 std::span<const std::uint32_t> pending, std::string_view unsound = {});
 /// The most bytes a state file of `c` holding up to `max_positions` ids can have (the
 /// unsound reason counted at its cap).
@@ -61,4 +61,4 @@ inline constexpr std::uint64_t kMaxUnsoundReasonBytes = 65536;
 SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, std::int64_t max_positions,
                       std::uint64_t identity, std::string_view model = {});
 
-}  // namespace k3::model
+}  // namespace k3::engine

@@ -16,7 +16,7 @@
 #include "engine/session_impl.hpp"
 #include "util/atomic_file.hpp"
 
-namespace k3::model {
+namespace k3::engine {
 namespace {
 
 constexpr char kMagic[8] = {'K', '3', 'S', 'T', 'A', 'T', 'E', '\0'};
@@ -81,7 +81,7 @@ class Reader {
 
 }  // namespace
 
-void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const SequenceState& st,
+void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const maths::SequenceState& st,
                 std::span<const std::uint32_t> pending, std::string_view unsound) {
   Writer w;
   w.put(st.position);
@@ -125,7 +125,7 @@ std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions) 
   // The largest file save_state writes for a conversation of max_positions ids (fed and
   // pending together), plus room for an unsound reason: a larger one is refused unread.
   const auto n = static_cast<std::uint64_t>(std::max<std::int64_t>(max_positions, 0));
-  const SequenceState one = make_state(c, 1);
+  const maths::SequenceState one = maths::make_state(c, 1);
   std::uint64_t bytes = kHeader + 3 * 8 + 4 * n + 4 + kMaxUnsoundReasonBytes;
   for (std::size_t i = 0; i < static_cast<std::size_t>(c.num_hidden_layers); ++i) {
     if (c.is_mla(static_cast<std::int64_t>(i)))
@@ -179,8 +179,8 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, s
   if (XXH64(bytes.data() + kHeader, size, 0) != sum) throw UsageError(name + ": payload checksum mismatch (corrupt)");
 
   Reader r(bytes.data() + kHeader, size, name);
-  SavedState saved{make_state(c, 1), {}, {}};
-  SequenceState& st = saved.state;
+  SavedState saved{maths::make_state(c, 1), {}, {}};
+  maths::SequenceState& st = saved.state;
   st.position = r.get<std::int64_t>();
   const auto n = r.get<std::uint64_t>();
   if (st.position < 0 || n != static_cast<std::uint64_t>(st.position))
@@ -220,4 +220,4 @@ SavedState load_state(const std::filesystem::path& file, const ModelConfig& c, s
   return saved;
 }
 
-}  // namespace k3::model
+}  // namespace k3::engine

@@ -223,7 +223,7 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
       shard.size = file->size();
       auto& buffer = buffers[static_cast<std::size_t>(omp_get_thread_num()) % buffers.size()];
       const std::uint64_t header =
-          detail::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
+          io::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
       // The shard's part of the checkpoint identity, while the file is open and its header
       // at hand (io/checkpoint_identity.hpp).
       const auto t0 = std::chrono::steady_clock::now();

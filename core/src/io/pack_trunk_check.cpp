@@ -7,7 +7,7 @@
 
 #include "io/xxh3.hpp"
 
-namespace k3::trunk_check {
+namespace k3::io::trunk_check {
 namespace {
 
 std::string hex(std::uint64_t v) {
@@ -50,4 +50,4 @@ void TensorCheck::rows_at(const std::byte* data, std::uint64_t first, std::uint6
   }
 }
 
-}  // namespace k3::trunk_check
+}  // namespace k3::io::trunk_check

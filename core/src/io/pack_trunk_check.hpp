@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-namespace k3::trunk_check {
+namespace k3::io::trunk_check {
 
 /// What a packed trunk says one tensor's bytes hash to.
 struct TensorCheck {
@@ -36,4 +36,4 @@ struct TensorCheck {
 /// XXH3-64 (seed 0) of n bytes.
 std::uint64_t digest(const void* data, std::uint64_t n) noexcept;
 
-}  // namespace k3::trunk_check
+}  // namespace k3::io::trunk_check

@@ -19,7 +19,7 @@
 #include "io/read_failure.hpp"
 #include "util/reader_thread.hpp"
 
-namespace k3::trunk_codec {
+namespace k3::io::trunk_codec {
 namespace {
 
 constexpr char kMagic[4] = {'K', '3', 'T', 'Z'};
@@ -388,8 +388,8 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
   return consumed;
 }
 
-}  // namespace k3::trunk_codec
+}  // namespace k3::io::trunk_codec
 
 std::vector<std::string> k3::trunk_codec_names() {
-  return {std::begin(trunk_codec::kNames), std::end(trunk_codec::kNames)};
+  return {std::begin(io::trunk_codec::kNames), std::end(io::trunk_codec::kNames)};
 }

@@ -38,7 +38,7 @@
 struct ZSTD_DCtx_s;
 struct ZSTD_CCtx_s;
 
-namespace k3::trunk_codec {
+namespace k3::io::trunk_codec {
 
 /// A malformed or damaged coded stream; the message says what, without the file.
 class CodecError : public std::runtime_error {
@@ -196,4 +196,4 @@ class Decoder {
   std::vector<std::byte> table_;
 };
 
-}  // namespace k3::trunk_codec
+}  // namespace k3::io::trunk_codec

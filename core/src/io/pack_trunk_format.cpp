@@ -14,7 +14,7 @@
 #include "io/pack_trunk_check.hpp"
 #include "io/pack_trunk_codec.hpp"
 
-namespace k3::trunk_format {
+namespace k3::io::trunk_format {
 namespace {
 
 struct StateFree {
@@ -69,16 +69,16 @@ std::uint64_t hash_range(sdk::StorageFile& file, const std::string& what, std::u
 
 std::uint64_t decoded_tensor_hash(sdk::StorageFile& file, const std::string& what, const PackedRun& run,
                                   const PackedTensor& t) {
-  trunk_codec::Decoder decoder;
-  trunk_codec::FileInput::Buffers staging;
-  trunk_codec::ReadAhead ahead;
+  io::trunk_codec::Decoder decoder;
+  io::trunk_codec::FileInput::Buffers staging;
+  io::trunk_codec::ReadAhead ahead;
   std::vector<std::byte> out(static_cast<std::size_t>(t.nbytes));
   const std::uint64_t begin = run.file_offset + t.coded_offset;
-  trunk_codec::FileInput in(file, begin, begin + t.coded_bytes, staging, kChunk, &ahead);
+  io::trunk_codec::FileInput in(file, begin, begin + t.coded_bytes, staging, kChunk, &ahead);
   try {
     if (decoder.decode(in, out, t.dtype == DType::bf16) != t.coded_bytes)
-      throw trunk_codec::CodecError("the stream is shorter than its coded_bytes");
-  } catch (const trunk_codec::CodecError& e) {
+      throw io::trunk_codec::CodecError("the stream is shorter than its coded_bytes");
+  } catch (const io::trunk_codec::CodecError& e) {
     throw RuntimeError(what + ": run '" + run.name + "', tensor '" + t.name + "': damaged coded stream: " + e.what());
   } catch (const RuntimeError& e) {
     throw RuntimeError(what + ": run '" + run.name + "', tensor '" + t.name + "': " + e.what());
@@ -115,7 +115,7 @@ void verify_run(sdk::StorageFile& file, const std::string& what, const PackedRun
   };
   for (const PackedTensor& t : run.tensors) {
     if (t.offset > position) read(position, t.offset - position);  // the padding before it
-    trunk_check::TensorCheck check{what, run.name, t.name, run.file_offset + t.offset, false, t.xxh3, {}, t.row_bytes()};
+    io::trunk_check::TensorCheck check{what, run.name, t.name, run.file_offset + t.offset, false, t.xxh3, {}, t.row_bytes()};
     const bool rows = t.row_sums >= 0 && check.row_bytes > 0;
     if (rows) check.rows = row_sums.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
     const std::uint64_t piece = rows ? std::max<std::uint64_t>(1, kChunk / check.row_bytes) * check.row_bytes : kChunk;
@@ -137,4 +137,4 @@ void verify_run(sdk::StorageFile& file, const std::string& what, const PackedRun
   if (const std::uint64_t h = XXH3_64bits_digest(run_state.get()); h != run.xxh3) throw run_differs(h);
 }
 
-}  // namespace k3::trunk_format
+}  // namespace k3::io::trunk_format

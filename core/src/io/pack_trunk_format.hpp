@@ -13,7 +13,7 @@
 #include <k3/packed_trunk.hpp>
 #include <k3/storage.hpp>
 
-namespace k3::trunk_format {
+namespace k3::io::trunk_format {
 
 inline constexpr std::string_view kFormat = "k3host-trunk";
 /// The one version this build writes and reads: XXH3-64 per run, per tensor and per row of
@@ -45,4 +45,4 @@ std::uint64_t decoded_tensor_hash(sdk::StorageFile& file, const std::string& wha
 void verify_run(sdk::StorageFile& file, const std::string& what, const PackedRun& run,
                 std::span<const std::uint64_t> row_sums, const std::function<void(std::uint64_t)>& progress = {});
 
-}  // namespace k3::trunk_format
+}  // namespace k3::io::trunk_format

@@ -11,7 +11,7 @@
 
 #include "io/pack_trunk_codec.hpp"
 
-namespace k3::trunk_codec {
+namespace k3::io::trunk_codec {
 namespace {
 
 constexpr int kMaxBits = 11;
@@ -263,4 +263,4 @@ void HuffmanDecoder::decode_streams(std::span<const std::byte> section, std::spa
   }
 }
 
-}  // namespace k3::trunk_codec
+}  // namespace k3::io::trunk_codec

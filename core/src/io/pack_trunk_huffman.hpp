@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-namespace k3::trunk_codec {
+namespace k3::io::trunk_codec {
 
 /// Appends the section coding `symbols` to `out`.
 void huffman_encode(std::span<const std::uint8_t> symbols, std::vector<std::byte>& out);
@@ -44,4 +44,4 @@ class HuffmanDecoder {
   bool single_ok_ = false, multi_ok_ = false;
 };
 
-}  // namespace k3::trunk_codec
+}  // namespace k3::io::trunk_codec

@@ -49,7 +49,7 @@ class Reader {
   }
   std::uint64_t hex(const json& obj, const char* key, const std::string& where) const {
     std::uint64_t out = 0;
-    if (!trunk_format::parse_hex64(str(obj, key, where), out)) fail(where + ": \"" + key + "\" must be 16 hex digits");
+    if (!io::trunk_format::parse_hex64(str(obj, key, where), out)) fail(where + ": \"" + key + "\" must be 16 hex digits");
     return out;
   }
 
@@ -76,7 +76,7 @@ class Reader {
       PackedTensor p;
       p.name = str(t, "name", where);
       const std::string tw = where + " tensor " + p.name;
-      if (!trunk_format::parse_dtype(str(t, "dtype", tw), p.dtype)) fail(tw + ": unknown dtype");
+      if (!io::trunk_format::parse_dtype(str(t, "dtype", tw), p.dtype)) fail(tw + ": unknown dtype");
       const json& shape = member(t, "shape", tw);
       if (!shape.is_array()) fail(tw + ": \"shape\" must be an array");
       std::uint64_t elements = 1;
@@ -127,7 +127,7 @@ class Reader {
            "back to back, 64-byte aligned)");
     if (p.coded_offset != (prev ? next(prev->coded_offset + prev->coded_bytes) : 0))
       fail(tw + ": \"coded_off\" " + std::to_string(p.coded_offset) + " does not follow the previous tensor's stream");
-    if (p.coded_bytes < trunk_codec::kHeaderBytes || p.coded_offset > r.coded_bytes ||
+    if (p.coded_bytes < io::trunk_codec::kHeaderBytes || p.coded_offset > r.coded_bytes ||
         p.coded_bytes > r.coded_bytes - p.coded_offset)
       fail(tw + ": coded stream [" + std::to_string(p.coded_offset) + ", +" + std::to_string(p.coded_bytes) +
            ") lies outside its coded run (" + std::to_string(r.coded_bytes) + " bytes) or is too short");
@@ -217,24 +217,24 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
       rd.fail(std::string("not valid JSON (a damaged or partial trunk; run k3host pack-trunk again): ") + e.what());
     }
   }
-  if (rd.str(j, "format", "top level") != trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
+  if (rd.str(j, "format", "top level") != io::trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
   const std::uint64_t version = rd.u64(j, "version", "top level");
   if (version == 1 || version == 2)
     rd.fail("version " + std::to_string(version) + ", written by an older k3host (XXH64 per run only, no checkpoint "
             "identity), so its bytes cannot be checked as they are read nor tied to this checkpoint; this k3host reads "
-            "version " + std::to_string(trunk_format::kVersion) + ": repack it with k3host pack-trunk");
-  if (version != static_cast<std::uint64_t>(trunk_format::kVersion))
+            "version " + std::to_string(io::trunk_format::kVersion) + ": repack it with k3host pack-trunk");
+  if (version != static_cast<std::uint64_t>(io::trunk_format::kVersion))
     rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads version " +
-            std::to_string(trunk_format::kVersion) + ")");
+            std::to_string(io::trunk_format::kVersion) + ")");
   if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
 
   PackedTrunk t;
   t.uri_ = uri;
-  trunk_codec::Codec codec = trunk_codec::Codec::none;
-  if (const std::string name = rd.str(j, "codec", "top level"); !trunk_codec::parse_codec(name, codec))
-    rd.fail("unknown codec \"" + name + "\" (this k3host reads " + trunk_codec::known_codecs() + ")");
-  t.codec_ = std::string(trunk_codec::name(codec));
-  const bool coded_pack = codec != trunk_codec::Codec::none;
+  io::trunk_codec::Codec codec = io::trunk_codec::Codec::none;
+  if (const std::string name = rd.str(j, "codec", "top level"); !io::trunk_codec::parse_codec(name, codec))
+    rd.fail("unknown codec \"" + name + "\" (this k3host reads " + io::trunk_codec::known_codecs() + ")");
+  t.codec_ = std::string(io::trunk_codec::name(codec));
+  const bool coded_pack = codec != io::trunk_codec::Codec::none;
   // A pack holds the bytes of one checkpoint: any other, of the same architecture or not (a
   // fine-tune, a new revision), is refused before a byte of trunk.bin is used.
   t.identity_ = rd.hex(j, "checkpoint_identity", "top level");
@@ -307,8 +307,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   io::read_exact(*bin_file, table.file_offset, table.nbytes, raw.data(), bin);
   if (const std::uint64_t h = XXH3_64bits(raw.data(), raw.size()); h != table.xxh3)
     throw RuntimeError(bin + ": the row table (" + std::to_string(row_count) + " checksums at offset " +
-                       std::to_string(table.file_offset) + ") has xxh3 " + trunk_format::hex64(h) + ", trunk.json says " +
-                       trunk_format::hex64(table.xxh3) + ": the packed trunk is damaged (repack it with k3host pack-trunk)");
+                       std::to_string(table.file_offset) + ") has xxh3 " + io::trunk_format::hex64(h) + ", trunk.json says " +
+                       io::trunk_format::hex64(table.xxh3) + ": the packed trunk is damaged (repack it with k3host pack-trunk)");
   t.row_sums_.resize(static_cast<std::size_t>(row_count));
   for (std::size_t i = 0; i < t.row_sums_.size(); ++i) {
     std::uint64_t v = 0;
@@ -322,7 +322,7 @@ void PackedTrunk::verify_hashes(sdk::StorageBackend& storage) const {
   std::unique_ptr<sdk::StorageFile> file;
   if (const sdk::Status st = storage.open(bin_uri(), file); !st.ok()) throw RuntimeError(st.detail);
   for (const auto* runs : {&layers_, &globals_})
-    for (const auto& r : *runs) trunk_format::verify_run(*file, bin_uri(), r, row_sums_);
+    for (const auto& r : *runs) io::trunk_format::verify_run(*file, bin_uri(), r, row_sums_);
 }
 
 }  // namespace k3

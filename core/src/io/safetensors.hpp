@@ -14,7 +14,7 @@
 #include <k3/checkpoint.hpp>
 #include <k3/storage.hpp>
 
-namespace k3::detail {
+namespace k3::io {
 
 /// A header longer than this is refused as implausible (a full K3 shard's is ~0.8 MB).
 inline constexpr std::uint64_t kMaxSafetensorsHeader = std::uint64_t{1} << 30;
@@ -32,4 +32,4 @@ std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept;
 std::uint64_t read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
                              std::vector<char>& buffer, std::vector<TensorInfo>& out);
 
-}  // namespace k3::detail
+}  // namespace k3::io

@@ -11,7 +11,7 @@
 #include "io/safetensors.hpp"
 #include "io/small_file.hpp"
 
-namespace k3::detail {
+namespace k3::io {
 namespace {
 
 namespace od = simdjson::ondemand;
@@ -175,4 +175,4 @@ std::uint64_t read_safetensors_header(sdk::StorageFile& file, const std::string&
   return hlen;
 }
 
-}  // namespace k3::detail
+}  // namespace k3::io

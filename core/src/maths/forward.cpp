@@ -10,7 +10,7 @@
 
 #include "maths/pass.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 void WeightSource::embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) {
   const GlobalWeights& g = global();
@@ -73,4 +73,4 @@ void keep_tentative(const ModelConfig& c, SequenceState& st, const TentativeChun
   }
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

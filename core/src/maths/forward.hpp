@@ -8,7 +8,7 @@
 
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 /// Where the non-expert weights come from: resident, or streamed layer by layer. A layer is
 /// acquired before use and released after; the small global tensors are always available.
@@ -65,4 +65,4 @@ SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);
 /// MLA caches), so that feeding tokens never reallocates them.
 void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions);
 
-}  // namespace k3::model
+}  // namespace k3::maths

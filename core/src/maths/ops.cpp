@@ -6,7 +6,7 @@
 
 #include "maths/row_blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 void Matrix::row(std::size_t r, float* out) const noexcept {
   if (f32) {
@@ -45,4 +45,4 @@ void softmax64(std::span<double> scores) noexcept {
   for (double& s : scores) s /= z;
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -16,7 +16,7 @@
 
 #include <k3/kernels.hpp>
 
-namespace k3::model {
+namespace k3::maths {
 
 /// A weight matrix [rows, cols] (row-major): bf16 (uint16 bits) or fp32 elements, as the
 /// checkpoint stores it. Products go to the kernel set's matmul of that dtype; both are exact
@@ -84,4 +84,4 @@ inline float bf16_to_f32(std::uint16_t b) noexcept {
   return f;
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

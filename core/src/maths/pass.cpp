@@ -8,7 +8,7 @@
 
 #include <k3/error.hpp>
 
-namespace k3::model {
+namespace k3::maths {
 namespace {
 
 /// A NaN or infinity in the residual stream spreads to every later layer and to the logits,
@@ -229,4 +229,4 @@ void forward_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::sp
   finish_pass(slices, tokens);
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -19,7 +19,7 @@
 #include "maths/blocks/blocks.hpp"
 #include "maths/forward.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 /// What crosses a stage boundary: the running prefix P of every row and the AttnRes block
 /// snapshots taken so far, views into the run buffers (stack.prefix, stack.bank). A
@@ -70,4 +70,4 @@ void forward_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::sp
 /// The rows of logits a pass over `slices` writes: Σ (all_positions ? rows : 1).
 [[nodiscard]] std::size_t logit_rows(std::span<const SeqSlice> slices) noexcept;
 
-}  // namespace k3::model
+}  // namespace k3::maths

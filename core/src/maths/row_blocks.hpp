@@ -27,7 +27,7 @@
 
 #include <k3/kernels.hpp>
 
-namespace k3::model {
+namespace k3::maths {
 
 /// Rows per block: big enough to amortise handing out, small enough to balance 2+ threads
 /// (a multiple of every kernel set's row tile, 4, 6 and 8).
@@ -127,4 +127,4 @@ void for_row_blocks(std::size_t rows, int threads, Fn&& fn) {
   }
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

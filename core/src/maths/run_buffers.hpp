@@ -9,7 +9,7 @@
 
 #include <k3/plan.hpp>
 
-namespace k3::model {
+namespace k3::maths {
 
 struct StackBuffers {
   std::vector<float> prefix, h, normed, out;  ///< [chunk, E]: P, h, RMSNorm(h), block output
@@ -90,4 +90,4 @@ class RunBuffers {
   RunBufferSizes sizes_;
 };
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace k3::model {
+namespace k3::maths {
 
 struct KdaState {
   std::vector<float> S;       ///< [H][D value][D key] fp32 (S transposed: row j holds S[:, j])
@@ -26,4 +26,4 @@ struct SequenceState {
   std::vector<MlaCache> mla;            ///< per layer (empty for KDA layers)
 };
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -13,7 +13,7 @@
 
 #include "maths/state.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 /// What the tokens of a tentative chunk fed into one KDA layer's state, token-major; P =
 /// heads × head_dim channels.
@@ -33,4 +33,4 @@ struct TentativeChunk {
   KdaState scratch;
 };
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -13,7 +13,7 @@
 
 #include "maths/ops.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 /// An fp32 vector (norm weights, AttnRes vectors, convolution kernels, biases): it points at
 /// F32 bytes where they were loaded, or holds the exact fp32 widening of BF16 bytes (done
@@ -138,4 +138,4 @@ struct GlobalWeights {
   Matrix lm_head;                     ///< [V, E]
 };
 
-}  // namespace k3::model
+}  // namespace k3::maths

@@ -591,7 +591,7 @@ void ExpertCache::Lease::reset() noexcept {
   slots_.clear();
 }
 
-model::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
+maths::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   ExpertCache& c = *cache_;
   const std::uint32_t s = slots_.at(i);
   auto lk = c.reader_.lock();

@@ -85,7 +85,7 @@ class ExpertCache {
     /// Blocks until the i-th requested id is read and returns it (null matrices when it
     /// failed to load). The reader publishes experts in disk order as they land. Throws
     /// k3::Interrupted when the storage abandoned a read on a stop request.
-    model::ExpertWeights wait_one(std::size_t i);
+    maths::ExpertWeights wait_one(std::size_t i);
     void reset() noexcept;
 
    private:
@@ -139,7 +139,7 @@ class ExpertCache {
   /// batch): the demand reader's, and the prefetch reader's, which reads at the same time.
   struct Reading {
     Reading(const CheckpointIndex& index, sdk::StorageBackend& storage) : files(index, storage) {}
-    model::TensorReader files;
+    streaming::TensorReader files;
     bool prefetch = false;  ///< opens no shard itself (open() is one thread at a time)
     std::vector<std::size_t> order;
     std::vector<Item> items;
@@ -214,13 +214,13 @@ class ExpertCache {
 };
 
 /// The model's ExpertSource over an ExpertCache: one lease per request(), dropped at release().
-class StreamedExperts final : public model::ExpertSource {
+class StreamedExperts final : public maths::ExpertSource {
  public:
   explicit StreamedExperts(ExpertCache& cache) : cache_(cache) {}
   void route(std::size_t layer, std::span<const std::uint32_t> requests) override { cache_.route(layer, requests); }
   [[nodiscard]] std::size_t max_batch() const override { return cache_.slots(); }
   void request(std::size_t layer, std::span<const std::uint32_t> ids) override { cache_.request(layer, ids, lease_); }
-  model::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
+  maths::ExpertWeights wait_one(std::size_t, std::size_t i) override { return lease_.wait_one(i); }
   void release(std::size_t) override { lease_.reset(); }
   [[nodiscard]] std::size_t lookahead_depth() const override { return cache_.prefetch_depth(); }
   void prefetch(std::size_t, std::size_t layer, std::span<const std::uint32_t> ids, std::size_t tokens) override {

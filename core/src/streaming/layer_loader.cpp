@@ -10,7 +10,7 @@
 #include "model/tensor_table.hpp"
 #include "streaming/tensor_reader.hpp"
 
-namespace k3::model {
+namespace k3::streaming {
 namespace {
 
 constexpr std::uint64_t kNotWidened = ~std::uint64_t{0};
@@ -27,10 +27,10 @@ struct Binding {
 };
 
 /// Binds a tensor's bytes to its view by the view's type; the dtype was checked on queueing.
-void bind_view(Matrix& m, const TensorInfo& t, const std::byte* p, float* /*widened*/) {
+void bind_view(maths::Matrix& m, const TensorInfo& t, const std::byte* p, float* /*widened*/) {
   m = {p, t.shape[0], t.shape[1], t.dtype == DType::f32};
 }
-void bind_view(F32Vector& v, const TensorInfo& t, const std::byte* p, float* widened) {
+void bind_view(maths::F32Vector& v, const TensorInfo& t, const std::byte* p, float* widened) {
   const std::uint64_t n = t.nbytes / element_size(t.dtype);
   if (t.dtype == DType::f32)
     v.point(reinterpret_cast<const float*>(p), n);
@@ -49,11 +49,11 @@ std::vector<Binding<Target>> queue_table(TensorReader& reader, Walk&& walk, Keep
     // The table's form and the field's view type are written on the same line; keep them
     // in step (the plan sizes by the form).
     using View = std::remove_reference_t<decltype(field(std::declval<Target&>()))>;
-    if ((e.form == table::Form::matrix) != std::is_same_v<View, Matrix>)
+    if ((e.form == table::Form::matrix) != std::is_same_v<View, maths::Matrix>)
       throw RuntimeError("tensor table: '" + e.name + "' binds a view that is not its form");
     const TensorInfo& info = table::require(reader.index(), e);
     if (!keep(e)) return;
-    out.push_back({reader.want(info), !std::is_same_v<View, Matrix>, kNotWidened,
+    out.push_back({reader.want(info), !std::is_same_v<View, maths::Matrix>, kNotWidened,
                    [](Target& target, const TensorInfo& t, const std::byte* p, float* widened) {
                      bind_view(decltype(field){}(target), t, p, widened);
                    }});
@@ -69,7 +69,7 @@ struct LayerLoader::Layer {
   bool with_experts = false;
   bool without_dense_ffn = false;
   ReadPlan read;
-  std::vector<Binding<LayerWeights>> trunk;
+  std::vector<Binding<maths::LayerWeights>> trunk;
   /// Per expert, its six tensors in table order (w1, w2, w3 × packed, scale).
   std::vector<std::array<std::size_t, 6>> experts;
   std::uint64_t widened = 0;  ///< floats the fp32 copies of its BF16 vectors take
@@ -87,7 +87,7 @@ std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts, bool without
   reader_.clear();
   const auto i = static_cast<std::int64_t>(li);
   // A split layer's FFN is streamed in row chunks; its tensors are checked here all the same.
-  L.trunk = queue_table<LayerWeights>(
+  L.trunk = queue_table<maths::LayerWeights>(
       reader_, [&](auto&& visit) { table::for_each_layer_tensor(c_, i, visit); },
       [&](const table::Entry& e) { return !(without_dense_ffn && e.part == TensorPart::dense_ffn); });
   if (with_experts && !c_.is_dense(i)) {
@@ -117,12 +117,12 @@ std::uint64_t LayerLoader::queue(std::size_t li, bool with_experts, bool without
 
 std::uint64_t LayerLoader::widened_floats() const { return layers_.at(layer_).widened; }
 
-void LayerLoader::read_and_bind(std::byte* base, LayerWeights& lw, std::span<float> widening) {
+void LayerLoader::read_and_bind(std::byte* base, maths::LayerWeights& lw, std::span<float> widening) {
   const Layer& L = layers_.at(layer_);
   float* widened = widening.size() >= L.widened ? widening.data() : nullptr;
   reader_.read(L.read, base);
   const auto i = static_cast<std::int64_t>(layer_);
-  lw = LayerWeights{};
+  lw = maths::LayerWeights{};
   lw.mla = c_.is_mla(i);
   lw.dense = c_.is_dense(i);
   for (const auto& b : L.trunk)
@@ -141,16 +141,16 @@ void LayerLoader::read_and_bind(std::byte* base, LayerWeights& lw, std::span<flo
   }
 }
 
-GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep) {
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep) {
   return load_global(c, reader, tables, tables, keep);
 }
 
-GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
                           std::vector<AlignedBuffer>& keep) {
-  GlobalWeights global;
+  maths::GlobalWeights global;
   reader.clear();
   // The embedding table and lm_head only with `tables` (checked either way).
-  const auto bindings = queue_table<GlobalWeights>(
+  const auto bindings = queue_table<maths::GlobalWeights>(
       reader,
       [&](auto&& visit) {
         table::for_each_embedding_tensor(c, visit);
@@ -186,4 +186,4 @@ ResidentWeights::ResidentWeights(const ModelConfig& c, const CheckpointIndex& in
   verify_ns_ = reader.verify_ns();
 }
 
-}  // namespace k3::model
+}  // namespace k3::streaming

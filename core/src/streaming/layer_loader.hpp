@@ -14,7 +14,7 @@
 #include "maths/weights.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::model {
+namespace k3::streaming {
 
 class TensorReader;
 struct PackedLocations;
@@ -41,7 +41,7 @@ class LayerLoader {
   /// widened_floats() (a ring slot's, reused at every refill), else into memory of their
   /// own (a layer bound once). Throws RuntimeError naming the shard and tensor on a failed
   /// read.
-  void read_and_bind(std::byte* base, LayerWeights& out, std::span<float> widening = {});
+  void read_and_bind(std::byte* base, maths::LayerWeights& out, std::span<float> widening = {});
 
  private:
   struct Layer;
@@ -53,10 +53,10 @@ class LayerLoader {
 
 /// The global tensors (norms, output AttnRes); the embedding table and lm_head only when
 /// `tables`. Buffers are appended to `keep`.
-GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep);
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep);
 /// The same choosing the tables one by one: a rank of a split model holds the embedding
 /// only when it is the first, lm_head only when it is the last (docs/cluster.md).
-GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
                           std::vector<AlignedBuffer>& keep);
 
 /// All weights resident in memory, read through a storage backend.
@@ -70,18 +70,18 @@ class ResidentWeights {
   ResidentWeights(const ModelConfig& cfg, const CheckpointIndex& index, sdk::StorageBackend& storage,
                   const PackedLocations* packed, std::size_t first, std::size_t last);
 
-  [[nodiscard]] const GlobalWeights& global() const noexcept { return global_; }
-  [[nodiscard]] const LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }
+  [[nodiscard]] const maths::GlobalWeights& global() const noexcept { return global_; }
+  [[nodiscard]] const maths::LayerWeights& layer(std::size_t i) const noexcept { return layers_[i]; }
   [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
   /// Nanoseconds spent checking packed-trunk bytes at load.
   [[nodiscard]] std::uint64_t verify_ns() const noexcept { return verify_ns_; }
 
  private:
   std::vector<AlignedBuffer> buffers_;
-  GlobalWeights global_;
-  std::vector<LayerWeights> layers_;
+  maths::GlobalWeights global_;
+  std::vector<maths::LayerWeights> layers_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t verify_ns_ = 0;
 };
 
-}  // namespace k3::model
+}  // namespace k3::streaming

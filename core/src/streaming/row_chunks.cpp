@@ -33,7 +33,7 @@ void RowChunkStreamer::read(const Job& job) {
   sdk::Status st;
   {
     ScopedTimer t(counters_.read_ns);
-    st = model::read_with_retry(*files_[w.file], {&req, 1});
+    st = streaming::read_with_retry(*files_[w.file], {&req, 1});
   }
   if (!st.ok())
     io::throw_read_failure(st.code, "reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
@@ -61,7 +61,7 @@ void RowChunkStreamer::wait(int buffer) {
   if (error_[buffer]) std::rethrow_exception(std::exchange(error_[buffer], nullptr));
 }
 
-void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where, const float* x, std::size_t n,
+void RowChunkStreamer::matmul(const maths::Ops& ops, const TensorLocation& where, const float* x, std::size_t n,
                               float* out, bool table) {
   const std::uint64_t rows = where.info->shape[0], cols = where.info->shape[1];
   const bool f32 = where.info->dtype == DType::f32;  // else bf16 (the tensor table checked it)
@@ -84,7 +84,7 @@ void RowChunkStreamer::matmul(const model::Ops& ops, const TensorLocation& where
     wait(buf);
     if (first + count < rows)
       submit({&where, first + count, std::min(per_chunk, rows - first - count), 1 - buf, table});
-    const model::Matrix chunk{buffers_[buf].data(), count, cols, f32};
+    const maths::Matrix chunk{buffers_[buf].data(), count, cols, f32};
     if (n == 1) {
       ops.matmul(chunk, x, 1, out + first);
       continue;

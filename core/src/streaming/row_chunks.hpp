@@ -27,7 +27,7 @@ struct TensorLocation {
   std::uint64_t offset = 0;          ///< of row 0 in that file
   /// From a packed trunk: each chunk's rows are checked against its row checksums on the
   /// reader thread before the chunk is published; null for the checkpoint's own bytes.
-  const trunk_check::TensorCheck* check = nullptr;
+  const io::trunk_check::TensorCheck* check = nullptr;
 };
 
 class RowChunkStreamer {
@@ -42,7 +42,7 @@ class RowChunkStreamer {
   /// out[t·rows + r] = (W x_t)[r] for the [rows, cols] BF16 or F32 tensor at `where`, x [n, cols].
   /// `table`: count the bytes read as table bytes (lm_head) instead of trunk bytes.
   /// RuntimeError naming the tensor and rows when a read fails after retries.
-  void matmul(const model::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out, bool table);
+  void matmul(const maths::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out, bool table);
 
  private:
   struct Job {
@@ -68,10 +68,10 @@ class RowChunkStreamer {
 };
 
 /// One matrix of a split dense layer, as the forward pass sees it.
-class StreamedFfnMatrix final : public model::StreamedMatrix {
+class StreamedFfnMatrix final : public maths::StreamedMatrix {
  public:
   StreamedFfnMatrix(RowChunkStreamer& streamer, TensorLocation where) : streamer_(streamer), where_(where) {}
-  void matmul(const model::Ops& ops, const float* x, std::size_t n, float* out) override {
+  void matmul(const maths::Ops& ops, const float* x, std::size_t n, float* out) override {
     streamer_.matmul(ops, where_, x, n, out, false);
   }
 

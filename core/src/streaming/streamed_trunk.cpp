@@ -12,7 +12,7 @@
 namespace k3::streaming {
 
 StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                             const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed)
+                             const MemoryPlan& plan, StreamCounters& counters, const streaming::PackedLocations* packed)
     : counters_(counters),
       pinned_(plan.pinned),
       head_chunk_rows_(plan.lm_head_chunk_rows),
@@ -31,7 +31,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
 
   {
     ScopedTimer t(counters_.read_ns);
-    global_ = model::load_global(c, main_reader_, false, keep_);
+    global_ = streaming::load_global(c, main_reader_, false, keep_);
     if (head_chunk_rows_ == 0 && plan.holds_head()) {  // lm_head resident
       main_reader_.clear();
       const std::size_t h = main_reader_.want(*head_info_);
@@ -53,7 +53,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   if (any_split || head_chunk_rows_ != 0) {
     std::vector<sdk::StorageFile*> files;
     auto locate = [&](const TensorInfo& t) {
-      const model::TensorSource src = chunk_files_.locate(t);
+      const streaming::TensorSource src = chunk_files_.locate(t);
       auto i = static_cast<std::size_t>(std::find(files.begin(), files.end(), src.file) - files.begin());
       if (i == files.size()) files.push_back(src.file);
       return TensorLocation{&t, static_cast<std::uint32_t>(i), src.offset, src.check};
@@ -75,7 +75,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   }
 
   // Pinned layers now; every streamed layer is checked (dtype, shape) and sized for a slot.
-  model::LayerLoader pin_loader(c, main_reader_);
+  streaming::LayerLoader pin_loader(c, main_reader_);
   pinned_layers_.resize(layers);
   std::uint64_t slot_bytes = 0, slot_floats = 0;
   const std::uint64_t before = main_reader_.bytes_read();
@@ -187,7 +187,7 @@ void StreamedTrunk::read_ahead(std::size_t layer) {
   }
 }
 
-const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
+const maths::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   if (!ours_[layer]) throw RuntimeError("layer " + std::to_string(layer) + " is held by another rank");
   if (pinned_[layer]) return pinned_layers_[layer];
   auto lk = reader_.lock();
@@ -218,7 +218,7 @@ const model::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   return slot.w;
 }
 
-const model::MoeWeights* StreamedTrunk::router_at_hand(std::size_t layer) {
+const maths::MoeWeights* StreamedTrunk::router_at_hand(std::size_t layer) {
   if (layer >= pinned_.size() || !ours_[layer]) return nullptr;
   if (pinned_[layer]) return pinned_layers_[layer].dense ? nullptr : &pinned_layers_[layer].moe;
   const auto lk = reader_.lock();
@@ -256,7 +256,7 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
   {
     ScopedTimer io(counters_.io_wait_ns);
     ScopedTimer rd(counters_.read_ns);
-    st = model::read_with_retry(*embed_src_.file, batch);
+    st = streaming::read_with_retry(*embed_src_.file, batch);
   }
   if (!st.ok())
     io::throw_read_failure(st.code, embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
@@ -266,11 +266,11 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
     for (std::size_t t = 0; t < tokens.size(); ++t) embed_src_.check->rows_at(rows_.data() + t * row_bytes, tokens[t], 1);
   }
   // The fetched rows as a [tokens, E] matrix of the table's dtype, widened exactly.
-  const model::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};
+  const maths::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};
   for (std::size_t t = 0; t < tokens.size(); ++t) rows.row(t, P + t * E);
 }
 
-void StreamedTrunk::head(const model::Ops& ops, const float* x, std::size_t n, float* logits) {
+void StreamedTrunk::head(const maths::Ops& ops, const float* x, std::size_t n, float* logits) {
   if (head_chunk_rows_ == 0)
     ops.matmul(global_.lm_head, x, n, logits);
   else

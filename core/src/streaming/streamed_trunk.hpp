@@ -33,29 +33,29 @@
 
 namespace k3::streaming {
 
-class StreamedTrunk final : public model::WeightSource {
+class StreamedTrunk final : public maths::WeightSource {
  public:
   /// Reads the global norms, lm_head (unless streamed) and the pinned layers now; starts
   /// the reader thread. UsageError for a tensor that does not match the config.
   /// `packed` (optional): read the trunk and tables from a packed trunk's trunk.bin, one
   /// request per layer.
   StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-                const MemoryPlan& plan, StreamCounters& counters, const model::PackedLocations* packed = nullptr);
+                const MemoryPlan& plan, StreamCounters& counters, const streaming::PackedLocations* packed = nullptr);
   ~StreamedTrunk() override;
   StreamedTrunk(const StreamedTrunk&) = delete;
   StreamedTrunk& operator=(const StreamedTrunk&) = delete;
 
-  const model::GlobalWeights& global() override { return global_; }
+  const maths::GlobalWeights& global() override { return global_; }
   /// Pinned: at once. Streamed: blocks until its slot is filled (reading it now if the
   /// read-ahead did not), then queues the read-ahead of the following layers.
-  const model::LayerWeights& acquire_layer(std::size_t layer) override;
+  const maths::LayerWeights& acquire_layer(std::size_t layer) override;
   /// The slot may be refilled from now on.
   void release_layer(std::size_t layer) override;
   /// Pinned, or its ring slot already read: only the compute thread starts reads, so the
   /// slot stays as it is until the layer being computed is released.
-  const model::MoeWeights* router_at_hand(std::size_t layer) override;
+  const maths::MoeWeights* router_at_hand(std::size_t layer) override;
   void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) override;
-  void head(const model::Ops& ops, const float* x, std::size_t n, float* logits) override;
+  void head(const maths::Ops& ops, const float* x, std::size_t n, float* logits) override;
 
  private:
   enum class SlotState { empty, loading, ready };
@@ -65,7 +65,7 @@ class StreamedTrunk final : public model::WeightSource {
     SlotState state = SlotState::empty;
     bool held = false;
     std::vector<float> widened;  ///< the fp32 copies of the layer's BF16 vectors (sized once)
-    model::LayerWeights w;
+    maths::LayerWeights w;
     std::exception_ptr error;
   };
 
@@ -90,12 +90,12 @@ class StreamedTrunk final : public model::WeightSource {
   std::size_t n_streamed_ = 0;
   std::uint64_t head_chunk_rows_ = 0;
 
-  model::TensorReader main_reader_;  // construction, embedding rows, lm_head chunks
+  streaming::TensorReader main_reader_;  // construction, embedding rows, lm_head chunks
   std::vector<AlignedBuffer> keep_;
-  model::GlobalWeights global_;
-  std::vector<model::LayerWeights> pinned_layers_;
+  maths::GlobalWeights global_;
+  std::vector<maths::LayerWeights> pinned_layers_;
   const TensorInfo* embed_info_ = nullptr;
-  model::TensorSource embed_src_;
+  streaming::TensorSource embed_src_;
   const TensorInfo* head_info_ = nullptr;
   // embed()'s row buffer, reads and order: grown to the largest chunk, then reused.
   std::vector<std::byte> rows_;
@@ -103,13 +103,13 @@ class StreamedTrunk final : public model::WeightSource {
   std::vector<std::size_t> row_order_;
 
   // Row chunks: lm_head in ultra and the FFNs of split layers.
-  model::TensorReader chunk_files_;  // opens the files the streamer reads (its thread only reads)
+  streaming::TensorReader chunk_files_;  // opens the files the streamer reads (its thread only reads)
   std::unique_ptr<RowChunkStreamer> row_chunks_;
   TensorLocation head_where_;
   std::vector<std::array<std::unique_ptr<StreamedFfnMatrix>, 3>> ffn_;
 
-  model::TensorReader ring_reader_;  // the reader thread only
-  model::LayerLoader ring_loader_;
+  streaming::TensorReader ring_reader_;  // the reader thread only
+  streaming::LayerLoader ring_loader_;
   // Under the reader's lock.
   std::vector<Slot> slots_;
   int held_ = -1;

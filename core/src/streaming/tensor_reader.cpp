@@ -11,7 +11,7 @@
 #include "io/read_failure.hpp"
 #include "io/xxh3.hpp"
 
-namespace k3::model {
+namespace k3::streaming {
 namespace {
 
 std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
@@ -54,7 +54,7 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
     for (const PackedRun& run : *runs) {
       for (const PackedTensor& t : run.tensors) {
         const std::uint64_t offset = run.file_offset + (run.coded() ? t.coded_offset : t.offset);
-        trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset, run.coded(), t.xxh3, {}, t.row_bytes()};
+        io::trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset, run.coded(), t.xxh3, {}, t.row_bytes()};
         if (t.row_sums >= 0)  // PackedTrunk::open checked the rows lie inside the table
           check.rows = table.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
         out.where.emplace(t.name, Where{offset, t.coded_bytes, out.runs.size(), std::move(check)});
@@ -174,7 +174,7 @@ ReadPlan TensorReader::plan() {
   out.tensors.reserve(wanted_.size());
   for (const Wanted& w : wanted_) {
     std::size_t run = 0;
-    const trunk_check::TensorCheck* check = nullptr;
+    const io::trunk_check::TensorCheck* check = nullptr;
     if (w.src_file == index_.files().size()) {
       const PackedLocations::Where& where = packed_->where.at(w.info->name);
       run = where.run;
@@ -287,7 +287,7 @@ void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& 
   };
   Piece cur = first_from(0);
   if (cur.request == f.requests.size()) return;
-  if (!ahead_) ahead_ = std::make_unique<trunk_codec::ReadAhead>();
+  if (!ahead_) ahead_ = std::make_unique<io::trunk_codec::ReadAhead>();
   if (!hash_) {
     hash_ = std::make_unique<HashState>();
     if (!hash_->state) throw std::bad_alloc();
@@ -296,7 +296,7 @@ void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& 
   XXH3_state_t* state = hash_->state.get();
   bool in_flight = false;
   struct Drain {  // a piece still being read into the caller's memory is waited for, even on an error
-    trunk_codec::ReadAhead& ahead;
+    io::trunk_codec::ReadAhead& ahead;
     bool& in_flight;
     ~Drain() {
       if (in_flight) (void)ahead.wait();
@@ -348,10 +348,10 @@ void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& 
 void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, const ReadPlan::Request& r,
                               std::byte* base) {
   if (!decoder_) {
-    decoder_ = std::make_unique<trunk_codec::Decoder>();
-    ahead_ = std::make_unique<trunk_codec::ReadAhead>();
+    decoder_ = std::make_unique<io::trunk_codec::Decoder>();
+    ahead_ = std::make_unique<io::trunk_codec::ReadAhead>();
   }
-  trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, coded_piece_, ahead_.get());
+  io::trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, coded_piece_, ahead_.get());
   std::uint64_t at = r.src_offset, raw_end = r.buffer_offset;
   for (std::size_t k = r.first; k < r.first + r.count; ++k) {
     const ReadPlan::Tensor& t = plan.tensors[f.order[k]];
@@ -364,9 +364,9 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
       const std::uint64_t n = decoder_->decode(
           in, {base + t.buffer_offset, static_cast<std::size_t>(t.info->nbytes)}, t.info->dtype == DType::bf16);
       if (n != t.coded_bytes)
-        throw trunk_codec::CodecError("the stream is " + std::to_string(n) + " bytes, trunk.json says " +
+        throw io::trunk_codec::CodecError("the stream is " + std::to_string(n) + " bytes, trunk.json says " +
                                       std::to_string(t.coded_bytes));
-    } catch (const trunk_codec::CodecError& e) {
+    } catch (const io::trunk_codec::CodecError& e) {
       throw RuntimeError(context() + "damaged coded stream (repack with k3host pack-trunk): " + e.what());
     } catch (const RuntimeError& e) {
       throw RuntimeError(context() + e.what());
@@ -384,4 +384,4 @@ const std::byte* TensorReader::data(const AlignedBuffer& buf, std::size_t handle
   return buf.data() + wanted_[handle].buffer_offset;
 }
 
-}  // namespace k3::model
+}  // namespace k3::streaming

@@ -25,7 +25,7 @@
 #include "io/pack_trunk_codec.hpp"
 #include "util/aligned_buffer.hpp"
 
-namespace k3::model {
+namespace k3::streaming {
 
 /// Reads a batch, then re-reads the requests that failed, up to `attempts` reads in all
 /// (a transient fault — EIO, a short read — recovers). Returns the last failure, if any.
@@ -38,7 +38,7 @@ struct PackedLocations {
     std::uint64_t offset = 0;       ///< of the tensor's bytes, or of its coded stream
     std::uint64_t coded_bytes = 0;  ///< the coded stream's length; 0: raw bytes
     std::size_t run = 0;            ///< index into runs
-    trunk_check::TensorCheck check;  ///< its checksum(s) and names for messages
+    io::trunk_check::TensorCheck check;  ///< its checksum(s) and names for messages
   };
   PackedLocations() = default;
   PackedLocations(PackedLocations&&) = default;
@@ -62,7 +62,7 @@ struct TensorSource {
   std::string file_name;  ///< for messages
   /// Read from a packed trunk: what its bytes must hash to (rows included); else null, the
   /// checkpoint's own bytes.
-  const trunk_check::TensorCheck* check = nullptr;
+  const io::trunk_check::TensorCheck* check = nullptr;
 };
 
 /// A queue laid out and grouped into read batches once (TensorReader::plan()), so that
@@ -75,7 +75,7 @@ struct ReadPlan {
     std::uint64_t src_offset = 0;     ///< in its file (of the coded stream when coded)
     std::uint64_t coded_bytes = 0;    ///< the coded stream's length; 0: raw
     std::size_t run = 0;              ///< coded: PackedLocations::runs index, for messages
-    const trunk_check::TensorCheck* check = nullptr;  ///< from a packed trunk: checked once read
+    const io::trunk_check::TensorCheck* check = nullptr;  ///< from a packed trunk: checked once read
   };
   /// One read: neighbouring tensors merged when their gap is the same in file and memory.
   /// Coded (a packed trunk's coded streams): neighbouring streams of one run merged, read
@@ -197,11 +197,11 @@ class TensorReader {
   std::vector<Wanted> wanted_;
   std::vector<sdk::ReadRequest> batch_;  // read()'s requests, reserved by plan()
   // Made at the first coded read, kept: refilling a ring slot allocates nothing.
-  std::unique_ptr<trunk_codec::Decoder> decoder_;
-  std::unique_ptr<trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded or hashed
+  std::unique_ptr<io::trunk_codec::Decoder> decoder_;
+  std::unique_ptr<io::trunk_codec::ReadAhead> ahead_;  // reads the next piece while one is decoded or hashed
   struct HashState;
   std::unique_ptr<HashState> hash_;  // the XXH3 state of the tensor being checked (read_raw_checked)
-  trunk_codec::FileInput::Buffers staging_;
+  io::trunk_codec::FileInput::Buffers staging_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t coded_bytes_read_ = 0;
   std::uint64_t verify_ns_ = 0;
@@ -209,4 +209,4 @@ class TensorReader {
   std::uint64_t coded_piece_ = kCodedPiece;
 };
 
-}  // namespace k3::model
+}  // namespace k3::streaming

@@ -35,7 +35,7 @@ namespace k3 {
 namespace {
 
 namespace fs = std::filesystem;
-using trunk_format::hex64;
+using io::trunk_format::hex64;
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -208,13 +208,13 @@ fs::path checked_target(const PackTrunkOptions& options) {
 class RunWriter {
  public:
   RunWriter(const CheckpointIndex& index, sdk::StorageBackend& storage, AtomicFile& bin,
-            const PackTrunkOptions& options, trunk_codec::Codec codec, std::uint64_t data_bytes)
+            const PackTrunkOptions& options, io::trunk_codec::Codec codec, std::uint64_t data_bytes)
       : index_(index), storage_(storage), bin_(bin), options_(options), data_bytes_(data_bytes),
-        buffer_(static_cast<std::size_t>(std::min<std::uint64_t>(trunk_format::kChunk, data_bytes + 1))) {
-    if (codec != trunk_codec::Codec::none)
-      encoder_ = std::make_unique<trunk_codec::Encoder>(
-          trunk_codec::EncodeOptions{trunk_codec::kDefaultBlockRaw, options.codec_level, trunk_codec::kDefaultMinMatch,
-                                     codec == trunk_codec::Codec::bf16_huff});
+        buffer_(static_cast<std::size_t>(std::min<std::uint64_t>(io::trunk_format::kChunk, data_bytes + 1))) {
+    if (codec != io::trunk_codec::Codec::none)
+      encoder_ = std::make_unique<io::trunk_codec::Encoder>(
+          io::trunk_codec::EncodeOptions{io::trunk_codec::kDefaultBlockRaw, options.codec_level, io::trunk_codec::kDefaultMinMatch,
+                                     codec == io::trunk_codec::Codec::bf16_huff});
     phase_ = encoder_ ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
   }
 
@@ -313,7 +313,7 @@ class RunWriter {
   std::uint64_t data_bytes_;
   std::map<std::uint32_t, std::unique_ptr<sdk::StorageFile>> shards_;
   std::vector<std::byte> buffer_, tensor_, stream_;
-  std::unique_ptr<trunk_codec::Encoder> encoder_;
+  std::unique_ptr<io::trunk_codec::Encoder> encoder_;
   const char* phase_ = "copy";
   const std::byte zeros_[kTrunkTensorAlign] = {};
   std::uint64_t copied_ = 0;
@@ -349,8 +349,8 @@ void verify_written(sdk::StorageBackend& storage, const fs::path& bin, const std
     if (options.progress) options.progress("verify", checked, result.stored_bytes);
   };
   try {
-    for (const auto& p : runs) trunk_format::verify_run(*written, bin.string(), p.run, row_sums, progress);
-    if (trunk_format::hash_range(*written, bin.string(), table.file_offset, table.nbytes) != table.xxh3)
+    for (const auto& p : runs) io::trunk_format::verify_run(*written, bin.string(), p.run, row_sums, progress);
+    if (io::trunk_format::hash_range(*written, bin.string(), table.file_offset, table.nbytes) != table.xxh3)
       throw RuntimeError(bin.string() + ": the row table reads back differently");
   } catch (const RuntimeError& e) {
     throw RuntimeError(std::string("verification failed: ") + e.what());
@@ -359,15 +359,15 @@ void verify_written(sdk::StorageBackend& storage, const fs::path& bin, const std
 
 /// trunk.json (k3/packed_trunk.hpp).
 nlohmann::json manifest_json(const std::vector<PlannedRun>& runs, const PackedRun& table, std::size_t row_sums,
-                             trunk_codec::Codec codec, const PackTrunkResult& result, const PackTrunkOptions& options,
+                             io::trunk_codec::Codec codec, const PackTrunkResult& result, const PackTrunkOptions& options,
                              const ModelConfig& config, TrunkLayerRange range) {
   nlohmann::json layers = nlohmann::json::array();
   nlohmann::json globals = nlohmann::json::array();
   for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
-  return {{"format", trunk_format::kFormat},
-          {"version", trunk_format::kVersion},
+  return {{"format", io::trunk_format::kFormat},
+          {"version", io::trunk_format::kVersion},
           {"align", kTrunkAlign},
-          {"codec", std::string(trunk_codec::name(codec))},
+          {"codec", std::string(io::trunk_codec::name(codec))},
           {"checkpoint_identity", identity_hex(result.identity)},
           {"model", fs::absolute(options.model).lexically_normal().string()},
           {"trunk_bin_bytes", result.bin_bytes},
@@ -390,9 +390,9 @@ PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
   const TrunkLayerRange range = layer_range(options, config);
   const fs::path out = checked_target(options);
 
-  trunk_codec::Codec codec = trunk_codec::Codec::none;
-  if (!trunk_codec::parse_codec(options.codec, codec))
-    throw UsageError("unknown codec '" + options.codec + "' (known: " + trunk_codec::known_codecs() + ")");
+  io::trunk_codec::Codec codec = io::trunk_codec::Codec::none;
+  if (!io::trunk_codec::parse_codec(options.codec, codec))
+    throw UsageError("unknown codec '" + options.codec + "' (known: " + io::trunk_codec::known_codecs() + ")");
 
   std::vector<PlannedRun> runs = plan_runs(index, config, range, !options.layers.has_value());
   PackTrunkResult result;

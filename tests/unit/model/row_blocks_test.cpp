@@ -12,9 +12,9 @@
 
 #include "maths/row_blocks.hpp"
 
-using k3::model::BlockShares;
-using k3::model::for_row_blocks;
-using k3::model::kRowBlock;
+using k3::maths::BlockShares;
+using k3::maths::for_row_blocks;
+using k3::maths::kRowBlock;
 
 TEST_CASE("one thread runs its share front to back, then halves of the others' from the back",
           "[model][row_blocks]") {

@@ -69,7 +69,7 @@ TEST_CASE("pending ids survive a save and a load", "[model][state]") {
   const std::vector<char> bytes = read_bytes(file);
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, sizeof version);
-  CHECK(version == k3::model::kStateVersion);
+  CHECK(version == k3::engine::kStateVersion);
 
   SECTION("an empty pending list round-trips too") {
     t.set_pending({});
@@ -97,8 +97,8 @@ TEST_CASE("state files of another format version are refused, naming both versio
     s.set_pending({4});
     s.save(file);
   }
-  REQUIRE(k3::model::kStateVersion > 1);
-  const std::string current = "version " + std::to_string(k3::model::kStateVersion);
+  REQUIRE(k3::engine::kStateVersion > 1);
+  const std::string current = "version " + std::to_string(k3::engine::kStateVersion);
   k3::Session s(m, 64);
   const auto v1 = with_version(file, 1);
   CHECK_THROWS_AS(s.load(v1), k3::UsageError);
@@ -108,9 +108,9 @@ TEST_CASE("state files of another format version are refused, naming both versio
   const auto v2 = with_version(file, 2);
   CHECK_THROWS_WITH(s.load(v2), Catch::Contains(v2.string()) && Catch::Contains("version 2") &&
                                     Catch::Contains(current) && Catch::Contains("checkpoint"));
-  const auto future = with_version(file, k3::model::kStateVersion + 1);
+  const auto future = with_version(file, k3::engine::kStateVersion + 1);
   CHECK_THROWS_WITH(s.load(future), Catch::Contains(future.string()) &&
-                                        Catch::Contains("version " + std::to_string(k3::model::kStateVersion + 1)) &&
+                                        Catch::Contains("version " + std::to_string(k3::engine::kStateVersion + 1)) &&
                                         Catch::Contains(current));
   // Nothing of a refused file was taken.
   CHECK(s.position() == 0);

@@ -147,20 +147,20 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
   const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), k3::test::identity_of(model_dir));
-  const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
+  const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
-  k3::model::TensorReader plain_reader(index, *storage);
-  k3::model::TensorReader coded_reader(index, *storage, &where);
+  k3::streaming::TensorReader plain_reader(index, *storage);
+  k3::streaming::TensorReader coded_reader(index, *storage, &where);
   for (std::size_t li = 0; li < static_cast<std::size_t>(c.num_hidden_layers); ++li) {
     CAPTURE(li);
     for (const bool without_ffn : {false, true}) {
-      k3::model::LayerLoader plain(c, plain_reader), packed(c, coded_reader);
+      k3::streaming::LayerLoader plain(c, plain_reader), packed(c, coded_reader);
       const std::uint64_t n_plain = plain.queue(li, false, without_ffn);
       const std::uint64_t n_coded = packed.queue(li, false, without_ffn);
       if (!without_ffn) CHECK(n_coded == trunk.layers()[li].nbytes);
       k3::AlignedBuffer a(n_plain), b(n_coded);
-      k3::model::LayerWeights wa, wb;
+      k3::maths::LayerWeights wa, wb;
       const std::uint64_t coded_before = coded_reader.coded_bytes_read(), read_before = coded_reader.bytes_read();
       packed.read_and_bind(b.data(), wb);
       if (!without_ffn) {
@@ -170,7 +170,7 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
         CHECK(coded_reader.bytes_read() - read_before + 64 * trunk.layers()[li].tensors.size() > trunk.layers()[li].coded_bytes);
       }
       plain.read_and_bind(a.data(), wa);
-      auto same = [](const k3::model::Matrix& x, const k3::model::Matrix& y) {
+      auto same = [](const k3::maths::Matrix& x, const k3::maths::Matrix& y) {
         return x.rows == y.rows && x.cols == y.cols && x.f32 == y.f32 &&
                std::memcmp(x.w, y.w, x.rows * x.cols * x.element_bytes()) == 0;
       };
@@ -192,14 +192,14 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   // The whole decoded layer equals the uncoded run byte for byte, padding included.
   const fs::path raw = pack(model_dir, "demo", "none");
   const k3::PackedTrunk raw_trunk = k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), k3::test::identity_of(model_dir));
-  const k3::model::PackedLocations raw_where = k3::model::PackedLocations::of(raw_trunk);
-  k3::model::TensorReader raw_reader(index, *storage, &raw_where);
-  k3::model::LayerLoader from_raw(c, raw_reader), from_coded(c, coded_reader);
+  const k3::streaming::PackedLocations raw_where = k3::streaming::PackedLocations::of(raw_trunk);
+  k3::streaming::TensorReader raw_reader(index, *storage, &raw_where);
+  k3::streaming::LayerLoader from_raw(c, raw_reader), from_coded(c, coded_reader);
   const std::uint64_t n = from_raw.queue(1, false);
   REQUIRE(from_coded.queue(1, false) == n);
   k3::AlignedBuffer a(n), b(n);
   std::memset(b.data(), 0xAB, n);  // padding must be written, not left as it was
-  k3::model::LayerWeights wa, wb;
+  k3::maths::LayerWeights wa, wb;
   from_raw.read_and_bind(a.data(), wa);
   from_coded.read_and_bind(b.data(), wb);
   CHECK(std::memcmp(a.data(), b.data(), n) == 0);

@@ -116,12 +116,12 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
   const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
-  const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
+  const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));
-  k3::model::TensorReader plain_reader(index, counting);
-  k3::model::TensorReader packed_reader(index, counting, &where);
-  k3::model::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
+  k3::streaming::TensorReader plain_reader(index, counting);
+  k3::streaming::TensorReader packed_reader(index, counting, &where);
+  k3::streaming::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
 
   for (std::size_t li = 0; li < static_cast<std::size_t>(c.num_hidden_layers); ++li) {
     CAPTURE(li);
@@ -129,7 +129,7 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
     const std::uint64_t n_packed = packed.queue(li, false);
     CHECK(n_packed == trunk.layers()[li].nbytes);  // the run's layout, byte for byte
     k3::AlignedBuffer a(n_plain), b(n_packed);
-    k3::model::LayerWeights wa, wb;
+    k3::maths::LayerWeights wa, wb;
     counting.requests.clear();
     packed.read_and_bind(b.data(), wb);
     CHECK(counting.requests.size() == 1);
@@ -137,7 +137,7 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
     plain.read_and_bind(a.data(), wa);
     // Same bytes behind every view.
     CHECK(std::memcmp(wa.input_layernorm.data(), wb.input_layernorm.data(), wa.input_layernorm.size() * 4) == 0);
-    auto same = [](const k3::model::Matrix& x, const k3::model::Matrix& y) {
+    auto same = [](const k3::maths::Matrix& x, const k3::maths::Matrix& y) {
       return x.rows == y.rows && x.cols == y.cols && x.f32 == y.f32 &&
              std::memcmp(x.w, y.w, x.rows * x.cols * x.element_bytes()) == 0;
     };
@@ -162,20 +162,20 @@ TEST_CASE("packed trunk: a layer read in many pieces, each hashed while the next
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
   const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
-  const k3::model::PackedLocations where = k3::model::PackedLocations::of(trunk);
+  const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));
-  k3::model::TensorReader plain_reader(index, counting);
-  k3::model::TensorReader packed_reader(index, counting, &where);
+  k3::streaming::TensorReader plain_reader(index, counting);
+  k3::streaming::TensorReader packed_reader(index, counting, &where);
   packed_reader.set_raw_piece(1000);  // pieces that cut tensors anywhere, not at alignments
-  k3::model::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
+  k3::streaming::LayerLoader plain(c, plain_reader), packed(c, packed_reader);
   for (std::size_t li = 0; li < static_cast<std::size_t>(c.num_hidden_layers); ++li) {
     CAPTURE(li);
     const std::uint64_t n = trunk.layers()[li].nbytes;
     REQUIRE(packed.queue(li, false) == n);
     (void)plain.queue(li, false);
     k3::AlignedBuffer a(n), b(n);
-    k3::model::LayerWeights wa, wb;
+    k3::maths::LayerWeights wa, wb;
     counting.requests.clear();
     packed.read_and_bind(b.data(), wb);
     CHECK(counting.requests["trunk.bin"] == (n + 999) / 1000);
@@ -186,12 +186,12 @@ TEST_CASE("packed trunk: a layer read in many pieces, each hashed while the next
   const k3::PackedRun& run = trunk.layers()[2];
   const fs::path damaged = flipped_copy(packed_dir, "packed-pieces-flipped", run.file_offset + run.nbytes / 2);
   const k3::PackedTrunk bad = k3::PackedTrunk::open(k3::test::local_storage(), damaged.string(), k3::test::identity_of(model_dir));
-  const k3::model::PackedLocations bad_where = k3::model::PackedLocations::of(bad);
-  k3::model::TensorReader bad_reader(index, counting, &bad_where);
+  const k3::streaming::PackedLocations bad_where = k3::streaming::PackedLocations::of(bad);
+  k3::streaming::TensorReader bad_reader(index, counting, &bad_where);
   bad_reader.set_raw_piece(1000);
-  k3::model::LayerLoader from_bad(c, bad_reader);
+  k3::streaming::LayerLoader from_bad(c, bad_reader);
   k3::AlignedBuffer buffer(from_bad.queue(2, false));
-  k3::model::LayerWeights w;
+  k3::maths::LayerWeights w;
   CHECK_THROWS_WITH(from_bad.read_and_bind(buffer.data(), w),
                     Catch::Contains("trunk.bin") && Catch::Contains("run 'layer 2'") && Catch::Contains("damaged"));
 }

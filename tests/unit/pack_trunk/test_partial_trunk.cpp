@@ -123,12 +123,12 @@ TEST_CASE("partial trunk: trunk.json records the range, the packed layers come f
     CHECK(t.layers()[0].coded() == (codec != "none"));
     CHECK_NOTHROW(t.verify_hashes(*storage));
     // Where a reader takes each layer's tensors from: trunk.bin for 2..4, the shards otherwise.
-    const k3::model::PackedLocations where = k3::model::PackedLocations::of(t);
-    k3::model::TensorReader reader(index, *storage, &where);
+    const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(t);
+    k3::streaming::TensorReader reader(index, *storage, &where);
     for (std::int64_t li = 0; li < 6; ++li) {
       CAPTURE(li);
       const std::string name = k3::tensor_names::layer(li, "input_layernorm.weight");
-      const k3::model::TensorSource src = reader.locate(*index.find(name));
+      const k3::streaming::TensorSource src = reader.locate(*index.find(name));
       const bool packed = li >= 2 && li <= 4;
       // A coded tensor is located in its shard (raw bytes, for reads of parts); raw ones in trunk.bin.
       CHECK(src.file_name.ends_with("trunk.bin") == (packed && codec == "none"));

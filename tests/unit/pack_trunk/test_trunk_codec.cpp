@@ -15,7 +15,7 @@
 #include "io/pack_trunk_codec.hpp"
 #include "io/pack_trunk_huffman.hpp"
 
-namespace codec = k3::trunk_codec;
+namespace codec = k3::io::trunk_codec;
 
 namespace {
 

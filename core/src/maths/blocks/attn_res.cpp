@@ -8,7 +8,7 @@
 
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 namespace {
 
 /// Σ a[i]·b[i] with fp32 a and fp64 b, in the contract's partition and tree.
@@ -37,4 +37,4 @@ void attn_res(const Ops& ops, std::span<const float* const> rows, const float* n
   }
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

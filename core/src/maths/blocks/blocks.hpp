@@ -19,7 +19,7 @@
 #include "maths/tentative.hpp"
 #include "maths/weights.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 /// AttnRes aggregation AR(rows; proj, norm) for ONE token: rows = [bank_0 … bank_{n-1}, P],
 /// each [E]. out [E].
@@ -139,4 +139,4 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
 void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, const float* x, std::size_t T,
                float* out, DenseBuffers& b);
 
-}  // namespace k3::model
+}  // namespace k3::maths

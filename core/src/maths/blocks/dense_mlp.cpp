@@ -1,6 +1,6 @@
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 
 namespace {
 /// The resident view, or the split layer's row-chunk stream.
@@ -26,4 +26,4 @@ void dense_mlp(const Ops& ops, const ModelConfig& c, const DenseMlpWeights& w, c
   multiply(ops, w.down_proj, w.down_stream, g, T, out);
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

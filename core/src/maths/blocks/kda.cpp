@@ -12,7 +12,7 @@
 
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 namespace {
 
 /// Appends channel inputs x[P] to the conv history [P][K-1] (oldest first), dropping the oldest.
@@ -197,4 +197,4 @@ void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep,
   }
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

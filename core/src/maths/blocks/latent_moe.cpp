@@ -14,7 +14,7 @@
 
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 namespace {
 
 /// Top-k of choice (descending; ties → lower id first) into idx[0..k).
@@ -194,4 +194,4 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
   for (std::size_t i = 0; i < T * E; ++i) out[i] = static_cast<float>(double{out[i]} + double{sh[i]});
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths

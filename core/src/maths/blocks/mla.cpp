@@ -11,7 +11,7 @@
 
 #include "maths/blocks/blocks.hpp"
 
-namespace k3::model {
+namespace k3::maths {
 namespace {
 
 float widen(std::uint16_t b) noexcept { return bf16_to_f32(b); }
@@ -119,4 +119,4 @@ void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t 
   ops.matmul(w.o_proj, b.y.data(), T, out);
 }
 
-}  // namespace k3::model
+}  // namespace k3::maths
