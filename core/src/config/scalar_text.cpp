@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include "util/ascii.hpp"
 
 namespace k3::config {
 
@@ -14,12 +15,6 @@ std::string_view strip_plus(std::string_view text) {
   return text;
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 }  // namespace
 
@@ -41,7 +36,7 @@ std::optional<double> parse_number(std::string_view text) {
 }
 
 std::optional<bool> parse_bool(std::string_view text) {
-  const std::string t = lower(text);
+  const std::string t = util::ascii_lower(text);
   if (t == "true" || t == "yes" || t == "on") return true;
   if (t == "false" || t == "no" || t == "off") return false;
   return std::nullopt;

@@ -18,6 +18,7 @@
 
 #include "io/read_failure.hpp"
 #include "util/reader_thread.hpp"
+#include "util/little_endian.hpp"
 
 namespace k3::io::trunk_codec {
 namespace {
@@ -26,20 +27,6 @@ constexpr char kMagic[4] = {'K', '3', 'T', 'Z'};
 constexpr std::uint8_t kStreamVersion = 1;
 constexpr std::uint8_t kStored = 0, kSplit = 1, kSplitHuffman = 2;
 constexpr std::size_t kMinHuffmanSymbols = 4096;
-
-std::uint32_t load32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | std::to_integer<std::uint32_t>(p[i]);
-  return v;
-}
-std::uint64_t load64(const std::byte* p) { return std::uint64_t{load32(p + 4)} << 32 | load32(p); }
-void store32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void store64(std::byte* p, std::uint64_t v) {
-  store32(p, static_cast<std::uint32_t>(v));
-  store32(p + 4, static_cast<std::uint32_t>(v >> 32));
-}
 
 /// XXH3-64 of the block table, seeded with the XXH3-64 of the header's first 24 bytes.
 std::uint64_t header_hash(const std::byte* header, const std::byte* table, std::size_t table_bytes) {
@@ -167,19 +154,19 @@ void Encoder::encode(std::span<const std::byte> raw, DType dtype, std::vector<st
     if (exp_len == 0) out.insert(out.end(), src, src + len);
     const std::size_t coded = out.size() - payload;
     std::byte* entry = out.data() + start + kHeaderBytes + kEntryBytes * b;
-    store32(entry, static_cast<std::uint32_t>(coded));
-    store32(entry + 4, exp_len);
-    store64(entry + 8, XXH3_64bits(out.data() + payload, coded));
+    util::store_le32(entry, static_cast<std::uint32_t>(coded));
+    util::store_le32(entry + 4, exp_len);
+    util::store_le64(entry + 8, XXH3_64bits(out.data() + payload, coded));
   }
   std::byte* h = out.data() + start;
   std::memcpy(h, kMagic, 4);
   h[4] = std::byte{kStreamVersion};
   h[5] = std::byte{!bf16 ? kStored : options_.huffman ? kSplitHuffman : kSplit};
   h[6] = h[7] = std::byte{0};
-  store32(h + 8, options_.block_raw);
-  store32(h + 12, static_cast<std::uint32_t>(n_blocks));
-  store64(h + 16, raw.size());
-  store64(h + 24, header_hash(h, h + kHeaderBytes, kEntryBytes * n_blocks));
+  util::store_le32(h + 8, options_.block_raw);
+  util::store_le32(h + 12, static_cast<std::uint32_t>(n_blocks));
+  util::store_le64(h + 16, raw.size());
+  util::store_le64(h + 24, header_hash(h, h + kHeaderBytes, kEntryBytes * n_blocks));
 }
 
 // ---- inputs ----
@@ -331,10 +318,10 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
   if (kind != kStored && kind != kSplit && kind != kSplitHuffman) throw CodecError("unknown block kind " + std::to_string(kind));
   if (kind != kStored && !bf16) throw CodecError("bf16 split blocks in a tensor that is not BF16");
   if (h[6] != std::byte{0} || h[7] != std::byte{0}) throw CodecError("reserved header bytes are not zero");
-  const std::uint32_t block_raw = load32(h + 8);
-  const std::uint32_t n_blocks = load32(h + 12);
-  const std::uint64_t raw_bytes = load64(h + 16);
-  const std::uint64_t hash = load64(h + 24);
+  const std::uint32_t block_raw = util::load_le32(h + 8);
+  const std::uint32_t n_blocks = util::load_le32(h + 12);
+  const std::uint64_t raw_bytes = util::load_le64(h + 16);
+  const std::uint64_t hash = util::load_le64(h + 24);
   if (block_raw % 2 != 0 || block_raw < kMinBlockRaw || block_raw > kMaxBlockRaw)
     throw CodecError("bad block size " + std::to_string(block_raw));
   if (raw_bytes != out.size())
@@ -354,14 +341,14 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
   std::uint64_t consumed = kHeaderBytes + table_bytes;
   for (std::uint32_t b = 0; b < n_blocks; ++b) {
     const std::byte* e = table_.data() + std::size_t{kEntryBytes} * b;
-    const std::uint32_t coded = load32(e), exp_len = load32(e + 4);
+    const std::uint32_t coded = util::load_le32(e), exp_len = util::load_le32(e + 4);
     const std::uint64_t lo = std::uint64_t{b} * block_raw, len = std::min<std::uint64_t>(block_raw, raw_bytes - lo);
     const auto where = [b] { return "block " + std::to_string(b) + ": "; };  // only on an error: no allocation per block
     if (exp_len == 0 ? coded != len : (kind == kStored || len % 2 != 0 || coded != exp_len + len / 2))
       throw CodecError(where() + "bad length (coded " + std::to_string(coded) + ", exponent frame " + std::to_string(exp_len) +
                        ", raw " + std::to_string(len) + ")");
     const std::byte* p = in.need(coded);
-    if (XXH3_64bits(p, coded) != load64(e + 8)) throw CodecError(where() + "checksum mismatch (damaged)");
+    if (XXH3_64bits(p, coded) != util::load_le64(e + 8)) throw CodecError(where() + "checksum mismatch (damaged)");
     std::byte* dst = out.data() + lo;
     if (exp_len == 0) {
       std::memcpy(dst, p, len);

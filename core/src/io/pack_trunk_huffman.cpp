@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "io/pack_trunk_codec.hpp"
+#include "util/little_endian.hpp"
 
 namespace k3::io::trunk_codec {
 namespace {
@@ -19,11 +20,6 @@ constexpr std::uint32_t kTableSize = 1u << kMaxBits;
 constexpr std::size_t kLengthBytes = 128, kSectionHead = kLengthBytes + 12, kPad = 8;
 constexpr std::size_t kMultiFrom = std::size_t{2} << 10;  // symbols in a block
 
-std::uint32_t load32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | std::to_integer<std::uint32_t>(p[i]);
-  return v;
-}
 
 /// Huffman code lengths of the symbols counted, at most kMaxBits: built on the counts, and
 /// on ever flatter counts (halved, kept above zero) until the longest code fits.
@@ -199,7 +195,7 @@ void HuffmanDecoder::decode_streams(std::span<const std::byte> section, std::spa
   std::array<std::size_t, 4> length{};
   std::size_t total = 0;
   for (std::size_t st = 0; st < 3; ++st) {
-    length[st] = load32(section.data() + kLengthBytes + 4 * st);
+    length[st] = util::load_le32(section.data() + kLengthBytes + 4 * st);
     total += length[st];
     if (length[st] < kPad || total > section.size() - kSectionHead) throw CodecError("bad Huffman stream length");
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <k3/machine.hpp>
+#include "util/ascii.hpp"
 
 namespace k3::machine {
 
@@ -18,16 +19,12 @@ std::string env(const char* name) {
   return v != nullptr ? v : "";
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 struct AtLoad {
-  std::string wait_policy = lower(env("OMP_WAIT_POLICY"));
+  std::string wait_policy = util::ascii_lower(env("OMP_WAIT_POLICY"));
   std::string spincount = env("GOMP_SPINCOUNT");
   std::string blocktime = env("KMP_BLOCKTIME");  // LLVM's runtime: the user chose there
-  std::string marker = lower(env(kOpenMpChoiceMarker));
+  std::string marker = util::ascii_lower(env(kOpenMpChoiceMarker));
 };
 
 // Initialised when the library is loaded, before main(): what the runtime saw.

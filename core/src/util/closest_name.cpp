@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include "util/ascii.hpp"
 
 namespace k3 {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -33,11 +29,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string closest_name(std::string_view wanted, const std::vector<std::string>& names) {
   if (std::find(names.begin(), names.end(), wanted) != names.end()) return {};
-  const std::string key = lower(wanted);
+  const std::string key = util::ascii_lower(wanted);
   std::string best;
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();
   for (const auto& name : names) {
-    const std::size_t d = edit_distance(key, lower(name));
+    const std::size_t d = edit_distance(key, util::ascii_lower(name));
     if (d < best_distance) {
       best_distance = d;
       best = name;

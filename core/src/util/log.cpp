@@ -21,6 +21,7 @@
 
 #include <k3/error.hpp>
 #include <k3/user_files.hpp>
+#include "util/ascii.hpp"
 
 namespace k3 {
 namespace {
@@ -72,11 +73,6 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::info;
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 }  // namespace
 
@@ -103,7 +99,7 @@ std::string_view log_level_name(LogLevel level) noexcept {
 }
 
 LogLevel parse_log_level(std::string_view text, std::string_view where) {
-  const std::string v = lower(text);
+  const std::string v = util::ascii_lower(text);
   for (const LogLevel l : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
                            LogLevel::off})
     if (v == log_level_name(l)) return l;
