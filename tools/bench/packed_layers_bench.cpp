@@ -104,6 +104,141 @@ std::string kind_of(const k3::ModelConfig& c, std::int64_t li) {
   return c.is_mla(li) ? "MoE, MLA" : "MoE, KDA";
 }
 
+/// The run's first line: model, storage and its parameters, layers, codec, piece size, repeats.
+void print_setup(const Args& a, const k3::ModelConfig& c, const k3::PackedTrunk& raw, const k3::PackedTrunk& coded) {
+  std::printf("model %s (%lld layers), storage %s", a.model.c_str(), static_cast<long long>(c.num_hidden_layers),
+              a.storage.c_str());
+  for (const auto& [k, v] : a.params) std::printf(" %s=%s", k.c_str(), v.c_str());
+  std::printf("; layers %lld-%lld; codec %s, read in %.0f MiB pieces; %d repeats (median)\n",
+              static_cast<long long>(raw.first_layer()), static_cast<long long>(raw.last_layer()),
+              coded.codec().c_str(),
+              static_cast<double>(a.coded_piece ? a.coded_piece : k3::streaming::TensorReader::kCodedPiece) /
+                  1048576.0,
+              a.repeats);
+}
+
+/// disk: the raw run `rr`, plainly, into `buf`.
+void time_disk(k3::sdk::StorageFile& raw_bin, const k3::PackedRun& rr, std::byte* buf, Timing& t) {
+  const auto t0 = Clock::now();
+  read_plain(raw_bin, rr.file_offset, rr.padded_bytes(), buf);
+  t.disk.push_back(since(t0));
+}
+
+/// raw or coded: layer `li` through its TensorReader into `slot`, as a ring slot is filled,
+/// with the seconds it spent checking (and, coded, this thread's CPU seconds).
+void time_through(k3::streaming::LayerLoader& loader, k3::streaming::TensorReader& reader, std::size_t li,
+                  std::byte* slot, bool is_coded, Timing& t) {
+  (void)loader.queue(li, false);  // at most `largest` bytes
+  k3::maths::LayerWeights w;
+  const std::uint64_t v0 = reader.verify_ns();
+  const double c0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  loader.read_and_bind(slot, w);
+  const double s = since(t0);
+  const double verify = static_cast<double>(reader.verify_ns() - v0) * 1e-9;
+  (is_coded ? t.coded : t.raw).push_back(s);
+  (is_coded ? t.coded_verify : t.raw_verify).push_back(verify);
+  if (is_coded) t.coded_cpu.push_back(cpu_seconds() - c0);
+}
+
+/// decode alone: the coded run `cr` read into `coded_in`, then each tensor's stream decoded
+/// into `out` on this thread, timed in CPU seconds.
+void time_decode(k3::sdk::StorageFile& coded_bin, const k3::PackedRun& cr, std::byte* coded_in, std::byte* out,
+                 k3::io::trunk_codec::Decoder& decoder, Timing& t) {
+  read_plain(coded_bin, cr.file_offset, cr.padded_bytes(), coded_in);
+  const double c0 = cpu_seconds();
+  std::uint64_t decoded = 0;
+  for (const k3::PackedTensor& pt : cr.tensors) {
+    k3::io::trunk_codec::MemoryInput mi({coded_in + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
+    decoder.decode(mi, {out + pt.offset, static_cast<std::size_t>(pt.nbytes)}, pt.dtype == k3::DType::bf16);
+    decoded += pt.nbytes;
+  }
+  t.decode_cpu.push_back(cpu_seconds() - c0);
+  t.decoded_bytes = decoded;
+}
+
+/// The medians of a kind's measured layers, summed (and, for the whole trunk, scaled).
+struct Sum {
+  double n = 0, raw_bytes = 0, coded_bytes = 0, disk = 0, raw = 0, raw_verify = 0, coded = 0, coded_verify = 0;
+};
+
+/// The table of measured layers (medians of the repeats) and the decode line; returns the
+/// sums per layer kind for the whole-trunk table.
+std::map<std::string, Sum> print_layers(const k3::ModelConfig& c, const std::map<std::int64_t, Timing>& timing) {
+  std::printf("\n| layer | kind | raw MB | coded MB | ratio | disk s (GB/s) | raw s | raw verify s (share) | coded s "
+              "| coded verify s (share) | coded reader CPU s | decode GB/s per core |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::map<std::string, Sum> kinds;
+  double decoded_total = 0, decode_cpu_total = 0;
+  for (const auto& [layer, t] : timing) {
+    const double disk = median(t.disk), rs = median(t.raw), rv = median(t.raw_verify), cs = median(t.coded),
+                 cv = median(t.coded_verify), dec = median(t.decode_cpu);
+    const std::string kind = kind_of(c, layer);
+    std::printf(
+        "| %lld | %s | %.1f | %.1f | %.4f | %.3f (%.2f) | %.3f | %.3f (%.1f%%) | %.3f | %.3f (%.1f%%) "
+        "| %.3f | %.2f |\n",
+        static_cast<long long>(layer), kind.c_str(), static_cast<double>(t.raw_bytes) / 1e6,
+        static_cast<double>(t.coded_bytes) / 1e6, static_cast<double>(t.coded_bytes) / static_cast<double>(t.raw_bytes),
+        disk, static_cast<double>(t.raw_bytes) / 1e9 / disk, rs, rv, 100 * rv / rs, cs, cv, 100 * cv / cs,
+        median(t.coded_cpu), static_cast<double>(t.decoded_bytes) / 1e9 / dec);
+    Sum& k = kinds[kind];
+    k.n += 1;
+    k.raw_bytes += static_cast<double>(t.raw_bytes);
+    k.coded_bytes += static_cast<double>(t.coded_bytes);
+    k.disk += disk;
+    k.raw += rs;
+    k.raw_verify += rv;
+    k.coded += cs;
+    k.coded_verify += cv;
+    decoded_total += static_cast<double>(t.decoded_bytes);
+    decode_cpu_total += dec;
+  }
+  std::printf("\ndecode, all measured layers: %.2f GB/s of output per core (%.1f GB in %.2f s of one thread's CPU)\n",
+              decoded_total / 1e9 / decode_cpu_total, decoded_total / 1e9, decode_cpu_total);
+  return kinds;
+}
+
+/// The whole trunk: per kind, the mean of its measured layers times the model's count of it
+/// (a kind not measured is left out, and said so), then coded against raw.
+void print_whole_trunk(const k3::ModelConfig& c, const std::map<std::string, Sum>& kinds) {
+  std::map<std::string, std::int64_t> counts;
+  for (std::int64_t li = 0; li < c.num_hidden_layers; ++li) ++counts[kind_of(c, li)];
+  std::printf("\nwhole trunk per token (%lld layers), per kind: mean of the measured layers x the model's count\n",
+              static_cast<long long>(c.num_hidden_layers));
+  std::printf("| kind | layers in model | measured | raw GB | coded GB | disk s | raw s | raw verify s | coded s "
+              "| coded verify s |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  Sum whole;
+  bool complete = true;
+  for (const auto& [kind, count] : counts) {
+    const auto it = kinds.find(kind);
+    if (it == kinds.end()) {
+      std::printf("| %s | %lld | 0 | - | - | - | - | - | - | - |\n", kind.c_str(), static_cast<long long>(count));
+      complete = false;
+      continue;
+    }
+    const Sum& k = it->second;
+    const double f = static_cast<double>(count) / k.n;
+    std::printf("| %s | %lld | %.0f | %.2f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f |\n", kind.c_str(),
+                static_cast<long long>(count), k.n, k.raw_bytes * f / 1e9, k.coded_bytes * f / 1e9, k.disk * f,
+                k.raw * f, k.raw_verify * f, k.coded * f, k.coded_verify * f);
+    whole.raw_bytes += k.raw_bytes * f;
+    whole.coded_bytes += k.coded_bytes * f;
+    whole.disk += k.disk * f;
+    whole.raw += k.raw * f;
+    whole.raw_verify += k.raw_verify * f;
+    whole.coded += k.coded * f;
+    whole.coded_verify += k.coded_verify * f;
+  }
+  std::printf("| **all**%s | %lld | | %.2f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f |\n",
+              complete ? "" : " (kinds not measured left out)", static_cast<long long>(c.num_hidden_layers),
+              whole.raw_bytes / 1e9, whole.coded_bytes / 1e9, whole.disk, whole.raw, whole.raw_verify, whole.coded,
+              whole.coded_verify);
+  std::printf("\ncoded/raw: bytes %.4f, seconds %.3f; verify share of the layer reads: raw %.1f%%, coded %.1f%%\n",
+              whole.coded_bytes / whole.raw_bytes, whole.coded / whole.raw, 100 * whole.raw_verify / whole.raw,
+              100 * whole.coded_verify / whole.coded);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,20 +264,14 @@ int main(int argc, char** argv) {
     if (const auto st = storage->open(raw.bin_uri(), raw_bin); !st.ok()) throw k3::RuntimeError(st.detail);
     if (const auto st = storage->open(coded.bin_uri(), coded_bin); !st.ok()) throw k3::RuntimeError(st.detail);
     k3::io::trunk_codec::Decoder decoder;
-
-    std::printf("model %s (%lld layers), storage %s", a.model.c_str(), static_cast<long long>(c.num_hidden_layers),
-                a.storage.c_str());
-    for (const auto& [k, v] : a.params) std::printf(" %s=%s", k.c_str(), v.c_str());
-    std::printf("; layers %lld-%lld; codec %s, read in %.0f MiB pieces; %d repeats (median)\n",
-                static_cast<long long>(raw.first_layer()), static_cast<long long>(raw.last_layer()), coded.codec().c_str(),
-                static_cast<double>(a.coded_piece ? a.coded_piece : k3::streaming::TensorReader::kCodedPiece) / 1048576.0,
-                a.repeats);
+    print_setup(a, c, raw, coded);
 
     // One buffer for each use, as large as the largest layer and touched once before any
     // timing: a ring slot is reused every token, so page faults of fresh memory (the kernel
     // zeroing ~1.2 GB a layer) belong to no read or decode and would be timed here otherwise.
     std::uint64_t largest = 0;
-    for (const k3::PackedRun& r : raw.layers()) largest = std::max({largest, r.padded_bytes(), raw_loader.queue(static_cast<std::size_t>(r.layer), false)});
+    for (const k3::PackedRun& r : raw.layers())
+      largest = std::max({largest, r.padded_bytes(), raw_loader.queue(static_cast<std::size_t>(r.layer), false)});
     k3::AlignedBuffer disk_buf(largest), slot(largest), coded_in(largest), out(largest);
     for (k3::AlignedBuffer* b : {&disk_buf, &slot, &coded_in, &out}) std::memset(b->data(), 0, largest);
 
@@ -155,114 +284,17 @@ int main(int argc, char** argv) {
         Timing& t = timing[rr.layer];
         t.raw_bytes = rr.nbytes;
         t.coded_bytes = cr.coded_bytes;
-        const auto disk = [&] {  // the raw run, plainly
-          const auto t0 = Clock::now();
-          read_plain(*raw_bin, rr.file_offset, rr.padded_bytes(), disk_buf.data());
-          t.disk.push_back(since(t0));
-        };
-        const auto through = [&](k3::streaming::LayerLoader& loader, k3::streaming::TensorReader& reader, bool is_coded) {
-          (void)loader.queue(li, false);  // at most `largest` bytes
-          k3::maths::LayerWeights w;
-          const std::uint64_t v0 = reader.verify_ns();
-          const double c0 = cpu_seconds();
-          const auto t0 = Clock::now();
-          loader.read_and_bind(slot.data(), w);
-          const double s = since(t0);
-          const double verify = static_cast<double>(reader.verify_ns() - v0) * 1e-9;
-          (is_coded ? t.coded : t.raw).push_back(s);
-          (is_coded ? t.coded_verify : t.raw_verify).push_back(verify);
-          if (is_coded) t.coded_cpu.push_back(cpu_seconds() - c0);
-        };
         // disk, raw and coded in an order rotated every repeat: a virtual disk's host may
         // cache what was just read (disk and raw read the same bytes), so none always goes first.
         for (int k = 0; k < 3; ++k) switch ((k + rep) % 3) {
-            case 0: disk(); break;
-            case 1: through(raw_loader, raw_reader, false); break;
-            default: through(coded_loader, coded_reader, true); break;
+            case 0: time_disk(*raw_bin, rr, disk_buf.data(), t); break;
+            case 1: time_through(raw_loader, raw_reader, li, slot.data(), false, t); break;
+            default: time_through(coded_loader, coded_reader, li, slot.data(), true, t); break;
           }
-        {  // decode alone: the coded run in memory, each tensor's stream decoded here
-          read_plain(*coded_bin, cr.file_offset, cr.padded_bytes(), coded_in.data());
-          const double c0 = cpu_seconds();
-          std::uint64_t decoded = 0;
-          for (const k3::PackedTensor& pt : cr.tensors) {
-            k3::io::trunk_codec::MemoryInput mi({coded_in.data() + pt.coded_offset, static_cast<std::size_t>(pt.coded_bytes)});
-            decoder.decode(mi, {out.data() + pt.offset, static_cast<std::size_t>(pt.nbytes)}, pt.dtype == k3::DType::bf16);
-            decoded += pt.nbytes;
-          }
-          t.decode_cpu.push_back(cpu_seconds() - c0);
-          t.decoded_bytes = decoded;
-        }
+        time_decode(*coded_bin, cr, coded_in.data(), out.data(), decoder, t);
       }
 
-    std::printf("\n| layer | kind | raw MB | coded MB | ratio | disk s (GB/s) | raw s | raw verify s (share) | coded s "
-                "| coded verify s (share) | coded reader CPU s | decode GB/s per core |\n");
-    std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    struct Sum {
-      double n = 0, raw_bytes = 0, coded_bytes = 0, disk = 0, raw = 0, raw_verify = 0, coded = 0, coded_verify = 0;
-    };
-    std::map<std::string, Sum> kinds;
-    double decoded_total = 0, decode_cpu_total = 0;
-    for (const auto& [layer, t] : timing) {
-      const double disk = median(t.disk), rs = median(t.raw), rv = median(t.raw_verify), cs = median(t.coded),
-                   cv = median(t.coded_verify), dec = median(t.decode_cpu);
-      const std::string kind = kind_of(c, layer);
-      std::printf("| %lld | %s | %.1f | %.1f | %.4f | %.3f (%.2f) | %.3f | %.3f (%.1f%%) | %.3f | %.3f (%.1f%%) | %.3f | %.2f |\n",
-                  static_cast<long long>(layer), kind.c_str(), static_cast<double>(t.raw_bytes) / 1e6,
-                  static_cast<double>(t.coded_bytes) / 1e6,
-                  static_cast<double>(t.coded_bytes) / static_cast<double>(t.raw_bytes), disk,
-                  static_cast<double>(t.raw_bytes) / 1e9 / disk, rs, rv, 100 * rv / rs, cs, cv, 100 * cv / cs,
-                  median(t.coded_cpu), static_cast<double>(t.decoded_bytes) / 1e9 / dec);
-      Sum& k = kinds[kind];
-      k.n += 1;
-      k.raw_bytes += static_cast<double>(t.raw_bytes);
-      k.coded_bytes += static_cast<double>(t.coded_bytes);
-      k.disk += disk;
-      k.raw += rs;
-      k.raw_verify += rv;
-      k.coded += cs;
-      k.coded_verify += cv;
-      decoded_total += static_cast<double>(t.decoded_bytes);
-      decode_cpu_total += dec;
-    }
-    std::printf("\ndecode, all measured layers: %.2f GB/s of output per core (%.1f GB in %.2f s of one thread's CPU)\n",
-                decoded_total / 1e9 / decode_cpu_total, decoded_total / 1e9, decode_cpu_total);
-
-    // The whole trunk: per kind, the mean of its measured layers times the model's count of it.
-    std::map<std::string, std::int64_t> counts;
-    for (std::int64_t li = 0; li < c.num_hidden_layers; ++li) ++counts[kind_of(c, li)];
-    std::printf("\nwhole trunk per token (%lld layers), per kind: mean of the measured layers x the model's count\n",
-                static_cast<long long>(c.num_hidden_layers));
-    std::printf("| kind | layers in model | measured | raw GB | coded GB | disk s | raw s | raw verify s | coded s | coded verify s |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    Sum whole;
-    bool complete = true;
-    for (const auto& [kind, count] : counts) {
-      const auto it = kinds.find(kind);
-      if (it == kinds.end()) {
-        std::printf("| %s | %lld | 0 | - | - | - | - | - | - | - |\n", kind.c_str(), static_cast<long long>(count));
-        complete = false;
-        continue;
-      }
-      const Sum& k = it->second;
-      const double f = static_cast<double>(count) / k.n;
-      std::printf("| %s | %lld | %.0f | %.2f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f |\n", kind.c_str(),
-                  static_cast<long long>(count), k.n, k.raw_bytes * f / 1e9, k.coded_bytes * f / 1e9, k.disk * f,
-                  k.raw * f, k.raw_verify * f, k.coded * f, k.coded_verify * f);
-      whole.raw_bytes += k.raw_bytes * f;
-      whole.coded_bytes += k.coded_bytes * f;
-      whole.disk += k.disk * f;
-      whole.raw += k.raw * f;
-      whole.raw_verify += k.raw_verify * f;
-      whole.coded += k.coded * f;
-      whole.coded_verify += k.coded_verify * f;
-    }
-    std::printf("| **all**%s | %lld | | %.2f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f |\n",
-                complete ? "" : " (kinds not measured left out)", static_cast<long long>(c.num_hidden_layers),
-                whole.raw_bytes / 1e9, whole.coded_bytes / 1e9, whole.disk, whole.raw, whole.raw_verify, whole.coded,
-                whole.coded_verify);
-    std::printf("\ncoded/raw: bytes %.4f, seconds %.3f; verify share of the layer reads: raw %.1f%%, coded %.1f%%\n",
-                whole.coded_bytes / whole.raw_bytes, whole.coded / whole.raw, 100 * whole.raw_verify / whole.raw,
-                100 * whole.coded_verify / whole.coded);
+    print_whole_trunk(c, print_layers(c, timing));
     return 0;
   } catch (const k3::UsageError& e) {
     std::fprintf(stderr, "k3bench-packed-layers: %s\n", e.what());

@@ -161,19 +161,12 @@ std::vector<std::string> shards_named_by(const std::string& file, const simdjson
   return {names.begin(), names.end()};
 }
 
-}  // namespace
-
-CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::string& uri) {
-  CheckpointIndex idx;
-  idx.uri_ = uri;
-  const std::string index_uri = io::join_uri(uri, kIndexJson);
-  std::optional<simdjson::padded_string> index_json;
-  if (const auto file = io::open_file(storage, index_uri, "the checkpoint index", true))
-    index_json = io::read_whole(*file, index_uri, io::kMaxIndexJson);
-  if (index_json)
-    if (const auto deep = sdk::json_too_deep({index_json->data(), index_json->size()}))
-      throw UsageError(sdk::json_depth_message(index_uri, *deep));
-
+// The checkpoint's shard names, sorted: the .safetensors files the storage plugin lists
+// (each a plain file name), or, when it cannot list (http), those the index names. Apart
+// from CheckpointIndex::open: finding the shards is one step, with its own refusals.
+std::vector<std::string> shard_names_of(sdk::StorageBackend& storage, const std::string& uri,
+                                        const std::string& index_uri,
+                                        const std::optional<simdjson::padded_string>& index_json) {
   std::vector<std::string> names;
   const sdk::Status listed = storage.list(uri, names);
   if (listed.code == sdk::StatusCode::unsupported) {
@@ -195,24 +188,38 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
   }
   if (names.empty()) throw UsageError(uri + ": no .safetensors shards");
   std::sort(names.begin(), names.end());
+  return names;
+}
 
-  // Shards are parsed in parallel; the error reported is the one of the first bad shard, so
-  // the message does not depend on the thread count. The plugin's open() is called from one
-  // thread at a time (the storage contract); its reads run in parallel. Each thread reuses
-  // one header buffer.
+// What reading the shards' headers gave, shard by shard (the tensors, the identity digest
+// and the seconds it took).
+struct ShardHeaders {
+  std::vector<std::vector<TensorInfo>> parts;
+  std::vector<io::ShardDigest> digests;
+  std::vector<double> digest_seconds;
+};
+
+// Reads every shard's header into `files` and the result. Shards are parsed in parallel;
+// the error reported is the one of the first bad shard, so the message does not depend on
+// the thread count. The plugin's open() is called from one thread at a time (the storage
+// contract); its reads run in parallel. Each thread reuses one header buffer. Apart from
+// CheckpointIndex::open: the parallel loop and its error handling are one topic.
+ShardHeaders read_shard_headers(sdk::StorageBackend& storage, const std::string& uri,
+                                const std::vector<std::string>& names, std::vector<ShardFile>& files) {
   const auto n = static_cast<std::int64_t>(names.size());
-  std::vector<std::vector<TensorInfo>> parts(names.size());
-  std::vector<io::ShardDigest> digests(names.size());
-  std::vector<double> digest_seconds(names.size());
+  ShardHeaders out;
+  out.parts.resize(names.size());
+  out.digests.resize(names.size());
+  out.digest_seconds.resize(names.size());
   std::vector<std::exception_ptr> errors(names.size());
   std::vector<std::vector<char>> buffers(static_cast<std::size_t>(omp_get_max_threads()));
   std::mutex open_mutex;
-  idx.files_.resize(names.size());
+  files.resize(names.size());
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t i = 0; i < n; ++i) {
     const auto u = static_cast<std::size_t>(i);
     try {
-      ShardFile& shard = idx.files_[u];
+      ShardFile& shard = files[u];
       shard.name = names[u];
       shard.uri = io::join_uri(uri, shard.name);
       std::unique_ptr<sdk::StorageFile> file;
@@ -223,55 +230,79 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
       shard.size = file->size();
       auto& buffer = buffers[static_cast<std::size_t>(omp_get_thread_num()) % buffers.size()];
       const std::uint64_t header =
-          io::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, parts[u]);
+          io::read_safetensors_header(*file, shard.uri, static_cast<std::uint32_t>(i), buffer, out.parts[u]);
       // The shard's part of the checkpoint identity, while the file is open and its header
       // at hand (io/checkpoint_identity.hpp).
       const auto t0 = std::chrono::steady_clock::now();
-      digests[u] = io::shard_digest(*file, shard.uri, shard.name,
-                                    std::string_view(buffer.data(), static_cast<std::size_t>(header)), parts[u]);
-      digest_seconds[u] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string_view header_bytes(buffer.data(), static_cast<std::size_t>(header));
+      out.digests[u] = io::shard_digest(*file, shard.uri, shard.name, header_bytes, out.parts[u]);
+      out.digest_seconds[u] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     } catch (...) {
       errors[u] = std::current_exception();
     }
   }
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
+  for (std::size_t i = 0; i < out.parts.size(); ++i)
     if (errors[i]) std::rethrow_exception(errors[i]);
-    total += parts[i].size();
-  }
-  if (total >= (std::size_t{1} << 31)) throw UsageError(uri + ": too many tensors");
-  idx.tensors_.reserve(total);
-  for (auto& p : parts) {
-    std::move(p.begin(), p.end(), std::back_inserter(idx.tensors_));
-    std::vector<TensorInfo>().swap(p);
-  }
+  return out;
+}
 
+// The open-addressed name table CheckpointIndex::find probes: a slot holds the name hash's
+// high 32 bits and the tensor's index + 1 (0 = empty), at a load of at most one half. A name
+// twice is refused here, naming both shards.
+std::vector<std::uint64_t> name_slots_of(const std::vector<TensorInfo>& tensors, const std::vector<ShardFile>& files) {
   std::size_t cap = 1024;
-  while (cap < 2 * idx.tensors_.size()) cap *= 2;
-  idx.name_slots_.assign(cap, 0);
-  for (std::size_t i = 0; i < idx.tensors_.size(); ++i) {
-    const TensorInfo& t = idx.tensors_[i];
+  while (cap < 2 * tensors.size()) cap *= 2;
+  std::vector<std::uint64_t> slots(cap, 0);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = tensors[i];
     const std::uint64_t h = name_hash(t.name);
     for (std::size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
-      const std::uint64_t slot = idx.name_slots_[s];
+      const std::uint64_t slot = slots[s];
       if (slot == 0) {
-        idx.name_slots_[s] = (h & 0xffffffff00000000ull) | (i + 1);
+        slots[s] = (h & 0xffffffff00000000ull) | (i + 1);
         break;
       }
       if ((slot ^ h) >> 32 != 0) continue;
-      const TensorInfo& other = idx.tensors_[(slot & 0xffffffffu) - 1];
+      const TensorInfo& other = tensors[(slot & 0xffffffffu) - 1];
       if (other.name == t.name)
-        throw UsageError(idx.files_[t.file].uri + ": tensor '" + t.name + "': duplicate name (also in " +
-                         idx.files_[other.file].uri + ")");
+        throw UsageError(files[t.file].uri + ": tensor '" + t.name + "': duplicate name (also in " +
+                         files[other.file].uri + ")");
     }
   }
+  return slots;
+}
+
+}  // namespace
+
+CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::string& uri) {
+  CheckpointIndex idx;
+  idx.uri_ = uri;
+  const std::string index_uri = io::join_uri(uri, kIndexJson);
+  std::optional<simdjson::padded_string> index_json;
+  if (const auto file = io::open_file(storage, index_uri, "the checkpoint index", true))
+    index_json = io::read_whole(*file, index_uri, io::kMaxIndexJson);
+  if (index_json)
+    if (const auto deep = sdk::json_too_deep({index_json->data(), index_json->size()}))
+      throw UsageError(sdk::json_depth_message(index_uri, *deep));
+
+  const std::vector<std::string> names = shard_names_of(storage, uri, index_uri, index_json);
+  ShardHeaders shards = read_shard_headers(storage, uri, names, idx.files_);
+  std::size_t total = 0;
+  for (const auto& p : shards.parts) total += p.size();
+  if (total >= (std::size_t{1} << 31)) throw UsageError(uri + ": too many tensors");
+  idx.tensors_.reserve(total);
+  for (auto& p : shards.parts) {
+    std::move(p.begin(), p.end(), std::back_inserter(idx.tensors_));
+    std::vector<TensorInfo>().swap(p);
+  }
+  idx.name_slots_ = name_slots_of(idx.tensors_, idx.files_);
 
   if (index_json) check_index_json(index_uri, *index_json, idx);
   std::vector<std::uint64_t> shard_digests;
-  for (std::size_t i = 0; i < digests.size(); ++i) {
-    shard_digests.push_back(digests[i].digest);
-    idx.sampled_bytes_ += digests[i].sampled_bytes;
-    idx.digest_seconds_ += digest_seconds[i];
+  for (std::size_t i = 0; i < shards.digests.size(); ++i) {
+    shard_digests.push_back(shards.digests[i].digest);
+    idx.sampled_bytes_ += shards.digests[i].sampled_bytes;
+    idx.digest_seconds_ += shards.digest_seconds[i];
   }
   idx.content_digest_ = io::content_digest(
       index_json ? std::string_view(index_json->data(), index_json->size()) : std::string_view(), shard_digests);

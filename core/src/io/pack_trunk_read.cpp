@@ -178,6 +178,107 @@ std::pair<std::uint64_t, std::uint64_t> layer_range(const Reader& rd, const json
   return {first, last};
 }
 
+/// trunk.json parsed, or a one-line refusal: no folder, no manifest (an unfinished pack),
+/// too deep, not JSON. Apart from PackedTrunk::open: reading the file is one step.
+json read_manifest(sdk::StorageBackend& storage, const std::string& uri, const std::string& manifest,
+                   const Reader& rd) {
+  const auto manifest_file = io::open_file(storage, manifest, "trunk.json", true);
+  if (!manifest_file) {
+    std::vector<std::string> names;
+    if (storage.list(uri, names).code == sdk::StatusCode::not_found)
+      throw UsageError(uri + ": no such packed trunk folder");
+    throw UsageError(uri + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
+                           "run k3host pack-trunk again");
+  }
+  json j;
+  const simdjson::padded_string text = io::read_whole(*manifest_file, manifest, kMaxManifest);
+  if (const auto deep = sdk::json_too_deep({text.data(), text.size()}))
+    throw UsageError(sdk::json_depth_message(manifest, *deep));
+  try {
+    j = json::parse(std::string_view(text.data(), text.size()));
+  } catch (const json::exception& e) {
+    rd.fail(std::string("not valid JSON (a damaged or partial trunk; run k3host pack-trunk again): ") + e.what());
+  }
+  return j;
+}
+
+/// The manifest's "format", "version" (an older one is named as such) and "align".
+void check_format(const Reader& rd, const json& j) {
+  if (rd.str(j, "format", "top level") != io::trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
+  const std::uint64_t version = rd.u64(j, "version", "top level");
+  if (version == 1 || version == 2)
+    rd.fail("version " + std::to_string(version) + ", written by an older k3host (XXH64 per run only, no checkpoint "
+            "identity), so its bytes cannot be checked as they are read nor tied to this checkpoint; this k3host reads "
+            "version " + std::to_string(io::trunk_format::kVersion) + ": repack it with k3host pack-trunk");
+  if (version != static_cast<std::uint64_t>(io::trunk_format::kVersion))
+    rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads version " +
+            std::to_string(io::trunk_format::kVersion) + ")");
+  if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
+}
+
+/// A pack holds the bytes of one checkpoint: any other, of the same architecture or not (a
+/// fine-tune, a new revision), is refused before a byte of trunk.bin is used.
+void check_identity(const Reader& rd, const json& j, std::uint64_t identity, std::uint64_t expected_identity,
+                    std::string_view model) {
+  if (identity == expected_identity) return;
+  const std::string packed_from = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
+  rd.fail("packed from checkpoint " + packed_from + " (checkpoint identity " + identity_hex(identity) +
+          "), but this run's checkpoint" + (model.empty() ? std::string() : " " + std::string(model)) +
+          " has identity " + identity_hex(expected_identity) +
+          ": a packed trunk holds one checkpoint's bytes; pack this one with k3host pack-trunk");
+}
+
+/// Where the row table lies ("row_sums": offset, count, hash), checked to lie inside
+/// trunk.bin; its bytes are read once the runs are checked (read_row_sums).
+PackedRun row_table_of(const Reader& rd, const json& j, std::uint64_t bin_bytes, std::uint64_t& row_count) {
+  const json& rows = rd.member(j, "row_sums", "top level");
+  PackedRun table;
+  table.name = "row table";
+  table.file_offset = rd.u64(rows, "file_off", "row_sums");
+  row_count = rd.u64(rows, "count", "row_sums");
+  table.xxh3 = rd.hex(rows, "xxh3", "row_sums");
+  if (table.file_offset % kTrunkAlign != 0) rd.fail("row_sums: file_off is not 4096-aligned");
+  if (table.file_offset > bin_bytes || row_count > (bin_bytes - table.file_offset) / 8)
+    rd.fail("row_sums: " + std::to_string(row_count) + " checksums at " + std::to_string(table.file_offset) +
+            " lie outside trunk.bin (" + std::to_string(bin_bytes) + " bytes)");
+  table.nbytes = row_count * 8;
+  return table;
+}
+
+/// Runs (and the row table) must not overlap (each owns its padded span).
+void check_no_overlap(const Reader& rd, const std::vector<PackedRun>& layers, const std::vector<PackedRun>& globals,
+                      const PackedRun& table, std::uint64_t row_count) {
+  std::vector<const PackedRun*> all;
+  for (const auto& r : layers) all.push_back(&r);
+  for (const auto& r : globals) all.push_back(&r);
+  if (row_count > 0) all.push_back(&table);
+  std::sort(all.begin(), all.end(),
+            [](const PackedRun* a, const PackedRun* b) { return a->file_offset < b->file_offset; });
+  for (std::size_t i = 1; i < all.size(); ++i)
+    if (all[i - 1]->file_offset + all[i - 1]->stored_bytes() > all[i]->file_offset)
+      rd.fail("runs '" + all[i - 1]->name + "' and '" + all[i]->name + "' overlap");
+}
+
+/// The row checksums are bytes of the pack like any other: checked against the table's
+/// hash before use, then read as little-endian u64s.
+std::vector<std::uint64_t> read_row_sums(sdk::StorageFile& bin_file, const std::string& bin, const PackedRun& table,
+                                         std::uint64_t row_count) {
+  std::vector<unsigned char> raw(static_cast<std::size_t>(table.nbytes));
+  io::read_exact(bin_file, table.file_offset, table.nbytes, raw.data(), bin);
+  if (const std::uint64_t h = XXH3_64bits(raw.data(), raw.size()); h != table.xxh3)
+    throw RuntimeError(bin + ": the row table (" + std::to_string(row_count) + " checksums at offset " +
+                       std::to_string(table.file_offset) + ") has xxh3 " + io::trunk_format::hex64(h) +
+                       ", trunk.json says " + io::trunk_format::hex64(table.xxh3) +
+                       ": the packed trunk is damaged (repack it with k3host pack-trunk)");
+  std::vector<std::uint64_t> sums(static_cast<std::size_t>(row_count));
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | raw[i * 8 + static_cast<std::size_t>(b)];
+    sums[i] = v;
+  }
+  return sums;
+}
+
 }  // namespace
 
 const PackedTensor* PackedRun::find(std::string_view tensor) const {
@@ -197,36 +298,9 @@ std::string PackedTrunk::bin_uri() const { return io::join_uri(uri_, "trunk.bin"
 PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t expected_identity,
                               std::string_view model, std::int64_t model_layers) {
   const std::string manifest = io::join_uri(uri, "trunk.json");
-  const auto manifest_file = io::open_file(storage, manifest, "trunk.json", true);
-  if (!manifest_file) {
-    std::vector<std::string> names;
-    if (storage.list(uri, names).code == sdk::StatusCode::not_found)
-      throw UsageError(uri + ": no such packed trunk folder");
-    throw UsageError(uri + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
-                           "run k3host pack-trunk again");
-  }
   const Reader rd(manifest);
-  json j;
-  {
-    const simdjson::padded_string text = io::read_whole(*manifest_file, manifest, kMaxManifest);
-    if (const auto deep = sdk::json_too_deep({text.data(), text.size()}))
-      throw UsageError(sdk::json_depth_message(manifest, *deep));
-    try {
-      j = json::parse(std::string_view(text.data(), text.size()));
-    } catch (const json::exception& e) {
-      rd.fail(std::string("not valid JSON (a damaged or partial trunk; run k3host pack-trunk again): ") + e.what());
-    }
-  }
-  if (rd.str(j, "format", "top level") != io::trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
-  const std::uint64_t version = rd.u64(j, "version", "top level");
-  if (version == 1 || version == 2)
-    rd.fail("version " + std::to_string(version) + ", written by an older k3host (XXH64 per run only, no checkpoint "
-            "identity), so its bytes cannot be checked as they are read nor tied to this checkpoint; this k3host reads "
-            "version " + std::to_string(io::trunk_format::kVersion) + ": repack it with k3host pack-trunk");
-  if (version != static_cast<std::uint64_t>(io::trunk_format::kVersion))
-    rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads version " +
-            std::to_string(io::trunk_format::kVersion) + ")");
-  if (rd.u64(j, "align", "top level") != kTrunkAlign) rd.fail("\"align\" must be 4096");
+  const json j = read_manifest(storage, uri, manifest, rd);
+  check_format(rd, j);
 
   PackedTrunk t;
   t.uri_ = uri;
@@ -235,16 +309,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
     rd.fail("unknown codec \"" + name + "\" (this k3host reads " + io::trunk_codec::known_codecs() + ")");
   t.codec_ = std::string(io::trunk_codec::name(codec));
   const bool coded_pack = codec != io::trunk_codec::Codec::none;
-  // A pack holds the bytes of one checkpoint: any other, of the same architecture or not (a
-  // fine-tune, a new revision), is refused before a byte of trunk.bin is used.
   t.identity_ = rd.hex(j, "checkpoint_identity", "top level");
-  if (t.identity_ != expected_identity) {
-    const std::string packed_from = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
-    rd.fail("packed from checkpoint " + packed_from + " (checkpoint identity " + identity_hex(t.identity_) +
-            "), but this run's checkpoint" + (model.empty() ? std::string() : " " + std::string(model)) +
-            " has identity " + identity_hex(expected_identity) +
-            ": a packed trunk holds one checkpoint's bytes; pack this one with k3host pack-trunk");
-  }
+  check_identity(rd, j, t.identity_, expected_identity, model);
   t.bin_bytes_ = rd.u64(j, "trunk_bin_bytes", "top level");
   const std::string bin = t.bin_uri();
   const auto bin_file = io::open_file(storage, bin, "trunk.bin");
@@ -252,22 +318,14 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
     throw UsageError(bin + ": " + std::to_string(actual) + " bytes, trunk.json says " + std::to_string(t.bin_bytes_));
 
   // The row table: where it lies, then (after the runs are checked) its bytes.
-  const json& rows = rd.member(j, "row_sums", "top level");
-  PackedRun table;
-  table.name = "row table";
-  table.file_offset = rd.u64(rows, "file_off", "row_sums");
-  const std::uint64_t row_count = rd.u64(rows, "count", "row_sums");
-  table.xxh3 = rd.hex(rows, "xxh3", "row_sums");
-  if (table.file_offset % kTrunkAlign != 0) rd.fail("row_sums: file_off is not 4096-aligned");
-  if (table.file_offset > t.bin_bytes_ || row_count > (t.bin_bytes_ - table.file_offset) / 8)
-    rd.fail("row_sums: " + std::to_string(row_count) + " checksums at " + std::to_string(table.file_offset) +
-            " lie outside trunk.bin (" + std::to_string(t.bin_bytes_) + " bytes)");
-  table.nbytes = row_count * 8;
+  std::uint64_t row_count = 0;
+  const PackedRun table = row_table_of(rd, j, t.bin_bytes_, row_count);
 
   const json& layers = rd.member(j, "layers", "top level");
   if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
   const auto [first, last] = layer_range(rd, j, layers.size(), model_layers);
-  t.model_layers_ = j.contains("n_layers") ? static_cast<std::int64_t>(rd.u64(j, "n_layers", "top level")) : model_layers;
+  t.model_layers_ =
+      j.contains("n_layers") ? static_cast<std::int64_t>(rd.u64(j, "n_layers", "top level")) : model_layers;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
     PackedRun r = rd.run(layers[i], where, t.bin_bytes_, coded_pack, row_count);
@@ -292,29 +350,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
     r.name = rd.str(globals[i], "name", where);
     t.globals_.push_back(std::move(r));
   }
-  // Runs (and the row table) must not overlap (each owns its padded span).
-  std::vector<const PackedRun*> all;
-  for (const auto& r : t.layers_) all.push_back(&r);
-  for (const auto& r : t.globals_) all.push_back(&r);
-  if (row_count > 0) all.push_back(&table);
-  std::sort(all.begin(), all.end(), [](const PackedRun* a, const PackedRun* b) { return a->file_offset < b->file_offset; });
-  for (std::size_t i = 1; i < all.size(); ++i)
-    if (all[i - 1]->file_offset + all[i - 1]->stored_bytes() > all[i]->file_offset)
-      rd.fail("runs '" + all[i - 1]->name + "' and '" + all[i]->name + "' overlap");
-
-  // The row checksums are bytes of the pack like any other: checked before use.
-  std::vector<unsigned char> raw(static_cast<std::size_t>(table.nbytes));
-  io::read_exact(*bin_file, table.file_offset, table.nbytes, raw.data(), bin);
-  if (const std::uint64_t h = XXH3_64bits(raw.data(), raw.size()); h != table.xxh3)
-    throw RuntimeError(bin + ": the row table (" + std::to_string(row_count) + " checksums at offset " +
-                       std::to_string(table.file_offset) + ") has xxh3 " + io::trunk_format::hex64(h) + ", trunk.json says " +
-                       io::trunk_format::hex64(table.xxh3) + ": the packed trunk is damaged (repack it with k3host pack-trunk)");
-  t.row_sums_.resize(static_cast<std::size_t>(row_count));
-  for (std::size_t i = 0; i < t.row_sums_.size(); ++i) {
-    std::uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | raw[i * 8 + static_cast<std::size_t>(b)];
-    t.row_sums_[i] = v;
-  }
+  check_no_overlap(rd, t.layers_, t.globals_, table, row_count);
+  t.row_sums_ = read_row_sums(*bin_file, bin, table, row_count);
   return t;
 }
 

@@ -159,6 +159,97 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
 
 namespace {
 
+/// The loaded model's settings as the report names them (plan, streaming, cache, kernels).
+/// Apart from run_job_into: a list of fields, not a step of the run.
+void report_loaded_model(JobReport& rep, Runtime& runtime) {
+  Model& model = runtime.model();
+  const ModelSettings& ms = runtime.settings();
+  rep.model = runtime.model_uri();
+  rep.identity = model.identity();
+  rep.load_seconds = runtime.load_seconds();
+  rep.plan = model.plan();
+  rep.plan_text = rep.plan.table();
+  rep.streaming = model.streaming();
+  rep.cache_policy = model.cache_policy();
+  rep.prefetch_depth = ms.prefetch_depth;
+  rep.kernels = model.kernel_set();
+  rep.storage = model.storage_plugin();
+  rep.threads = model.threads();
+}
+
+/// What the generation cost, once it has ended: its text, speed, memory, bytes read per
+/// token (from the stream counters `marks` taken at each token) and the storage plugin's
+/// counters. Apart from run_job_into: the report's arithmetic, not a step of the run.
+void report_generation(JobReport& rep, Runtime& runtime, const GenerateSettings& g, std::vector<StreamStats>& marks,
+                       std::chrono::steady_clock::time_point loaded) {
+  Model& model = runtime.model();
+  rep.generated_text = runtime.decode(rep.result.generated);
+  // Decode speed counts the forward passes (decode_timing): N tokens cost N-1.
+  const DecodeTiming decode = decode_timing(rep.result);
+  rep.decode_forwards = decode.forwards;
+  rep.speculative = g.speculative;
+  rep.tokens_per_second = decode.tokens_per_second();
+  rep.peak_rss = peak_rss_bytes();
+  rep.weight_bytes_read = model.weight_bytes_read();
+  rep.io = model.stream_stats();
+  marks.push_back(rep.io);
+  for (std::size_t i = 0; i + 1 < marks.size(); ++i) {
+    const StreamStats &a = marks[i], &b = marks[i + 1];
+    rep.step_io.push_back({b.expert_bytes - a.expert_bytes, b.trunk_bytes - a.trunk_bytes,
+                           b.table_bytes - a.table_bytes, b.expert_requests - a.expert_requests,
+                           b.expert_hits - a.expert_hits, b.io_wait_seconds - a.io_wait_seconds});
+  }
+  rep.wall_seconds =
+      rep.load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
+  rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
+  rep.seconds_per_token = decode.seconds_per_token();
+  rep.expert_failures = rep.io.expert_failures;
+  // The storage plugin's own counters (optional capability, docs/plugins.md).
+  if (auto* counted = dynamic_cast<sdk::StorageCounters*>(model.storage().get()))
+    if (const sdk::Status st = counted->counters(rep.storage_counters); !st.ok()) rep.storage_counters.clear();
+}
+
+/// After the generation: closes the trace, saves the state (marked unsound when an expert
+/// was lost, not at all when the stop cut a pass short), sets the exit code and writes the
+/// report. Apart from run_job_into: what a finished run leaves behind is one topic.
+void finish_job(const Pipeline& p, const JobHooks& hooks, JobReport& rep, Session& session, TraceRecorder* trace,
+                const std::filesystem::path& trace_file) {
+  if (trace) {
+    session.set_routing_listener(nullptr);
+    trace->writer.close();
+    rep.trace_file = trace_file;
+  }
+  rep.pending = session.pending();
+  const std::filesystem::path save_state = p.get_path("job.save_state");
+  if (!rep.result.cut.empty()) {
+    // The stop cut a forward pass short: the session holds part of it, not a conversation.
+    rep.failure = "interrupted during a storage wait: " + rep.result.cut;
+    rep.pending.clear();
+  }
+  if (!save_state.empty() && rep.result.cut.empty()) {
+    // A run that lost a routed expert carries a state that is not the model's: saved, but
+    // marked, so that resuming it is refused instead of silently continuing another
+    // conversation.
+    std::string unsound;
+    if (!rep.expert_failures.empty())
+      unsound = std::to_string(rep.expert_failures.size()) +
+                " routed expert read(s) failed in the run that saved it, first " + rep.expert_failures.front();
+    session.save(save_state, unsound);
+    rep.state_file = save_state;
+  }
+  if (!rep.expert_failures.empty()) {
+    rep.failure = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed, first " +
+                  rep.expert_failures.front() + "; their contributions were zero, so the generated ids are unsound";
+    rep.exit_code = static_cast<int>(ExitCode::expert_failure);
+  } else if (rep.result.interrupted) {
+    rep.exit_code = static_cast<int>(ExitCode::interrupted);
+  }
+  if (!rep.report_file.empty()) {
+    write_file_atomically(rep.report_file, report_json(rep));
+    if (hooks.on_report) hooks.on_report(rep.report_file);
+  }
+}
+
 void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, JobReport& rep,
                   std::unique_ptr<Runtime>& runtime_owner, std::vector<std::uint32_t>& generated) {
   // The prompt file is read before the model loads, so a wrong path fails in a moment.
@@ -178,17 +269,7 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   const auto loaded = std::chrono::steady_clock::now();
   Model& model = runtime.model();
   const ModelSettings& ms = runtime.settings();
-  rep.model = runtime.model_uri();
-  rep.identity = model.identity();
-  rep.load_seconds = runtime.load_seconds();
-  rep.plan = model.plan();
-  rep.plan_text = rep.plan.table();
-  rep.streaming = model.streaming();
-  rep.cache_policy = model.cache_policy();
-  rep.prefetch_depth = ms.prefetch_depth;
-  rep.kernels = model.kernel_set();
-  rep.storage = model.storage_plugin();
-  rep.threads = model.threads();
+  report_loaded_model(rep, runtime);
 
   GenerateSettings g = generate_settings_of(p, runtime);
   g.stop = hooks.stop;
@@ -217,8 +298,8 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
-    trace = std::make_unique<TraceRecorder>(trace_file,
-                                            streaming::trace_header_of(model.config(), model.identity().value, prompt_hash));
+    trace = std::make_unique<TraceRecorder>(
+        trace_file, streaming::trace_header_of(model.config(), model.identity().value, prompt_hash));
     session.set_routing_listener(trace.get());
   }
 
@@ -236,64 +317,8 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
     const std::string rest = text.flush();
     if (!rest.empty()) hooks.on_token(rep.result.generated.empty() ? 0 : rep.result.generated.back(), rest);
   }
-  rep.generated_text = runtime.decode(rep.result.generated);
-  // Decode speed counts the forward passes (decode_timing): N tokens cost N-1.
-  const DecodeTiming decode = decode_timing(rep.result);
-  rep.decode_forwards = decode.forwards;
-  rep.speculative = g.speculative;
-  rep.tokens_per_second = decode.tokens_per_second();
-  rep.peak_rss = peak_rss_bytes();
-  rep.weight_bytes_read = model.weight_bytes_read();
-  rep.io = model.stream_stats();
-  marks.push_back(rep.io);
-  for (std::size_t i = 0; i + 1 < marks.size(); ++i) {
-    const StreamStats &a = marks[i], &b = marks[i + 1];
-    rep.step_io.push_back({b.expert_bytes - a.expert_bytes, b.trunk_bytes - a.trunk_bytes, b.table_bytes - a.table_bytes,
-                           b.expert_requests - a.expert_requests, b.expert_hits - a.expert_hits,
-                           b.io_wait_seconds - a.io_wait_seconds});
-  }
-  rep.wall_seconds = rep.load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
-  rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
-  rep.seconds_per_token = decode.seconds_per_token();
-  rep.expert_failures = rep.io.expert_failures;
-  // The storage plugin's own counters (optional capability, docs/plugins.md).
-  if (auto* counted = dynamic_cast<sdk::StorageCounters*>(model.storage().get()))
-    if (const sdk::Status st = counted->counters(rep.storage_counters); !st.ok()) rep.storage_counters.clear();
-
-  if (trace) {
-    session.set_routing_listener(nullptr);
-    trace->writer.close();
-    rep.trace_file = trace_file;
-  }
-  rep.pending = session.pending();
-  const std::filesystem::path save_state = p.get_path("job.save_state");
-  if (!rep.result.cut.empty()) {
-    // The stop cut a forward pass short: the session holds part of it, not a conversation.
-    rep.failure = "interrupted during a storage wait: " + rep.result.cut;
-    rep.pending.clear();
-  }
-  if (!save_state.empty() && rep.result.cut.empty()) {
-    // A run that lost a routed expert carries a state that is not the model's: saved, but
-    // marked, so that resuming it is refused instead of silently continuing another
-    // conversation.
-    std::string unsound;
-    if (!rep.expert_failures.empty())
-      unsound = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed in the run that saved it, " +
-                "first " + rep.expert_failures.front();
-    session.save(save_state, unsound);
-    rep.state_file = save_state;
-  }
-  if (!rep.expert_failures.empty()) {
-    rep.failure = std::to_string(rep.expert_failures.size()) + " routed expert read(s) failed, first " +
-                  rep.expert_failures.front() + "; their contributions were zero, so the generated ids are unsound";
-    rep.exit_code = static_cast<int>(ExitCode::expert_failure);
-  } else if (rep.result.interrupted) {
-    rep.exit_code = static_cast<int>(ExitCode::interrupted);
-  }
-  if (!rep.report_file.empty()) {
-    write_file_atomically(rep.report_file, report_json(rep));
-    if (hooks.on_report) hooks.on_report(rep.report_file);
-  }
+  report_generation(rep, runtime, g, marks, loaded);
+  finish_job(p, hooks, rep, session, trace.get(), trace_file);
 }
 
 }  // namespace

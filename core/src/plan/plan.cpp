@@ -226,21 +226,14 @@ PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
 
 namespace {
 
-/// The plan for `parallel` sequences (>= 1) against `available` bytes.
-MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t parallel, std::uint64_t available,
-                    const std::string& available_source) {
-  MemoryPlan p;
-  p.available = available;
-  p.available_source = available_source;
-  p.context = in.context;
-  p.stream_embedding = in.stream_embedding;
-
+/// Takes the geometry's layer and expert sizes, keeping only the layers this rank holds (a
+/// rank of a split model holds its range; the others cost it nothing), and counts the experts
+/// of the held MoE layers. Apart so that plan_for reads as its steps.
+void hold_layers(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in, const GeometrySizes& sizes) {
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
-  const GeometrySizes& sizes = geometry_sizes(c);
   p.layer_bytes = sizes.layer_bytes;
   p.layer_core_bytes = sizes.layer_core_bytes;
   p.expert_slot_bytes = sizes.expert_slot_bytes;
-  // A rank of a split model holds its range of layers; the others cost it nothing.
   p.first_layer = std::min(in.first_layer, layers);
   p.last_layer = in.last_layer == 0 ? layers : std::min(in.last_layer, layers);
   if (p.first_layer >= p.last_layer) throw UsageError("a rank's range of layers is empty");
@@ -255,26 +248,33 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   }
   p.experts_total = static_cast<U>(c.num_experts) * moe_layers;
   p.min_expert_slots = std::min<U>(static_cast<U>(c.num_experts_per_token), p.experts_total);
+}
 
-  const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
-  const U table = V * E * 2;
+/// Sizes what grows with the sequences and the tokens of a pass: the step's rows, each
+/// sequence's KDA state, MLA latents and verification journal, and the run buffers. Apart
+/// because none of it depends on the budgets the rest of the plan shares out.
+void size_sequences(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in, std::uint64_t parallel) {
+  const U V = static_cast<U>(c.vocab_size);
   const auto checked = std::max<std::int64_t>(0, in.speculative_draft) + 1;  // a token and its drafts
   // The tokens one pass holds. One sequence: a prefill chunk or a token and its drafts.
   // Several: every decoding sequence's token and drafts, or all but one of them beside the
   // step's prefill budget (k3/scheduler.hpp step_rows).
   const U N = parallel;
   p.parallel = static_cast<std::size_t>(N);
-  p.prefill_budget = static_cast<U>(std::max<std::int64_t>(1, in.prefill_budget > 0 ? in.prefill_budget : in.prefill_chunk));
+  p.prefill_budget =
+      static_cast<U>(std::max<std::int64_t>(1, in.prefill_budget > 0 ? in.prefill_budget : in.prefill_chunk));
   const U C = static_cast<U>(checked);
-  const U T = N == 1 ? static_cast<U>(std::max<std::int64_t>(1, std::min(std::max(in.prefill_chunk, checked), in.context)))
-                     : std::max(N * C, (N - 1) * C + p.prefill_budget);
+  const U T = N == 1
+                  ? static_cast<U>(std::max<std::int64_t>(1, std::min(std::max(in.prefill_chunk, checked), in.context)))
+                  : std::max(N * C, (N - 1) * C + p.prefill_budget);
   p.step_rows = T;
 
   // State: KDA recurrent state and conv tails per KDA layer; MLA latent per position.
   const U H = static_cast<U>(c.kda_num_heads), D = static_cast<U>(c.kda_head_dim);
   const U K = static_cast<U>(c.short_conv_kernel_size), P = H * D;
   U n_mla = 0;
-  for (std::size_t li = p.first_layer; li < p.last_layer; ++li) n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
+  for (std::size_t li = p.first_layer; li < p.last_layer; ++li)
+    n_mla += c.is_mla(static_cast<std::int64_t>(li)) ? 1 : 0;
   const U n_kda = (p.last_layer - p.first_layer) - n_mla;
   // Each sequence holds its own; the figures are for all of them.
   const U kda_one = n_kda * (H * D * D + 3 * P * (K - 1)) * 4;
@@ -296,8 +296,41 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   // generator's copy, or every row of a step of several sequences and a copy.
   p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
   p.buffer_bytes = p.buffers.bytes() + (N == 1 ? 2 : T + 1) * V * 4;
-  p.overhead_bytes = kPluginCodeBytes + sizes.tensors * kIndexBytesPerTensor;
+}
 
+/// The bytes of the embedding and lm_head tables. Tables: resident when everything is;
+/// otherwise an embedding row per token is read on demand (a token needs one row of the
+/// table), and lm_head stays resident unless stream_embedding asks for it in row chunks.
+/// A rank of a split model holds the embedding only when it is the first, lm_head only
+/// when it is the last. Called twice (before and after the trunk is planned), hence apart.
+void size_tables(MemoryPlan& p, const ModelConfig& c, bool stream_embedding, bool resident_model) {
+  const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
+  const U T = p.step_rows;
+  const U table = V * E * 2;
+  if (resident_model) {
+    p.embedding_bytes = table;
+    p.lm_head_bytes = table;
+    p.lm_head_chunk_rows = 0;
+  } else {
+    p.embedding_bytes = T * E * 2;
+    if (stream_embedding) {
+      p.lm_head_chunk_rows = std::max<U>(1, std::min<U>(V, p.row_chunk_bytes / (E * 2)));
+      p.lm_head_bytes = p.row_chunk_buffers * p.row_chunk_bytes + p.lm_head_chunk_rows * T * 4;
+    } else {
+      p.lm_head_bytes = table;
+      p.lm_head_chunk_rows = 0;
+    }
+  }
+  if (!p.holds_embedding()) p.embedding_bytes = 0;
+  if (!p.holds_head()) {
+    p.lm_head_bytes = 0;
+    p.lm_head_chunk_rows = 0;
+  }
+}
+
+/// Sets the trunk and expert budgets, given or "fit", and sizes the tables for them (the
+/// fixed costs "fit" subtracts include the tables). Apart: the budget rules are one topic.
+void set_budgets(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in) {
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   const U experts_all = p.experts_total * p.expert_slot_bytes;
   // memory.budgets_for: budgets written for a larger model are scaled by this one's share of
@@ -305,58 +338,27 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   // still hold below.
   if (in.budgets_for) {
     p.budgets_for = in.budgets_for->name;
-    auto share = [](U mine, U theirs) { return theirs == 0 ? 1.0 : std::min(1.0, static_cast<double>(mine) / static_cast<double>(theirs)); };
+    auto share = [](U mine, U theirs) {
+      return theirs == 0 ? 1.0 : std::min(1.0, static_cast<double>(mine) / static_cast<double>(theirs));
+    };
     p.trunk_scale = share(trunk_all, in.budgets_for->trunk_bytes);
     p.expert_scale = share(experts_all, in.budgets_for->expert_bytes);
   }
-  const auto trunk_given = [&] { return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.trunk_gb)) * p.trunk_scale)); };
+  const auto trunk_given = [&] {
+    return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.trunk_gb)) * p.trunk_scale));
+  };
   const auto experts_given = [&] {
     return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.expert_cache_gb)) * p.expert_scale));
   };
-  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all && experts_given() >= experts_all;
-
-  // Tables: resident when everything is; otherwise an embedding row per token is read on
-  // demand (a token needs one row of the table), and lm_head stays resident unless
-  // stream_embedding asks for it in row chunks.
-  const bool all_resident_candidate = !in.stream_embedding;
-  // Row chunks (lm_head in ultra, split dense FFNs): two buffers, one being read while the
-  // other is multiplied, each sized for the longest row of what they serve.
-  const U chunk_target = in.row_chunk_bytes != 0 ? in.row_chunk_bytes : kHeadChunkBytes;
-  p.row_chunk_bytes = chunk_target;
-  p.row_chunk_buffers = 2;
-  auto both_tables = [&](bool resident_model) {
-    if (resident_model) {
-      p.embedding_bytes = table;
-      p.lm_head_bytes = table;
-      p.lm_head_chunk_rows = 0;
-      return;
-    }
-    p.embedding_bytes = T * E * 2;
-    if (in.stream_embedding) {
-      p.lm_head_chunk_rows = std::max<U>(1, std::min<U>(V, p.row_chunk_bytes / (E * 2)));
-      p.lm_head_bytes = p.row_chunk_buffers * p.row_chunk_bytes + p.lm_head_chunk_rows * T * 4;
-    } else {
-      p.lm_head_bytes = table;
-      p.lm_head_chunk_rows = 0;
-    }
-  };
-  // A rank of a split model holds the embedding only when it is the first, lm_head only
-  // when it is the last.
-  auto table_bytes = [&](bool resident_model) {
-    both_tables(resident_model);
-    if (!p.holds_embedding()) p.embedding_bytes = 0;
-    if (!p.holds_head()) {
-      p.lm_head_bytes = 0;
-      p.lm_head_chunk_rows = 0;
-    }
-  };
+  const bool budgets_hold_all =
+      in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all && experts_given() >= experts_all;
 
   // "fit": usable = 90% of the available memory minus everything but the two budgets;
   // the trunk takes what it can first (a GB of pinned trunk removes more guaranteed traffic
   // than a GB of expert cache, reference engine §5.6), the cache gets the rest.
   p.trunk_fit = !in.trunk_gb;
   p.expert_fit = !in.expert_cache_gb;
-  table_bytes(budgets_hold_all && all_resident_candidate);
+  size_tables(p, c, in.stream_embedding, budgets_hold_all && !in.stream_embedding);
   const U fixed = p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes + p.mla_kv_bytes + p.speculative_bytes +
                   p.buffer_bytes + p.overhead_bytes;
   const U share = static_cast<U>(static_cast<double>(p.available) * kFitShare);
@@ -375,10 +377,33 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
     p.trunk_budget = trunk_given();
     p.expert_budget = experts_given();
   }
+}
+
+/// The plan for `parallel` sequences (>= 1) against `available` bytes.
+MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t parallel, std::uint64_t available,
+                    const std::string& available_source) {
+  MemoryPlan p;
+  p.available = available;
+  p.available_source = available_source;
+  p.context = in.context;
+  p.stream_embedding = in.stream_embedding;
+
+  const GeometrySizes& sizes = geometry_sizes(c);
+  hold_layers(p, c, in, sizes);
+  size_sequences(p, c, in, parallel);
+  p.overhead_bytes = kPluginCodeBytes + sizes.tensors * kIndexBytesPerTensor;
+
+  // Row chunks (lm_head in ultra, split dense FFNs): two buffers, one being read while the
+  // other is multiplied, each sized for the longest row of what they serve.
+  const U chunk_target = in.row_chunk_bytes != 0 ? in.row_chunk_bytes : kHeadChunkBytes;
+  p.row_chunk_bytes = chunk_target;
+  p.row_chunk_buffers = 2;
+  set_budgets(p, c, in);
 
   {
     // A split FFN's rows are intermediate_size bf16 at most (down_proj); its output rows
     // for one chunk go through a T x rows buffer.
+    const U E = static_cast<U>(c.hidden_size);
     const U DI2 = static_cast<U>(c.intermediate_size) * 2;
     p.row_chunk_bytes = std::max({chunk_target, DI2, E * 2});
     const U chunk_buffers = in.stream_embedding ? 0 : p.row_chunk_buffers * p.row_chunk_bytes;
@@ -386,7 +411,8 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
   }
   p.expert_slots = std::min(p.experts_total, p.expert_slot_bytes ? p.expert_budget / p.expert_slot_bytes : 0);
   p.expert_slots = std::max(p.expert_slots, p.min_expert_slots);
-  table_bytes(p.resident() || (!p.streams_trunk() && !p.streams_experts() && all_resident_candidate));
+  size_tables(p, c, in.stream_embedding,
+              p.resident() || (!p.streams_trunk() && !p.streams_experts() && !in.stream_embedding));
 
   p.total = p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
             p.mla_kv_bytes + p.speculative_bytes + p.buffer_bytes + p.overhead_bytes;

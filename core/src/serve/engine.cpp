@@ -29,6 +29,46 @@ std::size_t full_snapshot_bytes(const Session& s, const ModelConfig& c) {
   return s.snapshot().bytes() + per_token * static_cast<std::size_t>(s.max_positions());
 }
 
+/// Readies a slot's session for a request that reuses `start` tokens: restored from a stored
+/// snapshot, kept as it is (a live prefix), or emptied. Apart from Engine::run: one step.
+void resume_session(Session& session, const SessionSnapshot& restore_from, std::size_t start) {
+  if (!restore_from.empty())
+    session.restore(restore_from);
+  else if (start == 0 && session.position() > 0)
+    session.reset();
+  // The request's ids say what comes next: the id generate() left pending (the last one it
+  // generated, or the rest of a stopped prefill) is in them or was not part of this turn.
+  session.set_pending({});
+}
+
+/// The server's settings for one request: its prompt past the reused `start` tokens, its
+/// sampling, stops and token limit. Apart from Engine::run: a list of fields.
+GenerateSettings request_settings(const GenerateSettings& defaults, const RunRequest& req, std::size_t start,
+                                  std::int64_t context, std::atomic<bool>& stop) {
+  const std::vector<std::uint32_t>& ids = req.ids;
+  GenerateSettings g = defaults;
+  g.prompt.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
+  g.mode = DecodeMode::incremental;
+  // At most one token more than the context holds can be generated.
+  g.max_new_tokens = std::min<std::int64_t>(req.max_tokens, context - static_cast<std::int64_t>(ids.size()) + 1);
+  g.sampling = req.sampling;
+  g.stop_at_eos = true;
+  g.stop_tokens = req.stop_ids;
+  g.stop = &stop;
+  g.dump_logits.clear();
+  return g;
+}
+
+/// The prompt positions Engine::run snapshots at (see there): every multiple of `every`
+/// past `start`, and `max_len` (before the last prompt token).
+std::vector<std::int64_t> prefill_snapshot_marks(std::size_t start, std::size_t max_len, std::size_t every) {
+  std::vector<std::int64_t> marks;
+  for (std::size_t m = (start / every + 1) * every; m < max_len; m += every)
+    marks.push_back(static_cast<std::int64_t>(m));
+  if (max_len > start) marks.push_back(static_cast<std::int64_t>(max_len));
+  return marks;
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Runtime> runtime, const GenerateSettings& defaults, const ServeOptions& options,
@@ -166,25 +206,9 @@ RunResult Engine::run(const RunRequest& req) {
     }
   } release{*this, slot_index};
   Session& session = *slots_[slot_index].session;
-  if (!restore_from.empty())
-    session.restore(restore_from);
-  else if (start == 0 && session.position() > 0)
-    session.reset();
-  // The request's ids say what comes next: the id generate() left pending (the last one it
-  // generated, or the rest of a stopped prefill) is in them or was not part of this turn.
-  session.set_pending({});
+  resume_session(session, restore_from, start);
   r.cached = static_cast<std::int64_t>(start);
-
-  GenerateSettings g = defaults_;
-  g.prompt.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
-  g.mode = DecodeMode::incremental;
-  // At most one token more than the context holds can be generated.
-  g.max_new_tokens = std::min<std::int64_t>(req.max_tokens, context_ - static_cast<std::int64_t>(ids.size()) + 1);
-  g.sampling = req.sampling;
-  g.stop_at_eos = true;
-  g.stop_tokens = req.stop_ids;
-  g.stop = &stop;
-  g.dump_logits.clear();
+  GenerateSettings g = request_settings(defaults_, req, start, context_, stop);
 
   // Snapshots: at every multiple of snapshot_interval of the prompt and before its last
   // token (the same prompt sent again, a retry, resumes there), at the end of the prompt
@@ -192,9 +216,7 @@ RunResult Engine::run(const RunRequest& req) {
   // other ids than were generated), every snapshot_interval tokens of the reply, and at its
   // end. Taken after a step, when the session is whole again.
   const auto every = static_cast<std::size_t>(std::max<std::int64_t>(1, options_.snapshot_interval));
-  std::vector<std::int64_t> marks;
-  for (std::size_t m = (start / every + 1) * every; m < max_len; m += every) marks.push_back(static_cast<std::int64_t>(m));
-  if (max_len > start) marks.push_back(static_cast<std::int64_t>(max_len));
+  const std::vector<std::int64_t> marks = prefill_snapshot_marks(start, max_len, every);
   SequenceHooks hooks;
   hooks.prefill_marks = marks;
   bool have_first = false, kept_first = false;
@@ -225,17 +247,7 @@ RunResult Engine::run(const RunRequest& req) {
     check_deadline();
   };
   Sequence sequence(session, g, on_token, std::move(hooks));
-  Waiting waiting{&sequence, false};
-  {
-    std::lock_guard lock(m_);
-    if (stopping_) throw RuntimeError("the server is stopping");
-    inbox_.push_back(&waiting);
-  }
-  wake_.notify_all();
-  {
-    std::unique_lock lock(m_);
-    finished_.wait(lock, [&] { return waiting.done; });
-  }
+  run_on_scheduler(sequence);
   const GenerateResult& gr = sequence.result();
   if (sequence.failure() || !gr.cut.empty()) {
     // The session holds part of a forward pass: nothing of it may be reused.
@@ -253,6 +265,22 @@ RunResult Engine::run(const RunRequest& req) {
     keep(session);  // the end of the reply: a follow-up whose ids repeat it resumes here
   if (latency_ != nullptr) latency_->observe_request(r);
   return r;
+}
+
+// Hands `sequence` to the scheduler's thread and waits until it has ended. Apart from
+// Engine::run: the one place a request thread meets the scheduler.
+void Engine::run_on_scheduler(Sequence& sequence) {
+  Waiting waiting{&sequence, false};
+  {
+    std::lock_guard lock(m_);
+    if (stopping_) throw RuntimeError("the server is stopping");
+    inbox_.push_back(&waiting);
+  }
+  wake_.notify_all();
+  {
+    std::unique_lock lock(m_);
+    finished_.wait(lock, [&] { return waiting.done; });
+  }
 }
 
 // The scheduler's thread: admits the requests that arrived, runs a step, tells the

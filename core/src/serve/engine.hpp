@@ -115,6 +115,7 @@ class Engine {
   std::size_t take_slot(const std::vector<std::uint32_t>& ids, std::size_t max_len, std::size_t& start,
                         SessionSnapshot& restore_from);
   void keep(const Session& session);
+  void run_on_scheduler(Sequence& sequence);
 
   std::unique_ptr<Runtime> runtime_;
   LatencyMetrics* latency_ = nullptr;

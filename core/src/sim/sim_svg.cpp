@@ -49,11 +49,10 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (slots, hit rate 0..1), sorted by slots
 };
 
-}  // namespace
-
-std::string sim_svg(const SimReport& rep) {
+/// The results as one series per policy, points sorted by capacity, Belady last (so it is
+/// drawn on top); `caps` gets the distinct capacities simulated, sorted.
+std::vector<Series> series_of(const SimReport& rep, std::vector<double>& caps) {
   std::vector<Series> series;
-  std::vector<double> caps;
   for (const SimResult& r : rep.results) {
     auto it = std::find_if(series.begin(), series.end(), [&](const Series& s) { return s.policy == r.policy; });
     if (it == series.end()) {
@@ -66,92 +65,119 @@ std::string sim_svg(const SimReport& rep) {
   for (Series& s : series) std::sort(s.points.begin(), s.points.end());
   std::sort(caps.begin(), caps.end());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-  // Belady last, so it is drawn on top.
   std::stable_partition(series.begin(), series.end(), [](const Series& s) { return !is_belady(s.policy); });
+  return series;
+}
 
-  const double lo = caps.empty() ? 1 : caps.front();
-  const double hi = caps.empty() ? 2 : caps.back();
-  const bool log_x = hi / lo >= 8;
-  const double xmin = log_x ? std::log10(lo) - 0.05 * std::log10(hi / lo) : 0.0;
-  const double xmax = log_x ? std::log10(hi) + 0.05 * std::log10(hi / lo) : (hi > 0 ? hi * 1.05 : 1.0);
-  const auto xpix = [&](double slots) {
+/// Where a (slots, hit rate) point lies in the picture: logarithmic in slots when the
+/// capacities span a factor of 8 or more, linear from 0 otherwise.
+struct Axes {
+  double hi = 2;
+  bool log_x = false;
+  double xmin = 0, xmax = 1;
+
+  explicit Axes(const std::vector<double>& caps) {
+    const double lo = caps.empty() ? 1 : caps.front();
+    hi = caps.empty() ? 2 : caps.back();
+    log_x = hi / lo >= 8;
+    xmin = log_x ? std::log10(lo) - 0.05 * std::log10(hi / lo) : 0.0;
+    xmax = log_x ? std::log10(hi) + 0.05 * std::log10(hi / lo) : (hi > 0 ? hi * 1.05 : 1.0);
+  }
+  [[nodiscard]] double xpix(double slots) const {
     const double v = log_x ? std::log10(slots) : slots;
     return kLeft + (v - xmin) / (xmax - xmin) * kPlotW;
-  };
-  const auto ypix = [&](double rate) { return kTop + (1.0 - rate) * kPlotH; };
+  }
+  [[nodiscard]] static double ypix(double rate) { return kTop + (1.0 - rate) * kPlotH; }
+};
 
-  std::string svg;
+/// The SVG's opening, its background, the title (the trace's file name) and the trace's
+/// figures under it.
+void draw_title(std::string& svg, const SimReport& rep) {
   svg += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
-         "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+         "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   const TraceStats& st = rep.stats;
   const std::string base = rep.trace_file.substr(rep.trace_file.find_last_of('/') + 1);
-  svg += "<text x=\"" + num(kLeft) + "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">Expert-cache hit rate vs capacity: " +
-         escape(base) + "</text>\n";
+  svg += "<text x=\"" + num(kLeft) +
+         "\" y=\"28\" font-size=\"16\" font-weight=\"bold\">Expert-cache hit rate vs capacity: " + escape(base) +
+         "</text>\n";
   svg += "<text x=\"" + num(kLeft) + "\" y=\"46\" fill=\"#444\">" + std::to_string(st.requests) + " requests, " +
          std::to_string(st.tokens) + " tokens, " + std::to_string(st.distinct_keys) + " distinct experts, " +
          std::to_string(st.working_set) + " slots per token; 1 slot = " + std::to_string(rep.expert_bytes) +
          " B</text>\n";
+}
 
-  // Region above the Belady curve: no online policy can get there.
+/// Region above the Belady curve: no online policy can get there.
+void draw_unreachable(std::string& svg, const std::vector<Series>& series, const Axes& ax) {
   for (const Series& s : series) {
     if (!is_belady(s.policy) || s.points.empty()) continue;
-    std::string pts = num(xpix(s.points.front().first)) + "," + num(ypix(1.0));
+    std::string pts = num(ax.xpix(s.points.front().first)) + "," + num(Axes::ypix(1.0));
     // Appends rather than `" " + num(...)`: GCC 12 at -O3 reports a false -Wrestrict on
     // operator+(const char*, std::string&&).
-    for (const auto& [x, y] : s.points) pts.append(" ").append(num(xpix(x))).append(",").append(num(ypix(y)));
-    pts.append(" ").append(num(xpix(s.points.back().first))).append(",").append(num(ypix(1.0)));
+    for (const auto& [x, y] : s.points)
+      pts.append(" ").append(num(ax.xpix(x))).append(",").append(num(Axes::ypix(y)));
+    pts.append(" ").append(num(ax.xpix(s.points.back().first))).append(",").append(num(Axes::ypix(1.0)));
     svg += "<polygon points=\"" + pts + "\" fill=\"#eeeeee\" stroke=\"none\"/>\n";
-    svg += "<text x=\"" + num(xpix(s.points.front().first) + 8) + "\" y=\"" + num(ypix(1.0) + 16) +
+    svg += "<text x=\"" + num(ax.xpix(s.points.front().first) + 8) + "\" y=\"" + num(Axes::ypix(1.0) + 16) +
            "\" fill=\"#888\">above belady: unreachable by any policy</text>\n";
   }
+}
 
-  // Grid, ticks and axes.
+/// The x axis's ticks: the capacities simulated, thinned so labels do not collide (log
+/// scale, or a dozen or fewer), else round steps from 0.
+std::vector<double> x_ticks(const Axes& ax, const std::vector<double>& caps) {
+  std::vector<double> ticks;
+  if (ax.log_x || caps.size() <= 12) {
+    double last_px = -1e9;
+    for (const double c : caps) {
+      if (ax.xpix(c) - last_px < 48) continue;
+      ticks.push_back(c);
+      last_px = ax.xpix(c);
+    }
+  } else {
+    const double raw = ax.hi / 8;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+    for (double t = 0; t <= ax.xmax; t += step) ticks.push_back(t);
+  }
+  return ticks;
+}
+
+/// Grid, ticks (slots, and GB below them) and axes with their labels.
+void draw_axes(std::string& svg, const Axes& ax, const std::vector<double>& caps, std::uint64_t expert_bytes) {
   for (int i = 0; i <= 10; ++i) {
-    const double y = ypix(i / 10.0);
-    svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y2=\"" + num(y) +
-           "\" stroke=\"#dddddd\"/>\n";
+    const double y = Axes::ypix(i / 10.0);
+    svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y2=\"" +
+           num(y) + "\" stroke=\"#dddddd\"/>\n";
     svg += "<text x=\"" + num(kLeft - 8) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
            std::to_string(i * 10) + "%</text>\n";
   }
-  std::vector<double> ticks;
-  if (log_x || caps.size() <= 12) {
-    // The capacities simulated, thinned so labels do not collide.
-    double last_px = -1e9;
-    for (const double c : caps) {
-      if (xpix(c) - last_px < 48) continue;
-      ticks.push_back(c);
-      last_px = xpix(c);
-    }
-  } else {
-    const double raw = hi / 8;
-    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-    const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
-    for (double t = 0; t <= xmax; t += step) ticks.push_back(t);
-  }
-  for (const double t : ticks) {
-    const double x = xpix(t);
-    svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + kPlotH) +
-           "\" stroke=\"#eeeeee\"/>\n";
+  for (const double t : x_ticks(ax, caps)) {
+    const double x = ax.xpix(t);
+    svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" +
+           num(kTop + kPlotH) + "\" stroke=\"#eeeeee\"/>\n";
     svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop + kPlotH) + "\" x2=\"" + num(x) + "\" y2=\"" +
            num(kTop + kPlotH + 6) + "\" stroke=\"black\"/>\n";
     char gb[32];
-    std::snprintf(gb, sizeof gb, "%.3g GB", t * static_cast<double>(rep.expert_bytes) / 1e9);
+    std::snprintf(gb, sizeof gb, "%.3g GB", t * static_cast<double>(expert_bytes) / 1e9);
     svg += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + kPlotH + 20) + "\" text-anchor=\"middle\">" +
            std::to_string(static_cast<std::uint64_t>(t)) + "</text>\n";
-    svg += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + kPlotH + 34) + "\" text-anchor=\"middle\" fill=\"#666\" font-size=\"10\">" +
-           gb + "</text>\n";
+    svg += "<text x=\"" + num(x) + "\" y=\"" + num(kTop + kPlotH + 34) +
+           "\" text-anchor=\"middle\" fill=\"#666\" font-size=\"10\">" + gb + "</text>\n";
   }
-  svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kPlotW) + "\" height=\"" + num(kPlotH) +
-         "\" fill=\"none\" stroke=\"black\"/>\n";
+  svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kPlotW) + "\" height=\"" +
+         num(kPlotH) + "\" fill=\"none\" stroke=\"black\"/>\n";
   svg += "<text x=\"" + num(kLeft + kPlotW / 2) + "\" y=\"" + num(kHeight - 30) +
-         "\" text-anchor=\"middle\">capacity (slots" + std::string(log_x ? ", log scale" : "") +
+         "\" text-anchor=\"middle\">capacity (slots" + std::string(ax.log_x ? ", log scale" : "") +
          "; GB below)</text>\n";
   svg += "<text transform=\"translate(24 " + num(kTop + kPlotH / 2) +
          ") rotate(-90)\" text-anchor=\"middle\">hit rate</text>\n";
+}
 
-  // Curves and legend.
+/// One polyline with its points per policy, Belady thick, dark and dashed, and the legend.
+void draw_curves(std::string& svg, const std::vector<Series>& series, const Axes& ax) {
   std::size_t color = 0;
   double legend_y = kTop + 10;
   for (const Series& s : series) {
@@ -160,18 +186,33 @@ std::string sim_svg(const SimReport& rep) {
     const std::string width = ceiling ? "3" : "2";
     const std::string dash = ceiling ? " stroke-dasharray=\"8 4\"" : "";
     std::string pts;
-    for (const auto& [x, y] : s.points) pts.append(pts.empty() ? "" : " ").append(num(xpix(x))).append(",").append(num(ypix(y)));
-    svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"" + width + "\"" +
-           dash + "/>\n";
     for (const auto& [x, y] : s.points)
-      svg += "<circle cx=\"" + num(xpix(x)) + "\" cy=\"" + num(ypix(y)) + "\" r=\"3\" fill=\"" + stroke + "\"/>\n";
+      pts.append(pts.empty() ? "" : " ").append(num(ax.xpix(x))).append(",").append(num(Axes::ypix(y)));
+    svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"" + width +
+           "\"" + dash + "/>\n";
+    for (const auto& [x, y] : s.points)
+      svg += "<circle cx=\"" + num(ax.xpix(x)) + "\" cy=\"" + num(Axes::ypix(y)) + "\" r=\"3\" fill=\"" + stroke +
+             "\"/>\n";
     const double lx = kLeft + kPlotW + 20;
-    svg += "<line x1=\"" + num(lx) + "\" y1=\"" + num(legend_y) + "\" x2=\"" + num(lx + 28) + "\" y2=\"" + num(legend_y) +
-           "\" stroke=\"" + stroke + "\" stroke-width=\"" + width + "\"" + dash + "/>\n";
+    svg += "<line x1=\"" + num(lx) + "\" y1=\"" + num(legend_y) + "\" x2=\"" + num(lx + 28) + "\" y2=\"" +
+           num(legend_y) + "\" stroke=\"" + stroke + "\" stroke-width=\"" + width + "\"" + dash + "/>\n";
     svg += "<text x=\"" + num(lx + 36) + "\" y=\"" + num(legend_y + 4) + "\">" + escape(s.policy) +
            (ceiling ? " (optimal ceiling)" : "") + "</text>\n";
     legend_y += 20;
   }
+}
+
+}  // namespace
+
+std::string sim_svg(const SimReport& rep) {
+  std::vector<double> caps;
+  const std::vector<Series> series = series_of(rep, caps);
+  const Axes ax(caps);
+  std::string svg;
+  draw_title(svg, rep);
+  draw_unreachable(svg, series, ax);
+  draw_axes(svg, ax, caps, rep.expert_bytes);
+  draw_curves(svg, series, ax);
   svg += "</svg>\n";
   return svg;
 }
