@@ -304,6 +304,14 @@ class GgmlSide {
   std::vector<std::uint8_t> work_;
 };
 
+/// ggml's warnings and errors to stderr; its debug and info lines (one per repacked tensor)
+/// dropped. A continued line follows its first line's level.
+void ggml_log(ggml_log_level level, const char* text, void* /*user*/) {
+  static bool shown = false;
+  if (level != GGML_LOG_LEVEL_CONT) shown = level >= GGML_LOG_LEVEL_WARN;
+  if (shown) std::fputs(text, stderr);
+}
+
 /// One line naming the ggml this run is against, before the table.
 void print_ggml_build(const GgmlCpu& cpu, bool repack_asked) {
   std::printf("ggml %s (commit %s): LLAMAFILE %s, CPU_REPACK %s, compiled for AVX2 %s, AVX-512 %s, AVX512_BF16 %s; "
@@ -318,6 +326,7 @@ void print_ggml_build(const GgmlCpu& cpu, bool repack_asked) {
 
 int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
+  ggml_log_set(ggml_log, nullptr);
   ggml_cpu_init();
   const GgmlCpu ggml_cpu;
   if (opt.ggml_repack && ggml_cpu.repack == nullptr)
