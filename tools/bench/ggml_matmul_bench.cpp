@@ -27,6 +27,7 @@
 #include <ggml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -256,6 +257,7 @@ class GgmlSide {
     else if (type == GGML_TYPE_F32) std::memcpy(staged.data(), values.data(), values.size() * 4);
     else ggml_quantize_chunk(type, values.data(), staged.data(), 0, rows, cols, nullptr);
     for (ggml_tensor* w : ws) ggml_backend_tensor_set(w, staged.data(), 0, staged.size());
+    reference(type, staged, s, x, positions);
 
     const std::size_t graph_size = 2 * positions + 8;
     const std::size_t mem = copies * (2 * ggml_graph_overhead_custom(graph_size, false) +
@@ -267,12 +269,16 @@ class GgmlSide {
     std::memcpy(xt->data, x.data(), x.size() * 4);
     for (ggml_tensor* w : ws) {
       ggml_cgraph* batched = ggml_new_graph_custom(ctx_, graph_size, false);
-      ggml_build_forward_expand(batched, ggml_mul_mat(ctx_, w, xt));
+      ggml_tensor* all = ggml_mul_mat(ctx_, w, xt);
+      ggml_build_forward_expand(batched, all);
       ggml_cgraph* singles = ggml_new_graph_custom(ctx_, graph_size, false);
       for (std::size_t p = 0; p < positions; ++p) {
         ggml_tensor* xp = ggml_view_2d(ctx_, xt, cols, 1, xt->nb[1], p * xt->nb[1]);
-        ggml_build_forward_expand(singles, ggml_mul_mat(ctx_, w, xp));
+        ggml_tensor* one = ggml_mul_mat(ctx_, w, xp);
+        ggml_build_forward_expand(singles, one);
+        if (w == ws.front()) single_outputs_.push_back(one);
       }
+      if (w == ws.front()) batched_output_ = all;
       batched_.push_back(batched);
       singles_.push_back(singles);
     }
@@ -288,7 +294,52 @@ class GgmlSide {
   void run_batched(std::size_t copy) { compute(batched_[copy]); }
   void run_singles(std::size_t copy) { compute(singles_[copy]); }
 
+  /// Runs both graphs of the first copy and throws unless every output is within 2% of the
+  /// sum of |w·x| of the fp64 product of ggml's own weights (as stored before any repacking)
+  /// and the activations: ggml rounds activations to bf16 or Q8_0 and sums in fp32, which
+  /// stays far inside that; a wrong layout or a skipped kernel does not.
+  void check(const char* what) {
+    run_batched(0);
+    run_singles(0);
+    const std::size_t rows = reference_.size() / single_outputs_.size();
+    for (std::size_t p = 0; p < single_outputs_.size(); ++p) {
+      const auto* all = static_cast<const float*>(batched_output_->data) + p * rows;
+      const auto* one = static_cast<const float*>(single_outputs_[p]->data);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double want = reference_[p * rows + r], scale = magnitude_[p * rows + r];
+        if (!(std::abs(all[r] - want) <= 0.02 * scale && std::abs(one[r] - want) <= 0.02 * scale))
+          throw std::runtime_error(std::string("ggml's ") + what + " result disagrees with its own weights at row " +
+                                   std::to_string(r) + ", position " + std::to_string(p));
+      }
+    }
+  }
+
  private:
+  /// The fp64 product of the weights ggml was given (`staged`, before repacking) and the
+  /// activations, and the sum of |w·x| of each output.
+  void reference(ggml_type type, const std::vector<std::uint8_t>& staged, const Shape& s, const std::vector<float>& x,
+                 std::size_t positions) {
+    const ggml_type_traits* traits = ggml_get_type_traits(type);
+    std::vector<float> row(s.cols);
+    reference_.assign(s.rows * positions, 0.0);
+    magnitude_.assign(s.rows * positions, 0.0);
+    const std::size_t row_bytes = ggml_row_size(type, static_cast<std::int64_t>(s.cols));
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      if (type == GGML_TYPE_F32) std::memcpy(row.data(), staged.data() + r * row_bytes, row_bytes);
+      else traits->to_float(staged.data() + r * row_bytes, row.data(), static_cast<std::int64_t>(s.cols));
+      for (std::size_t p = 0; p < positions; ++p) {
+        double sum = 0, mag = 0;
+        for (std::size_t c = 0; c < s.cols; ++c) {
+          const double prod = static_cast<double>(row[c]) * static_cast<double>(x[p * s.cols + c]);
+          sum += prod;
+          mag += std::abs(prod);
+        }
+        reference_[p * s.rows + r] = sum;
+        magnitude_[p * s.rows + r] = mag;
+      }
+    }
+  }
+
   void compute(ggml_cgraph* g) {
     ggml_cplan plan = ggml_graph_plan(g, 1, nullptr);
     if (work_.size() < plan.work_size) work_.resize(plan.work_size);
@@ -302,6 +353,10 @@ class GgmlSide {
   std::vector<ggml_cgraph*> batched_;
   std::vector<ggml_cgraph*> singles_;
   std::vector<std::uint8_t> work_;
+  ggml_tensor* batched_output_ = nullptr;
+  std::vector<ggml_tensor*> single_outputs_;
+  std::vector<double> reference_;  // [position][row]
+  std::vector<double> magnitude_;
 };
 
 /// ggml's warnings and errors to stderr; its debug and info lines (one per repacked tensor)
@@ -358,6 +413,7 @@ int main(int argc, char** argv) try {
       const bool repacked = opt.ggml_repack && ggml_cpu.repacks(type, cols, rows, static_cast<std::int64_t>(n)) &&
                             ggml_cpu.repacks(type, cols, rows, 1);
       GgmlSide gg(kernel, s, values, copies, x, n, repacked ? ggml_cpu.repack : ggml_backend_cpu_buffer_type());
+      gg.check(kernel.c_str());
       std::vector<double> k3_b, k3_1, gg_b, gg_1;
       for (int round = 0; round < opt.rounds; ++round) {
         k3_b.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) {
