@@ -12,12 +12,22 @@
 // 4.25 bits per weight). Weights cycle through copies (>= --working-set MiB) on both sides,
 // so they come from memory, as when a model streams them.
 //
+// Which ggml ran matters as much as the figures, so the output opens with it: ggml's commit
+// and version, whether its CPU backend was built with LLAMAFILE (tinyBLAS sgemm, which
+// serves bf16 and fp32 batches of 2 and more) and with CPU_REPACK, and the CPU features it
+// was compiled for. --ggml-weights repack puts ggml's weights in the CPU_REPACK buffer type,
+// as llama.cpp does, where ggml has a repacked layout for the type on this CPU (the last
+// column says which layout each row ran); plain keeps them in ggml's ordinary layout.
+//
 //   k3bench-ggml [--set avx2] [--kernels bf16,mxfp4,f32] [--positions 8] [--rounds 3]
-//                [--min-time 0.3] [--working-set 256]
+//                [--min-time 0.3] [--working-set 256] [--ggml-weights plain|repack]
+#include <ggml-alloc.h>
+#include <ggml-backend.h>
 #include <ggml-cpu.h>
 #include <ggml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +50,7 @@ struct Options {
   int rounds = 3;
   double min_time = 0.3;
   std::size_t working_set_mib = 256;
+  bool ggml_repack = false;  // --ggml-weights repack
 };
 
 struct Shape {
@@ -63,7 +74,7 @@ Options parse(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::puts(
           "k3bench-ggml [--set avx2] [--kernels bf16,mxfp4,f32] [--positions 8] [--rounds 3]\n"
-          "             [--min-time 0.3] [--working-set 256]");
+          "             [--min-time 0.3] [--working-set 256] [--ggml-weights plain|repack]");
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(arg + ": missing value");
@@ -74,6 +85,8 @@ Options parse(int argc, char** argv) {
     else if (arg == "--rounds") o.rounds = std::stoi(v);
     else if (arg == "--min-time") o.min_time = std::stod(v);
     else if (arg == "--working-set") o.working_set_mib = std::stoul(v);
+    else if (arg == "--ggml-weights" && (v == "plain" || v == "repack")) o.ggml_repack = v == "repack";
+    else if (arg == "--ggml-weights") throw std::invalid_argument("--ggml-weights: " + v + " is not plain or repack");
     else throw std::invalid_argument("unknown option " + arg);
   }
   if (o.positions == 0) throw std::invalid_argument("--positions must be at least 1");
@@ -182,47 +195,151 @@ void k3_call(const k3::sdk::KernelSet& set, const std::string& kernel, const Sha
   }
 }
 
+/// ggml's CPU device and its CPU_REPACK buffer type (nullptr when ggml was built without it).
+struct GgmlCpu {
+  ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+  ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+  ggml_backend_buffer_type_t repack = nullptr;
+  GgmlCpu() {
+    auto* extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+    if (extra == nullptr) return;
+    for (ggml_backend_buffer_type_t* b = extra(dev); *b != nullptr; ++b)
+      if (std::strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) repack = *b;
+  }
+  /// ggml's own build flag (LLAMAFILE, REPACK, ...) as its CPU backend reports it.
+  [[nodiscard]] bool feature(const char* name) const {
+    auto* features =
+        reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    if (features == nullptr) return false;
+    for (ggml_backend_feature* f = features(reg); f->name != nullptr; ++f)
+      if (std::strcmp(f->name, name) == 0) return std::strcmp(f->value, "0") != 0;
+    return false;
+  }
+  /// Whether ggml would run a mul_mat of this weight type and shape from a CPU_REPACK weight
+  /// (asked as llama.cpp asks before it places a weight there: a zero-size buffer of the type).
+  [[nodiscard]] bool repacks(ggml_type type, std::int64_t cols, std::int64_t rows, std::int64_t positions) const {
+    if (repack == nullptr) return false;
+    ggml_init_params params{4 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context* ctx = ggml_init(params);
+    if (ctx == nullptr) throw std::runtime_error("ggml_init failed");
+    ggml_tensor* w = ggml_new_tensor_2d(ctx, type, cols, rows);
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, positions);
+    ggml_tensor* op = ggml_mul_mat(ctx, w, x);
+    ggml_backend_buffer_t dummy = ggml_backend_buft_alloc_buffer(repack, 0);
+    w->buffer = dummy;
+    const bool ok = ggml_backend_dev_supports_op(dev, op);
+    ggml_backend_buffer_free(dummy);
+    ggml_free(ctx);
+    return ok;
+  }
+};
+
 /// ggml's side: per weight copy, a graph with one mul_mat of all N positions and a graph of
-/// N mul_mats of one position each (views of the same activations).
+/// N mul_mats of one position each (views of the same activations). The weights live in a
+/// backend buffer of `buft` (ggml's plain CPU buffer or CPU_REPACK, which repacks them as they
+/// are set); the activations, results and graphs in an ordinary ggml context.
 class GgmlSide {
  public:
   GgmlSide(const std::string& kernel, const Shape& s, const std::vector<float>& values, std::size_t copies,
-           const std::vector<float>& x, std::size_t positions) {
+           const std::vector<float>& x, std::size_t positions, ggml_backend_buffer_type_t buft) {
     const ggml_type type = kernel == "bf16" ? GGML_TYPE_BF16 : kernel == "f32" ? GGML_TYPE_F32 : GGML_TYPE_MXFP4;
     const auto rows = static_cast<std::int64_t>(s.rows);
     const auto cols = static_cast<std::int64_t>(s.cols);
+    weights_ctx_ = ggml_init({copies * ggml_tensor_overhead() + 1024, nullptr, true});
+    if (weights_ctx_ == nullptr) throw std::runtime_error("ggml_init failed");
+    std::vector<ggml_tensor*> ws;
+    for (std::size_t c = 0; c < copies; ++c) ws.push_back(ggml_new_tensor_2d(weights_ctx_, type, cols, rows));
+    weights_ = ggml_backend_alloc_ctx_tensors_from_buft(weights_ctx_, buft);
+    if (weights_ == nullptr) throw std::runtime_error("ggml could not allocate the weights");
+    std::vector<std::uint8_t> staged(ggml_row_size(type, cols) * s.rows);
+    if (type == GGML_TYPE_BF16) ggml_fp32_to_bf16_row(values.data(), reinterpret_cast<ggml_bf16_t*>(staged.data()), rows * cols);
+    else if (type == GGML_TYPE_F32) std::memcpy(staged.data(), values.data(), values.size() * 4);
+    else ggml_quantize_chunk(type, values.data(), staged.data(), 0, rows, cols, nullptr);
+    for (ggml_tensor* w : ws) ggml_backend_tensor_set(w, staged.data(), 0, staged.size());
+    reference(type, staged, s, x, positions);
+
     const std::size_t graph_size = 2 * positions + 8;
-    const std::size_t mem = copies * (ggml_row_size(type, cols) * s.rows + 2 * ggml_graph_overhead_custom(graph_size, false) +
+    const std::size_t mem = copies * (2 * ggml_graph_overhead_custom(graph_size, false) +
                                       (2 * positions + 2) * ggml_tensor_overhead() + 2 * positions * s.rows * 4) +
                             x.size() * 4 + ggml_tensor_overhead() + (std::size_t{16} << 20);
     ctx_ = ggml_init({mem, nullptr, false});
     if (ctx_ == nullptr) throw std::runtime_error("ggml_init failed");
     ggml_tensor* xt = ggml_new_tensor_2d(ctx_, GGML_TYPE_F32, cols, static_cast<std::int64_t>(positions));
     std::memcpy(xt->data, x.data(), x.size() * 4);
-    for (std::size_t c = 0; c < copies; ++c) {
-      ggml_tensor* w = ggml_new_tensor_2d(ctx_, type, cols, rows);
-      if (type == GGML_TYPE_BF16) ggml_fp32_to_bf16_row(values.data(), static_cast<ggml_bf16_t*>(w->data), rows * cols);
-      else if (type == GGML_TYPE_F32) std::memcpy(w->data, values.data(), values.size() * 4);
-      else ggml_quantize_chunk(type, values.data(), w->data, 0, rows, cols, nullptr);
+    for (ggml_tensor* w : ws) {
       ggml_cgraph* batched = ggml_new_graph_custom(ctx_, graph_size, false);
-      ggml_build_forward_expand(batched, ggml_mul_mat(ctx_, w, xt));
+      ggml_tensor* all = ggml_mul_mat(ctx_, w, xt);
+      ggml_build_forward_expand(batched, all);
       ggml_cgraph* singles = ggml_new_graph_custom(ctx_, graph_size, false);
       for (std::size_t p = 0; p < positions; ++p) {
         ggml_tensor* xp = ggml_view_2d(ctx_, xt, cols, 1, xt->nb[1], p * xt->nb[1]);
-        ggml_build_forward_expand(singles, ggml_mul_mat(ctx_, w, xp));
+        ggml_tensor* one = ggml_mul_mat(ctx_, w, xp);
+        ggml_build_forward_expand(singles, one);
+        if (w == ws.front()) single_outputs_.push_back(one);
       }
+      if (w == ws.front()) batched_output_ = all;
       batched_.push_back(batched);
       singles_.push_back(singles);
     }
   }
-  ~GgmlSide() { ggml_free(ctx_); }
+  ~GgmlSide() {
+    ggml_free(ctx_);
+    ggml_backend_buffer_free(weights_);
+    ggml_free(weights_ctx_);
+  }
   GgmlSide(const GgmlSide&) = delete;
   GgmlSide& operator=(const GgmlSide&) = delete;
 
   void run_batched(std::size_t copy) { compute(batched_[copy]); }
   void run_singles(std::size_t copy) { compute(singles_[copy]); }
 
+  /// Runs both graphs of the first copy and throws unless every output is within 2% of the
+  /// sum of |w·x| of the fp64 product of ggml's own weights (as stored before any repacking)
+  /// and the activations: ggml rounds activations to bf16 or Q8_0 and sums in fp32, which
+  /// stays far inside that; a wrong layout or a skipped kernel does not.
+  void check(const char* what) {
+    run_batched(0);
+    run_singles(0);
+    const std::size_t rows = reference_.size() / single_outputs_.size();
+    for (std::size_t p = 0; p < single_outputs_.size(); ++p) {
+      const auto* all = static_cast<const float*>(batched_output_->data) + p * rows;
+      const auto* one = static_cast<const float*>(single_outputs_[p]->data);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double want = reference_[p * rows + r], scale = magnitude_[p * rows + r];
+        if (!(std::abs(all[r] - want) <= 0.02 * scale && std::abs(one[r] - want) <= 0.02 * scale))
+          throw std::runtime_error(std::string("ggml's ") + what + " result disagrees with its own weights at row " +
+                                   std::to_string(r) + ", position " + std::to_string(p));
+      }
+    }
+  }
+
  private:
+  /// The fp64 product of the weights ggml was given (`staged`, before repacking) and the
+  /// activations, and the sum of |w·x| of each output.
+  void reference(ggml_type type, const std::vector<std::uint8_t>& staged, const Shape& s, const std::vector<float>& x,
+                 std::size_t positions) {
+    const ggml_type_traits* traits = ggml_get_type_traits(type);
+    std::vector<float> row(s.cols);
+    reference_.assign(s.rows * positions, 0.0);
+    magnitude_.assign(s.rows * positions, 0.0);
+    const std::size_t row_bytes = ggml_row_size(type, static_cast<std::int64_t>(s.cols));
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      if (type == GGML_TYPE_F32) std::memcpy(row.data(), staged.data() + r * row_bytes, row_bytes);
+      else traits->to_float(staged.data() + r * row_bytes, row.data(), static_cast<std::int64_t>(s.cols));
+      for (std::size_t p = 0; p < positions; ++p) {
+        double sum = 0, mag = 0;
+        for (std::size_t c = 0; c < s.cols; ++c) {
+          const double prod = static_cast<double>(row[c]) * static_cast<double>(x[p * s.cols + c]);
+          sum += prod;
+          mag += std::abs(prod);
+        }
+        reference_[p * s.rows + r] = sum;
+        magnitude_[p * s.rows + r] = mag;
+      }
+    }
+  }
+
   void compute(ggml_cgraph* g) {
     ggml_cplan plan = ggml_graph_plan(g, 1, nullptr);
     if (work_.size() < plan.work_size) work_.resize(plan.work_size);
@@ -230,26 +347,55 @@ class GgmlSide {
     if (ggml_graph_compute(g, &plan) != GGML_STATUS_SUCCESS) throw std::runtime_error("ggml_graph_compute failed");
   }
 
+  ggml_context* weights_ctx_ = nullptr;
+  ggml_backend_buffer_t weights_ = nullptr;
   ggml_context* ctx_ = nullptr;
   std::vector<ggml_cgraph*> batched_;
   std::vector<ggml_cgraph*> singles_;
   std::vector<std::uint8_t> work_;
+  ggml_tensor* batched_output_ = nullptr;
+  std::vector<ggml_tensor*> single_outputs_;
+  std::vector<double> reference_;  // [position][row]
+  std::vector<double> magnitude_;
 };
+
+/// ggml's warnings and errors to stderr; its debug and info lines (one per repacked tensor)
+/// dropped. A continued line follows its first line's level.
+void ggml_log(ggml_log_level level, const char* text, void* /*user*/) {
+  static bool shown = false;
+  if (level != GGML_LOG_LEVEL_CONT) shown = level >= GGML_LOG_LEVEL_WARN;
+  if (shown) std::fputs(text, stderr);
+}
+
+/// One line naming the ggml this run is against, before the table.
+void print_ggml_build(const GgmlCpu& cpu, bool repack_asked) {
+  std::printf("ggml %s (commit %s): LLAMAFILE %s, CPU_REPACK %s, compiled for AVX2 %s, AVX-512 %s, AVX512_BF16 %s; "
+              "ggml weights: %s\n\n",
+              ggml_version(), ggml_commit(), cpu.feature("LLAMAFILE") ? "on" : "off",
+              cpu.repack != nullptr ? "on" : "off", ggml_cpu_has_avx2() != 0 ? "yes" : "no",
+              ggml_cpu_has_avx512() != 0 ? "yes" : "no", ggml_cpu_has_avx512_bf16() != 0 ? "yes" : "no",
+              repack_asked ? "CPU_REPACK where ggml repacks the type on this CPU, else plain" : "plain");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
+  ggml_log_set(ggml_log, nullptr);
   ggml_cpu_init();
+  const GgmlCpu ggml_cpu;
+  if (opt.ggml_repack && ggml_cpu.repack == nullptr)
+    throw std::invalid_argument("--ggml-weights repack: this ggml was built without GGML_CPU_REPACK");
+  print_ggml_build(ggml_cpu, opt.ggml_repack);
   k3::PluginHost host;
   const auto set = host.create_kernels(opt.set, {});
   const std::size_t n = opt.positions;
   const Shape shapes[] = {{"7168x3072", 7168, 3072}, {"3072x7168", 3072, 7168}};
   std::printf(
       "| kernel | shape (rows x cols) | k3 %s: 1 call, batch %zu (ms) | k3: %zu calls, batch 1 (ms) | k3 ratio | ggml: 1 "
-      "call, batch %zu (ms) | ggml: %zu calls, batch 1 (ms) | ggml ratio | k3 / ggml, batch %zu |\n",
+      "call, batch %zu (ms) | ggml: %zu calls, batch 1 (ms) | ggml ratio | k3 / ggml, batch %zu | ggml weights |\n",
       opt.set.c_str(), n, n, n, n, n);
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& kernel : opt.kernels) {
     if (kernel != "bf16" && kernel != "f32" && kernel != "mxfp4") throw std::invalid_argument("unknown kernel " + kernel);
     for (const Shape& s : shapes) {
@@ -262,7 +408,12 @@ int main(int argc, char** argv) try {
       for (auto& v : x) v = moderate(rng);
       std::vector<float> y(n * s.rows);
       const K3Weights kw = k3_weights(kernel, s, values, copies);
-      GgmlSide gg(kernel, s, values, copies, x, n);
+      const ggml_type type = kernel == "bf16" ? GGML_TYPE_BF16 : kernel == "f32" ? GGML_TYPE_F32 : GGML_TYPE_MXFP4;
+      const auto rows = static_cast<std::int64_t>(s.rows), cols = static_cast<std::int64_t>(s.cols);
+      const bool repacked = opt.ggml_repack && ggml_cpu.repacks(type, cols, rows, static_cast<std::int64_t>(n)) &&
+                            ggml_cpu.repacks(type, cols, rows, 1);
+      GgmlSide gg(kernel, s, values, copies, x, n, repacked ? ggml_cpu.repack : ggml_backend_cpu_buffer_type());
+      gg.check(kernel.c_str());
       std::vector<double> k3_b, k3_1, gg_b, gg_1;
       for (int round = 0; round < opt.rounds; ++round) {
         k3_b.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) {
@@ -275,8 +426,8 @@ int main(int argc, char** argv) try {
         gg_1.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) { gg.run_singles(c); }));
       }
       const double kb = median(k3_b), k1 = median(k3_1), gb = median(gg_b), g1 = median(gg_1);
-      std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f | %.2f |\n", kernel.c_str(), s.name, 1e3 * kb,
-                  1e3 * k1, kb / k1, 1e3 * gb, 1e3 * g1, gb / g1, kb / gb);
+      std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f | %.2f | %s |\n", kernel.c_str(), s.name, 1e3 * kb,
+                  1e3 * k1, kb / k1, 1e3 * gb, 1e3 * g1, gb / g1, kb / gb, repacked ? "CPU_REPACK" : "plain");
       std::fflush(stdout);
     }
   }
