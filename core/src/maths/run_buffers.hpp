@@ -55,6 +55,8 @@ class RunBuffers {
     auto f = [](std::vector<float>& v, std::uint64_t n) { v.assign(n, 0.0f); };
     auto d = [](std::vector<double>& v, std::uint64_t n) { v.assign(n, 0.0); };
     auto u = [](std::vector<std::uint32_t>& v, std::uint64_t n) { v.assign(n, 0u); };
+    // Every buffer, grouped by block, several a line: kept as written.
+    // clang-format off
     const auto& s = sizes.stack;
     f(stack.prefix, s.prefix); f(stack.h, s.h); f(stack.normed, s.normed); f(stack.out, s.out);
     f(stack.bank, s.bank);
@@ -75,6 +77,7 @@ class RunBuffers {
     u(moe.ahead_count, e.ahead_count); u(moe.ahead_ids, e.ahead_ids); u(moe.ahead_topk, e.ahead_topk);
     d(moe.ahead_score, e.ahead_score);
     f(dense.g, sizes.dense.g); f(dense.u, sizes.dense.u);
+    // clang-format on
   }
 
   [[nodiscard]] const RunBufferSizes& sizes() const noexcept { return sizes_; }

@@ -70,6 +70,8 @@ void for_each_layer_tensor(const ModelConfig& c, std::int64_t i, Visit&& visit) 
   };
   constexpr auto M = Form::matrix, V = Form::vector;
   constexpr auto bf16 = DType::bf16, f32 = DType::f32;
+  // The release's tensor table, one tensor a line: kept as written.
+  // clang-format off
   // Norms and AttnRes vectors of every layer: [E]; the AttnRes projections are [1, E].
   add("input_layernorm.weight", V, bf16, {E}, [](auto& w) -> auto& { return w.input_layernorm; });
   add("post_attention_layernorm.weight", V, bf16, {E}, [](auto& w) -> auto& { return w.post_attention_layernorm; });
@@ -128,6 +130,7 @@ void for_each_layer_tensor(const ModelConfig& c, std::int64_t i, Visit&& visit) 
     add(m + "shared_experts.up_proj.weight", M, bf16, {SI, E}, [](auto& w) -> auto& { return w.moe.shared_up; });
     add(m + "shared_experts.down_proj.weight", M, bf16, {E, SI}, [](auto& w) -> auto& { return w.moe.shared_down; });
   }
+  // clang-format on
 }
 
 /// The six tensors of routed expert `e` of MoE layer `layer`, in write order (w1, w2, w3 ×

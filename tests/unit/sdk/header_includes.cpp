@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The C++20 standard library headers (and the C headers in their <cxxx> form).
+// clang-format off
 const std::set<std::string> kStandardHeaders = {
     "algorithm", "any", "array", "atomic", "barrier", "bit", "bitset", "cassert", "cctype", "cerrno", "cfenv",
     "cfloat", "charconv", "chrono", "cinttypes", "climits", "clocale", "cmath", "codecvt", "compare", "complex",
@@ -28,6 +29,7 @@ const std::set<std::string> kStandardHeaders = {
     "stdexcept", "stop_token", "streambuf", "string", "string_view", "syncstream", "system_error", "thread",
     "tuple", "type_traits", "typeindex", "typeinfo", "unordered_map", "unordered_set", "utility", "valarray",
     "variant", "vector", "version"};
+// clang-format on
 
 struct Include {
   std::string target;  // what is between the delimiters
