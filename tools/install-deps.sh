@@ -15,7 +15,7 @@ build_pkgs=(cmake ninja-build g++ pkg-config libboost-dev libyaml-cpp-dev libcli
             libspdlog-dev libfmt-dev catch2 libpcre2-dev libsimdjson-dev liburing-dev
             libcurl4-openssl-dev libxxhash-dev libzstd-dev nlohmann-json3-dev nginx nodejs npm
             libedit-dev tmux
-            clang-format-14  # the suite's format test (tools/check-format.sh)
+            clang-format-14  # the suite's format test (tools/format.sh --check)
             openmpi-bin libopenmpi-dev  # the mpi transport plugin and mpirun (docs/cluster.md)
             dpkg-dev file binutils  # cpack -G DEB: dpkg-shlibdeps (Depends), file, strip/readelf
             g++-aarch64-linux-gnu qemu-user)  # the neon kernel set's cross + qemu test
