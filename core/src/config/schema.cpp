@@ -86,7 +86,7 @@ std::vector<KeySpec> build_schema() {
        "Router lookahead: what predicts a streamed MoE layer whose router is not in memory yet. exact: nothing "
        "(only routers at hand: pinned layers, ring slots read ahead); int8, int4: a resident copy of every streamed "
        "MoE layer's router quantised to 8 or 4 bits a weight, a line of the memory plan; auto: the most precise copy "
-       "that takes at most an eighth of the rest of the plan, else exact (docs/cache.md, \"Router-lookahead "
+       "that adds at most a sixteenth to the rest of the plan, else exact (docs/cache.md, \"Router-lookahead "
        "prefetch\")",
        "prediction only chooses what to read early, so an approximate router is enough; without it an I/O-bound run "
        "predicted nothing at K3's laptop budget (no layer pinned, none read ahead when its predecessor computes)"},
