@@ -57,7 +57,25 @@ struct PlanInputs {
   /// last_layer) only, with the embedding when first_layer is 0 and the final norm and
   /// lm_head when last_layer is the last; last_layer 0 = every layer.
   std::size_t first_layer = 0, last_layer = 0;
+  /// cache.prefetch.router: what the router lookahead predicts a streamed MoE layer with
+  /// when its exact router is not in memory. exact: nothing (only routers at hand); int8 /
+  /// int4: a resident quantised copy of every streamed MoE layer's router (its own plan
+  /// line); automatic: the most precise copy that takes at most kRouterCopyShare of the rest
+  /// of the plan, else none.
+  enum class RouterCopy { automatic, exact, int8, int4 } router_copy = RouterCopy::automatic;
+  bool lookahead = true;  ///< cache.prefetch.depth > 0: no copies without a lookahead
 };
+
+/// The share of the rest of the plan that cache.prefetch.router auto lets the copies add: a
+/// sixteenth, so a preset's plan grows by at most 6% (K3 at laptop: int4, 0.30 GB on 7.0 GB;
+/// at ultra, 2.7 GB: none, as int4 would add 11%).
+inline constexpr double kRouterCopyShare = 0.0625;
+
+/// One router copy's bytes (maths/router_copy.hpp holds exactly these): `experts` rows of
+/// `cols` weights at `bits` (8: a byte each; 4: two a byte), an fp32 scale and bias a row.
+[[nodiscard]] constexpr std::uint64_t router_copy_bytes(std::uint64_t experts, std::uint64_t cols, int bits) noexcept {
+  return experts * ((bits == 8 ? cols : (cols + 1) / 2) + 2 * sizeof(float));
+}
 
 /// memory.* and job.prefill_chunk of a loaded pipeline, for a run of one sequence.
 PlanInputs plan_inputs(const Pipeline& pipeline);
@@ -170,6 +188,12 @@ struct MemoryPlan {
   /// KDA layer to keep only a prefix (maths/tentative.hpp), one layer's scratch state, and
   /// the logits of every checked position.
   std::uint64_t speculative_bytes = 0;
+  /// The router lookahead's resident copies of the streamed MoE layers' routers
+  /// (PlanInputs::router_copy): bits a weight (8, 4; 0 = none), how many, their bytes.
+  int router_copy_bits = 0;
+  std::size_t router_copies = 0;
+  std::uint64_t router_copy_bytes = 0;
+  bool router_copy_auto = false;  ///< chosen by the plan (cache.prefetch.router auto)
   /// Sequences decoded together (PlanInputs::parallel, auto resolved); the KDA state, MLA
   /// KV and speculative figures above are for all of them.
   std::size_t parallel = 1;

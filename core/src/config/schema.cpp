@@ -84,6 +84,14 @@ std::vector<KeySpec> build_schema() {
        "1: on an otherwise idle machine behind a throttled link it cut the I/O wait per token to 0.58-0.81 and "
        "s/token to 0.82-0.89 of prefetch off (demo at 1 and 2 threads, the trained model at 1); depth 2 guessed "
        "worse; it costs nothing while every expert is resident (docs/cache.md, \"Router-lookahead prefetch\")"},
+      {"cache.prefetch.router", T::choice, "auto", {}, {"auto", "exact", "int8", "int4"},
+       "Router lookahead: what predicts a streamed MoE layer whose router is not in memory yet. exact: nothing "
+       "(only routers at hand: pinned layers, ring slots read ahead); int8, int4: a resident copy of every streamed "
+       "MoE layer's router quantised to 8 or 4 bits a weight, a line of the memory plan; auto: the most precise copy "
+       "that adds at most a sixteenth to the rest of the plan, else exact (docs/cache.md, \"Router-lookahead "
+       "prefetch\")",
+       "prediction only chooses what to read early, so an approximate router is enough; without it an I/O-bound run "
+       "predicted nothing at K3's laptop budget (no layer pinned, none read ahead when its predecessor computes)"},
       {"cache.prefetch.mb_per_token", T::number, "0", at_least(0), {},
        "Router lookahead: the most MB (1e6 bytes) read ahead per token of a forward pass, spread evenly over the MoE "
        "layers (each prediction may read mb_per_token × tokens ÷ MoE layers); 0 = no byte limit (only the slots "

@@ -56,6 +56,7 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
                                std::to_string(m.identity.sampled_bytes) + " bytes sampled)");
   // Then the plan: a model that does not fit is refused before the weights are allocated.
   PlanInputs memory = settings.memory;
+  memory.lookahead = settings.prefetch_depth > 0;  // router copies serve the lookahead alone
   if (settings.layers) {  // a rank of a model split over ranks holds its range only
     const auto [first, last] = settings.layers(m.config);
     memory.first_layer = first;

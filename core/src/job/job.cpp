@@ -369,6 +369,8 @@ nlohmann::json plan_json(const JobReport& r) {
                {"kda_state_bytes", p.kda_state_bytes},
                {"mla_kv_bytes", p.mla_kv_bytes},
                {"speculative_bytes", p.speculative_bytes},
+               {"router_copy_bits", p.router_copy_bits},
+               {"router_copy_bytes", p.router_copy_bytes},
                {"buffer_bytes", p.buffer_bytes},
                {"overhead_bytes", p.overhead_bytes},
                {"text", r.plan_text}};

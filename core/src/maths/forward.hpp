@@ -24,6 +24,9 @@ class WeightSource {
   /// pinned, or already read ahead), else null; valid until the layer being computed is
   /// released. For the router lookahead (ExpertSource::lookahead_depth()).
   [[nodiscard]] virtual const MoeWeights* router_at_hand(std::size_t /*layer*/) { return nullptr; }
+  /// An approximate copy of MoE layer `layer`'s router kept resident for the lookahead
+  /// (cache.prefetch.router int8/int4) when its exact router is not at hand; null if none.
+  [[nodiscard]] virtual const RouterCopy* router_copy(std::size_t /*layer*/) { return nullptr; }
   /// P[t, :] = the embedding row of tokens[t], bf16 widened to fp32 (ids already checked).
   /// Default: from global().embed_tokens.
   virtual void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P);

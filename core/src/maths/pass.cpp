@@ -175,9 +175,14 @@ void run_layers(ForwardContext& ctx, std::size_t first, std::size_t last, std::s
     // within this forward pass (the next token's hidden state is not known yet).
     const std::size_t depth = std::min(ctx.experts.lookahead_depth(), kMaxLookahead);
     std::size_t n_ahead = 0;
-    for (std::size_t j = i + 1; j <= i + depth && j < layers; ++j)
-      if (!c.is_dense(static_cast<std::int64_t>(j)))
-        if (const MoeWeights* r = ctx.weights.router_at_hand(j)) ahead[n_ahead++] = {j, r};
+    // A layer whose exact router is not at hand is predicted by its resident copy, if any.
+    for (std::size_t j = i + 1; j <= i + depth && j < layers; ++j) {
+      if (c.is_dense(static_cast<std::int64_t>(j))) continue;
+      if (const MoeWeights* r = ctx.weights.router_at_hand(j))
+        ahead[n_ahead++] = {j, r, nullptr};
+      else if (const RouterCopy* copy = ctx.weights.router_copy(j))
+        ahead[n_ahead++] = {j, nullptr, copy};
+    }
     if (lw.dense) {
       // No reads of its own: the first MoE layers' guesses go out before the dense FFN.
       for (std::size_t k = 0; k < n_ahead; ++k) predict_ahead(ops, c, i, ahead[k], ctx.experts, hn, T, buf.moe);

@@ -207,6 +207,12 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.speculative_draft = p.get_string("job.mode") == "incremental" ? p.get_int("job.speculative.max_draft") : 0;
   const std::string budgets_for = p.get_string("memory.budgets_for");
   if (budgets_for != "model") in.budgets_for = budgets_of(budgets_for);
+  const std::string router = p.get_string("cache.prefetch.router");
+  in.router_copy = router == "exact"  ? PlanInputs::RouterCopy::exact
+                   : router == "int8" ? PlanInputs::RouterCopy::int8
+                   : router == "int4" ? PlanInputs::RouterCopy::int4
+                                      : PlanInputs::RouterCopy::automatic;
+  in.lookahead = p.get_int("cache.prefetch.depth") > 0;
   return in;
 }
 
@@ -225,6 +231,32 @@ PlanInputs::BudgetsFor budgets_of(const std::string& geometry) {
 }
 
 namespace {
+
+/// The router lookahead's copies (PlanInputs::router_copy): one for each MoE layer the plan
+/// streams (a pinned layer's exact router is always at hand), sized by maths/router_copy.hpp.
+void plan_router_copies(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in, U rest) {
+  p.router_copy_bits = 0;
+  p.router_copies = 0;
+  p.router_copy_bytes = 0;
+  p.router_copy_auto = in.router_copy == PlanInputs::RouterCopy::automatic;
+  if (!in.lookahead || in.router_copy == PlanInputs::RouterCopy::exact) return;
+  std::size_t streamed_moe = 0;
+  for (std::size_t li = p.first_layer; li < p.last_layer; ++li)
+    if (!p.pinned[li] && !c.is_dense(static_cast<std::int64_t>(li))) ++streamed_moe;
+  if (streamed_moe == 0) return;
+  const auto bytes = [&](int bits) {
+    return streamed_moe * router_copy_bytes(static_cast<U>(c.num_experts), static_cast<U>(c.hidden_size), bits);
+  };
+  int bits = in.router_copy == PlanInputs::RouterCopy::int8 ? 8 : in.router_copy == PlanInputs::RouterCopy::int4 ? 4 : 0;
+  if (p.router_copy_auto) {
+    const auto room = static_cast<U>(static_cast<double>(rest) * kRouterCopyShare);
+    bits = bytes(8) <= room ? 8 : bytes(4) <= room ? 4 : 0;
+  }
+  if (bits == 0) return;
+  p.router_copy_bits = bits;
+  p.router_copies = streamed_moe;
+  p.router_copy_bytes = bytes(bits);
+}
 
 /// Takes the geometry's layer and expert sizes, keeping only the layers this rank holds (a
 /// rank of a split model holds its range; the others cost it nothing), and counts the experts
@@ -416,6 +448,8 @@ MemoryPlan plan_for(const ModelConfig& c, const PlanInputs& in, std::uint64_t pa
 
   p.total = p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
             p.mla_kv_bytes + p.speculative_bytes + p.buffer_bytes + p.overhead_bytes;
+  plan_router_copies(p, c, in, p.total);
+  p.total += p.router_copy_bytes;
   return p;
 }
 
@@ -507,6 +541,10 @@ std::string MemoryPlan::table() const {
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions" + each);
   if (speculative_bytes != 0)
     line("speculative", speculative_bytes, "journals to keep a prefix of a checked token and its drafts" + each);
+  if (router_copy_bytes != 0)
+    line("router copies", router_copy_bytes,
+         std::to_string(router_copies) + " streamed MoE layers' routers at int" + std::to_string(router_copy_bits) +
+             ", for the router lookahead (cache.prefetch.router" + (router_copy_auto ? " auto)" : ")"));
   line("buffers", buffer_bytes,
        parallel > 1 ? "run buffers for passes of " + std::to_string(buffers.chunk) + " tokens (each sequence's token "
                           "and drafts, " + std::to_string(prefill_budget) + " prompt tokens per step), logits"

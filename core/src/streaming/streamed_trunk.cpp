@@ -95,6 +95,14 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   }
   counters_.trunk_bytes += main_reader_.bytes_read() - before;
   counters_.verify_ns += main_reader_.verify_ns();
+  // Room for the router lookahead's copies now (the plan counts them), filled on first use.
+  router_copies_.resize(layers);
+  if (plan.router_copy_bits != 0)
+    for (std::size_t li = 0; li < layers; ++li)
+      if (ours_[li] && !pinned_[li] && !c.is_dense(static_cast<std::int64_t>(li)))
+        router_copies_[li] = std::make_unique<maths::RouterCopy>(static_cast<std::size_t>(c.num_experts),
+                                                                 static_cast<std::size_t>(c.hidden_size),
+                                                                 plan.router_copy_bits);
   if (n_streamed_ == 0) return;
   slots_.resize(std::max<std::size_t>(1, std::min(plan.ring_slots, n_streamed_)));
   for (auto& s : slots_) {
@@ -190,6 +198,15 @@ void StreamedTrunk::read_ahead(std::size_t layer) {
 const maths::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   if (!ours_[layer]) throw RuntimeError("layer " + std::to_string(layer) + " is held by another rank");
   if (pinned_[layer]) return pinned_layers_[layer];
+  Slot& slot = hold_slot(layer);
+  // The router lookahead's copy of this layer's router, made the first time the layer is
+  // read (the first pass), from the slot's exact router: no read of its own, no I/O wait.
+  if (maths::RouterCopy* copy = router_copies_[layer].get(); copy != nullptr && !copy->filled())
+    copy->assign(slot.w.moe.gate, slot.w.moe.bias.data());
+  return slot.w;
+}
+
+StreamedTrunk::Slot& StreamedTrunk::hold_slot(std::size_t layer) {
   auto lk = reader_.lock();
   ScopedTimer wait(counters_.io_wait_ns);
   int s = slot_of(layer);
@@ -215,7 +232,13 @@ const maths::LayerWeights& StreamedTrunk::acquire_layer(std::size_t layer) {
   slot.held = true;
   held_ = s;
   read_ahead(layer);
-  return slot.w;
+  return slot;
+}
+
+const maths::RouterCopy* StreamedTrunk::router_copy(std::size_t layer) {
+  if (layer >= router_copies_.size()) return nullptr;
+  const maths::RouterCopy* copy = router_copies_[layer].get();
+  return copy != nullptr && copy->filled() ? copy : nullptr;
 }
 
 const maths::MoeWeights* StreamedTrunk::router_at_hand(std::size_t layer) {

@@ -24,6 +24,7 @@
 #include <k3/storage.hpp>
 
 #include "maths/forward.hpp"
+#include "maths/router_copy.hpp"
 #include "streaming/tensor_reader.hpp"
 #include "streaming/layer_loader.hpp"
 #include "util/reader_thread.hpp"
@@ -54,6 +55,9 @@ class StreamedTrunk final : public maths::WeightSource {
   /// Pinned, or its ring slot already read: only the compute thread starts reads, so the
   /// slot stays as it is until the layer being computed is released.
   const maths::MoeWeights* router_at_hand(std::size_t layer) override;
+  /// A streamed MoE layer's router copy (MemoryPlan::router_copy_bits), once the layer was
+  /// read once; the compute thread alone makes and reads the copies.
+  const maths::RouterCopy* router_copy(std::size_t layer) override;
   void embed(std::span<const std::uint32_t> tokens, std::size_t E, float* P) override;
   void head(const maths::Ops& ops, const float* x, std::size_t n, float* logits) override;
 
@@ -74,6 +78,9 @@ class StreamedTrunk final : public maths::WeightSource {
     std::size_t layer = 0;
   };
   void fill(const Fill& job);
+  /// Waits for `layer`'s slot to be read (reading it now if the read-ahead did not; the wait
+  /// counted as I/O wait), holds it and queues the read-ahead of the following layers.
+  Slot& hold_slot(std::size_t layer);
   /// The next `ring` streamed layers after `layer`, in walk order (cyclic), into upcoming_.
   std::span<const std::size_t> upcoming(std::size_t layer);
   [[nodiscard]] int slot_of(std::size_t layer) const;
@@ -94,6 +101,7 @@ class StreamedTrunk final : public maths::WeightSource {
   std::vector<AlignedBuffer> keep_;
   maths::GlobalWeights global_;
   std::vector<maths::LayerWeights> pinned_layers_;
+  std::vector<std::unique_ptr<maths::RouterCopy>> router_copies_;  ///< per layer; null: none
   const TensorInfo* embed_info_ = nullptr;
   streaming::TensorSource embed_src_;
   const TensorInfo* head_info_ = nullptr;

@@ -39,7 +39,7 @@ k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometr
 
 std::uint64_t sum_of_parts(const k3::MemoryPlan& p) {
   return p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
-         p.mla_kv_bytes + p.speculative_bytes + p.buffer_bytes + p.overhead_bytes;
+         p.mla_kv_bytes + p.speculative_bytes + p.router_copy_bytes + p.buffer_bytes + p.overhead_bytes;
 }
 
 /// Pinning invariants checked from the per-layer sizes alone.

@@ -284,3 +284,93 @@ TEST_CASE("prefetch: evicts only keys no computation needs, within the byte limi
   small.cache->prefetch(4, three, 1);
   CHECK(small.counters.prefetch_experts == 3);
 }
+
+TEST_CASE("prefetch: router copies predict streamed layers no exact router reaches, and change no output bit",
+          "[prefetch][router_copy]") {
+  // Nothing pinned and a one-slot ring: no exact router is ever at hand for the next layer,
+  // so only the resident copies (cache.prefetch.router int8, int4) can predict anything.
+  k3::PluginHost host;
+  k3::ModelSettings exact = streamed(0.0, 2, "scalar", 1);
+  exact.memory.trunk_gb = 0.0;
+  exact.prefetch_depth = 1;
+  exact.memory.router_copy = k3::PlanInputs::RouterCopy::exact;
+  k3::Model probe(k3::test::test_model("tiny").string(), host, exact);
+  REQUIRE(probe.plan().pinned_count == 0);
+  REQUIRE(probe.plan().ring_slots == 1);
+  CHECK(probe.plan().router_copy_bytes == 0);
+  const Outcome base = run(host, exact, 5);
+  REQUIRE(base.streaming);
+  std::uint64_t previous_bytes = 0;
+  for (const auto mode : {k3::PlanInputs::RouterCopy::int4, k3::PlanInputs::RouterCopy::int8}) {
+    const int bits = mode == k3::PlanInputs::RouterCopy::int8 ? 8 : 4;
+    CAPTURE(bits);
+    k3::ModelSettings with = exact;
+    with.memory.router_copy = mode;
+    const k3::ModelConfig& c = probe.config();
+    {
+      k3::Model m(k3::test::test_model("tiny").string(), host, with);
+      const k3::MemoryPlan& p = m.plan();
+      std::size_t moe = 0;
+      for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) moe += c.is_dense(i) ? 0 : 1;
+      CHECK(p.router_copy_bits == bits);
+      CHECK(p.router_copies == moe);
+      CHECK(p.router_copy_bytes ==
+            moe * k3::router_copy_bytes(static_cast<std::uint64_t>(c.num_experts),
+                                        static_cast<std::uint64_t>(c.hidden_size), bits));
+      CHECK(p.router_copy_bytes > previous_bytes);
+      CHECK(p.total == probe.plan().total + p.router_copy_bytes);
+      CHECK(p.table().find("router copies") != std::string::npos);
+      previous_bytes = p.router_copy_bytes;
+    }
+    const Outcome r = run(host, with, 5);
+    CHECK(r.ids == base.ids);
+    REQUIRE(r.logits.size() == base.logits.size());
+    CHECK(std::memcmp(r.logits.data(), base.logits.data(), r.logits.size() * sizeof(float)) == 0);
+    CHECK(r.stats.expert_requests == base.stats.expert_requests);
+    // The copies predicted where the exact routers could not, and some guesses were right.
+    CHECK(base.stats.lookahead_predicted == 0);
+    CHECK(r.stats.lookahead_predicted > 0);
+    CHECK(r.stats.lookahead_correct > 0);
+    CHECK(r.stats.lookahead_correct <= std::min(r.stats.lookahead_predicted, r.stats.lookahead_routed));
+  }
+  // Without a lookahead the plan holds no copy, whatever cache.prefetch.router says.
+  k3::ModelSettings off = exact;
+  off.prefetch_depth = 0;
+  off.memory.router_copy = k3::PlanInputs::RouterCopy::int8;
+  k3::Model none(k3::test::test_model("tiny").string(), host, off);
+  CHECK(none.plan().router_copy_bytes == 0);
+}
+
+TEST_CASE("prefetch: router copies auto take the most precise copy that adds at most a sixteenth to the plan",
+          "[prefetch][router_copy]") {
+  const k3::ModelConfig c = k3::load_geometry("k3").config;
+  k3::PlanInputs in;
+  in.available = 1ull << 40;
+  in.context = 4096;
+  in.trunk_gb = 0.0;  // every MoE layer streamed
+  in.expert_cache_gb = 4.0;
+  std::size_t moe = 0;
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) moe += c.is_dense(i) ? 0 : 1;
+  const auto E = static_cast<std::uint64_t>(c.hidden_size), NE = static_cast<std::uint64_t>(c.num_experts);
+  const std::uint64_t int8 = moe * k3::router_copy_bytes(NE, E, 8), int4 = moe * k3::router_copy_bytes(NE, E, 4);
+  in.router_copy = k3::PlanInputs::RouterCopy::exact;
+  const std::uint64_t rest_small = k3::plan_memory(c, in).total;
+  in.router_copy = k3::PlanInputs::RouterCopy::automatic;
+  const k3::MemoryPlan small = k3::plan_memory(c, in);
+  const int want_small = int8 <= rest_small / 16 ? 8 : int4 <= rest_small / 16 ? 4 : 0;
+  CHECK(small.router_copy_auto);
+  CHECK(small.router_copy_bits == want_small);
+  // A larger expert cache leaves room for int8.
+  in.expert_cache_gb = 80.0;
+  in.router_copy = k3::PlanInputs::RouterCopy::exact;
+  const std::uint64_t rest_large = k3::plan_memory(c, in).total;
+  in.router_copy = k3::PlanInputs::RouterCopy::automatic;
+  const k3::MemoryPlan large = k3::plan_memory(c, in);
+  REQUIRE(int8 <= rest_large / 16);
+  CHECK(large.router_copy_bits == 8);
+  CHECK(large.router_copy_bytes == int8);
+  CHECK(large.total == rest_large + int8);
+  // Everything pinned: no layer needs a copy.
+  in.trunk_gb = 1e6;
+  CHECK(k3::plan_memory(c, in).router_copy_bytes == 0);
+}

@@ -99,11 +99,15 @@ class ExpertSource {
 /// The most layers the router lookahead predicts (cache.prefetch.depth's range).
 inline constexpr std::size_t kMaxLookahead = 4;
 
+class RouterCopy;
+
 /// A later MoE layer's router at hand while the current layer computes (the weights stay
-/// valid until the current layer is released).
+/// valid until the current layer is released): its exact router (`moe`), or else its
+/// resident approximate copy (`copy`, maths/router_copy.hpp).
 struct LookaheadRouter {
   std::size_t layer = 0;
   const MoeWeights* moe = nullptr;
+  const RouterCopy* copy = nullptr;
 };
 
 /// Observes every expert request (token position, layer, expert) in request order.

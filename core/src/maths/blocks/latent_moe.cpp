@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <span>
 
+#include "maths/router_copy.hpp"
 #include "maths/blocks/blocks.hpp"
 
 namespace k3::maths {
@@ -47,12 +48,19 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
   std::uint32_t* topk = b.ahead_topk.data();
   std::uint32_t* ids = b.ahead_ids.data();
   double* score = b.ahead_score.data();
-  ops.matmul(ahead.moe->gate, x, T, logits);
+  const float* bias = nullptr;
+  if (ahead.moe != nullptr) {
+    ops.matmul(ahead.moe->gate, x, T, logits);
+    bias = ahead.moe->bias.data();
+  } else {
+    ahead.copy->logits(x, T, logits);
+    bias = ahead.copy->bias();
+  }
   std::fill_n(count, NE, 0u);
   std::fill_n(score, NE, 0.0);
   for (std::size_t t = 0; t < T; ++t) {
     const float* lt = logits + t * NE;
-    for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{ahead.moe->bias[e]};
+    for (std::size_t e = 0; e < NE; ++e) choice[e] = double{sigmoid(lt[e])} + double{bias[e]};
     top_k(choice, NE, K, topk);
     for (std::size_t j = 0; j < K; ++j) {
       ++count[topk[j]];
