@@ -4,7 +4,7 @@
 // first. Then each sequence takes its rows; the sequences done leave.
 //
 // On rank 0 of a model split over R ranks the active sequences go in groups instead, up to
-// R passes in flight at once (docs/cluster.md, "How passes travel"): a step launches a
+// R passes in flight at once (docs/cluster.md, "How a pass travels"): a step launches a
 // pass for every group it can form from the sequences not in flight, then collects the
 // oldest pass and hands its sequences their rows. A sequence is in one pass at a time, so
 // it leaves its group only once its pass is back and its tentative chunk settled.
