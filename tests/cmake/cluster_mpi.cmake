@@ -4,8 +4,8 @@
 #             whose own budget streams, greedy, sampled, speculative, over TCP) are one
 #             process's, byte for byte; so are a --prompts batch's on 2 and 3 ranks, with a
 #             pass in flight per rank;
-#   failures  a rank whose storage fails (faulty), a rank whose pipeline is refused, rank 0's
-#             own failure: every rank ends, with the right exit code and a line naming the
+#   failures  a rank whose storage fails (faulty; also under a batch with a pass in flight per
+#             rank), a rank whose pipeline is refused, rank 0's own failure: every rank ends, with the right exit code and a line naming the
 #             rank and the reason, and rank 0 writes its report;
 #   killed    a rank killed with -9 mid-run: every rank ends within 10 s (cluster_kill.sh);
 #   config    bad cluster keys are refused (exit 2) at their place.
@@ -162,6 +162,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
     string(JSON code GET "${report}" exit_code)
     if(NOT failure MATCHES "^rank 2: " OR NOT code EQUAL 1)
       message(FATAL_ERROR "rank 0's report: exit ${code}, failure '${failure}'")
+    endif()
+    # The same with a batch of prompts, a pass in flight per rank when rank 2 fails: every
+    # pass in flight is answered with the failure, and every rank still ends with exit 1.
+    file(WRITE "${WORK}/prompts.txt" "Life is\nLove is\nQ: What is\nOnce upon a time\nIn the beginning\n")
+    run(1 4 --prompts "${WORK}/prompts.txt" --parallel 4 -n 8 --out "${WORK}/faulty-batch.json"
+        --set cluster.ranks.2.storage.plugin=faulty --set cluster.ranks.2.storage.params.fail_offsets=${offset}
+        --set cluster.ranks.2.memory.trunk_gb=0.0001 --set cluster.ranks.2.memory.expert_cache_gb=0.0001)
+    file(READ "${WORK}/faulty-batch.json" report)
+    string(JSON failure GET "${report}" failure)
+    string(JSON flying GET "${report}" steps most_in_flight)
+    if(NOT failure MATCHES "rank 2: [^\n]*injected EIO" OR flying LESS 2)
+      message(FATAL_ERROR "the batch's report: failure '${failure}', ${flying} passes in flight at most")
     endif()
     # Rank 2's disk failing while it loads (config.json): the same, before the first pass.
     run(1 4 -p "Life is" -n 8 --set cluster.ranks.2.storage.plugin=faulty --set cluster.ranks.2.storage.params.eio_rate=1
