@@ -28,7 +28,7 @@
 #pragma once
 #include <cstdint>
 
-#define K3_PLUGIN_ABI 5u
+#define K3_PLUGIN_ABI 6u
 
 #if defined(__clang__)
 #define K3_TOOLCHAIN_COMPILER "clang"

@@ -9,6 +9,10 @@
 //
 // Creating a transport joins the job (MPI_Init); the process leaves it when it exits (an
 // MPI cannot be joined again once left). One per process. Thread-safety: one call at a time, from any thread (the host serializes).
+//
+// post() and sent() (ABI 6) let rank 0 keep several passes in flight: a send that returns
+// only once the peer took the message would deadlock rank 0 against the last rank when
+// each waits to hand the other a message, so rank 0 posts its passes and never blocks on one.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +34,15 @@ class __attribute__((visibility("default"))) Transport {
   /// timed_out when the peer has not taken it within `timeout_ms` (the message is
   /// withdrawn); interrupted when HostServices::stop_requested() became true meanwhile.
   virtual Status send(int dest, std::span<const std::byte> bytes, std::uint32_t timeout_ms) noexcept = 0;
+  /// Starts sending `bytes` to rank `dest` as one message and returns at once, with
+  /// `ticket` naming it for sent(). `bytes` must stay valid and unchanged until sent() says
+  /// the message has gone. Messages to one peer arrive in the order their send() or post()
+  /// began. \since ABI 6
+  virtual Status post(int dest, std::span<const std::byte> bytes, std::uint64_t& ticket) noexcept = 0;
+  /// Whether the message `ticket` names has gone (`done`; its buffer may then be reused and
+  /// the ticket is spent). Never waits, though it may let the transport make progress.
+  /// invalid_argument for a ticket post() did not give or that is spent. \since ABI 6
+  virtual Status sent(std::uint64_t ticket, bool& done) noexcept = 0;
   /// Receives the next message from rank `src` into `bytes`, which must be exactly its
   /// length (a message of another length is invalid_argument and stays unread). timed_out
   /// when none arrived within `timeout_ms` (nothing consumed: call again); interrupted when

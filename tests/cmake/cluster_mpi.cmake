@@ -2,9 +2,10 @@
 # --oversubscribe` on loopback, on the shipped fortune model (8 layers):
 #   exact     ids, logits bits and reports of 2, 3 and 4 ranks (auto and uneven ranges, a rank
 #             whose own budget streams, greedy, sampled, speculative, over TCP) are one
-#             process's, byte for byte;
-#   failures  a rank whose storage fails (faulty), a rank whose pipeline is refused, rank 0's
-#             own failure: every rank ends, with the right exit code and a line naming the
+#             process's, byte for byte; so are a --prompts batch's on 2 and 3 ranks, with a
+#             pass in flight per rank;
+#   failures  a rank whose storage fails (faulty; also under a batch with a pass in flight per
+#             rank), a rank whose pipeline is refused, rank 0's own failure: every rank ends, with the right exit code and a line naming the
 #             rank and the reason, and rank 0 writes its report;
 #   killed    a rank killed with -9 mid-run: every rank ends within 10 s (cluster_kill.sh);
 #   config    bad cluster keys are refused (exit 2) at their place.
@@ -85,6 +86,45 @@ if(CMAKE_SCRIPT_MODE_FILE)
     if(verify EQUAL 0)
       message(FATAL_ERROR "the speculative run verified no drafts")
     endif()
+    # A batch of prompts, 4 in flight, some sampled, drafting: rank 0 keeps a pass in
+    # flight per rank (groups of sequences) and each prompt's ids are one process's.
+    # Slots are reused: a prompt whose last pass was a verification hands its slot on.
+    file(WRITE "${WORK}/prompts.jsonl"
+         "{\"prompt\": \"Life is\"}\n{\"prompt\": \"Love is\"}\n{\"prompt\": \"The best thing about a boolean is\"}\n"
+         "{\"prompt\": \"Q: What is\"}\n{\"prompt\": \"Once upon a time\"}\n"
+         "{\"prompt\": \"In the beginning\", \"max_tokens\": 6}\n"
+         "{\"prompt\": \"Love is\", \"temperature\": 0.8, \"seed\": 5}\n")
+    set(batch --prompts "${WORK}/prompts.jsonl" --parallel 4 -n 10 --draft-max 4)
+    function(batch_ids file var)
+      file(STRINGS "${file}" lines)
+      set(all "")
+      foreach(line IN LISTS lines)
+        string(JSON i GET "${line}" index)
+        string(JSON ids GET "${line}" ids)
+        string(REGEX REPLACE "[][ \n]" "" ids "${ids}")  # brackets would group a CMake list
+        string(APPEND all "${i}:${ids}|")
+      endforeach()
+      set(${var} "${all}" PARENT_SCOPE)
+    endfunction()
+    run(0 0 ${batch} --results "${WORK}/batch-ref.jsonl")
+    batch_ids("${WORK}/batch-ref.jsonl" ref_batch)
+    string(REGEX MATCHALL "[0-9]+:[0-9]" nonempty "${ref_batch}")
+    list(LENGTH nonempty n)
+    if(NOT n EQUAL 7)
+      message(FATAL_ERROR "the one-process batch did not generate for every prompt: ${ref_batch}")
+    endif()
+    foreach(ranks 2 3)
+      run(0 ${ranks} ${batch} --results "${WORK}/batch-${ranks}.jsonl" --out "${WORK}/batch-${ranks}.json")
+      batch_ids("${WORK}/batch-${ranks}.jsonl" got)
+      if(NOT got STREQUAL ref_batch)
+        message(FATAL_ERROR "batch on ${ranks} ranks: ${got}\none process: ${ref_batch}")
+      endif()
+      file(READ "${WORK}/batch-${ranks}.json" report)
+      string(JSON flying GET "${report}" steps most_in_flight)
+      if(flying LESS 2 OR flying GREATER ${ranks})
+        message(FATAL_ERROR "batch on ${ranks} ranks: at most ${flying} passes in flight")
+      endif()
+    endforeach()
     # Over TCP instead of shared memory.
     set(MCA --mca btl self,tcp)
     same(speculative-tcp 3 -p "The best thing about a boolean is" -n 16 --draft-max 4)
@@ -122,6 +162,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
     string(JSON code GET "${report}" exit_code)
     if(NOT failure MATCHES "^rank 2: " OR NOT code EQUAL 1)
       message(FATAL_ERROR "rank 0's report: exit ${code}, failure '${failure}'")
+    endif()
+    # The same with a batch of prompts, a pass in flight per rank when rank 2 fails: every
+    # pass in flight is answered with the failure, and every rank still ends with exit 1.
+    file(WRITE "${WORK}/prompts.txt" "Life is\nLove is\nQ: What is\nOnce upon a time\nIn the beginning\n")
+    run(1 4 --prompts "${WORK}/prompts.txt" --parallel 4 -n 8 --out "${WORK}/faulty-batch.json"
+        --set cluster.ranks.2.storage.plugin=faulty --set cluster.ranks.2.storage.params.fail_offsets=${offset}
+        --set cluster.ranks.2.memory.trunk_gb=0.0001 --set cluster.ranks.2.memory.expert_cache_gb=0.0001)
+    file(READ "${WORK}/faulty-batch.json" report)
+    string(JSON failure GET "${report}" failure)
+    string(JSON flying GET "${report}" steps most_in_flight)
+    if(NOT failure MATCHES "rank 2: [^\n]*injected EIO" OR flying LESS 2)
+      message(FATAL_ERROR "the batch's report: failure '${failure}', ${flying} passes in flight at most")
     endif()
     # Rank 2's disk failing while it loads (config.json): the same, before the first pass.
     run(1 4 -p "Life is" -n 8 --set cluster.ranks.2.storage.plugin=faulty --set cluster.ranks.2.storage.params.eio_rate=1
@@ -208,7 +260,7 @@ endif()
 find_program(K3_MPIRUN mpirun)
 foreach(c exact failures killed config)
   if(c STREQUAL "exact")
-    set(title "cluster-mpi: 2, 3 and 4 ranks (uneven, streamed, TCP; greedy, sampled, speculative) give one process's ids and logits bits")
+    set(title "cluster-mpi: 2, 3 and 4 ranks (uneven, streamed, TCP; greedy, sampled, speculative; a batch with passes in flight) give one process's ids and logits bits")
   elseif(c STREQUAL "failures")
     set(title "cluster-mpi: a rank whose storage fails or whose pipeline is refused ends every rank with its code and a line naming it")
   elseif(c STREQUAL "killed")

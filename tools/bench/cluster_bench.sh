@@ -4,7 +4,8 @@
 # disk (the `throttle` storage plugin in each rank's process, as if each machine had its
 # own), so more ranks hold more of the model in memory in all. Per rank count: decode
 # s/token of one stream (rank 0's report), the bytes every rank sent per generated token,
-# and the aggregate tokens/s of --streams prompts in flight (--prompts). The ids of every run
+# and the aggregate tokens/s of --streams prompts in flight (--prompts), with the most passes
+# rank 0 had in flight at once (one per rank when the stages overlap). The ids of every run
 # are checked equal to the one-process run's. Not a ctest test.
 #
 #   tools/bench/cluster_bench.sh [options]
@@ -47,7 +48,8 @@ launch() {  # launch RANKS args...: one process, or every rank under mpirun
   if [ "$n" = 1 ]; then "$EXE" "${common[@]}" "$@"; else
     mpirun -np "$n" --oversubscribe "$EXE" "${common[@]}" --set cluster.transport=mpi "$@"; fi
 }
-printf "%-6s %-12s %-14s %-22s %s\n" ranks "s/token" "vs 1 rank" "bytes sent per token" "aggregate tokens/s ($STREAMS streams)"
+printf "%-6s %-12s %-14s %-22s %-34s %s\n" ranks "s/token" "vs 1 rank" "bytes sent per token" \
+  "aggregate tokens/s ($STREAMS streams)" "passes in flight"
 base_spt="" base_tps="" ref_ids=""
 for n in $RANKS; do
   launch "$n" -p "Life is" -n "$TOKENS" --out "$WORK/one-$n.json" >/dev/null 2>"$WORK/one-$n.log"
@@ -62,9 +64,15 @@ PY
   sent=$( (grep -o "sent [0-9]* bytes" "$WORK/one-$n.log" || true) | awk '{s += $2} END {print s + 0}')
   launch "$n" --prompts "$WORK/prompts.txt" -n "$TOKENS" --parallel "$STREAMS" --out "$WORK/many-$n.json" \
     >/dev/null 2>"$WORK/many-$n.log"
-  tps=$(python3 -c 'import json, sys; print("%.2f" % json.load(open(sys.argv[1]))["tokens_per_second"])' "$WORK/many-$n.json")
+  read -r tps flying < <(python3 - "$WORK/many-$n.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+# A build before passes overlapped has no most_in_flight: one at a time.
+print("%.2f" % r["tokens_per_second"], r["steps"].get("most_in_flight", 1))
+PY
+)
   [ -z "$base_spt" ] && base_spt=$spt base_tps=$tps
-  printf "%-6s %-12.4f %-14s %-22s %s\n" "$n" "$spt" "$(awk -v a="$spt" -v b="$base_spt" 'BEGIN {printf "%.2fx", a / b}')" \
+  printf "%-6s %-12.4f %-14s %-22s %-34s %s\n" "$n" "$spt" "$(awk -v a="$spt" -v b="$base_spt" 'BEGIN {printf "%.2fx", a / b}')" \
     "$(awk -v s="$sent" -v t="$TOKENS" 'BEGIN {printf "%.0f B", s / t}')" \
-    "$tps ($(awk -v a="$tps" -v b="$base_tps" 'BEGIN {printf "%.2fx", a / b}'))"
+    "$tps ($(awk -v a="$tps" -v b="$base_tps" 'BEGIN {printf "%.2fx", a / b}'))" "$flying"
 done

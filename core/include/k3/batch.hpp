@@ -44,12 +44,24 @@ struct LinkedSlice {
 
 /// The ranks after this one, as rank 0's passes see them: `activations` (prefix [rows, E],
 /// then `banked` AttnRes snapshots) after rank 0's layers in, the last rank's logits out
-/// (`logits`, as BatchForward::run writes them). Throws the error a later rank reported.
+/// (`logits`, as BatchForward::run writes them). Several passes may be in flight at once,
+/// each on another rank: their logits come back in the order they started.
 class PassLink {
  public:
   virtual ~PassLink() = default;
-  virtual void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
-                       std::span<const float> activations, std::size_t banked, std::vector<float>& logits) = 0;
+  /// The passes worth keeping in flight at once (the ranks: one working on each).
+  [[nodiscard]] virtual std::size_t stages() const noexcept = 0;
+  /// Hands a pass to the next rank and returns at once with its number.
+  virtual std::uint64_t start(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
+                              std::span<const float> activations, std::size_t banked) = 0;
+  /// Waits for the logits of `pass`, which must be the oldest started and not finished;
+  /// the pass is over even when this throws (the error a later rank reported, a deadline).
+  virtual void finish(std::uint64_t pass, std::vector<float>& logits) = 0;
+  /// One pass, waited for.
+  void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
+               std::span<const float> activations, std::size_t banked, std::vector<float>& logits) {
+    finish(start(slices, tokens, activations, banked), logits);
+  }
 };
 
 class BatchForward {
@@ -83,6 +95,17 @@ class BatchForward {
   /// exactly what one process would.
   void run_stage(std::span<const BatchFeed> feeds, std::span<const float> in, std::size_t in_banked,
                  std::vector<float>& out, std::size_t& out_banked);
+
+  /// Rank 0 of a model split over ranks (Model::set_pass_link): run() in two halves, so that
+  /// several passes are in flight at once, each on another rank. launch() runs this rank's
+  /// layers over `feeds` and hands the pass on, returning its number at once; collect()
+  /// waits for the logits of the oldest pass launched (`pass`), as run() writes them. The
+  /// sessions of a pass in flight are fed nothing else until it is collected. If collect()
+  /// throws, every tentative feed of its pass keeps nothing. RuntimeError on a whole model.
+  std::uint64_t launch(std::span<const BatchFeed> feeds);
+  void collect(std::uint64_t pass, std::vector<float>& logits);
+  /// The passes worth keeping in flight: the link's stages, 1 on a whole model.
+  [[nodiscard]] std::size_t stages() const noexcept;
 
   /// The rows one pass holds without growing.
   [[nodiscard]] std::size_t rows() const noexcept;

@@ -86,6 +86,7 @@ struct PromptsReport {
   // The steps: forward passes, sequences in them summed, tokens fed, passes of n sequences.
   std::uint64_t steps = 0, step_sequences = 0, step_rows = 0;
   std::vector<std::uint64_t> steps_by_size;
+  std::size_t most_in_flight = 0;  ///< passes in flight at once at most (a split model: up to the ranks)
   double load_seconds = 0;
   double batch_seconds = 0;             ///< from the first step to the last
   std::uint64_t generated = 0;          ///< tokens, all prompts

@@ -93,6 +93,9 @@ struct StepStats {
   std::size_t decoding = 0;    ///< of those, generating
   std::size_t rows = 0;        ///< tokens fed (prompt chunks, tokens and drafts)
   double seconds = 0;          ///< the step, pass and sampling
+  /// Passes in flight when this step's pass was collected, its own included: 1 on a whole
+  /// model, up to the ranks on rank 0 of a split one.
+  std::size_t in_flight = 0;
 };
 
 class StepScheduler {
@@ -107,8 +110,11 @@ class StepScheduler {
   void add(Sequence& sequence);
   /// One step: a forward pass over every active sequence's next positions, then each
   /// samples and emits its tokens; the sequences done() leave (finished(): them). False when
-  /// no sequence was active. A failed pass ends the sequences in it (Sequence::failure; a
-  /// storage wait abandoned on a stop request: GenerateResult::cut), not the scheduler.
+  /// no sequence was active. On rank 0 of a model split over ranks the active sequences go
+  /// in groups, one pass each, up to one per rank in flight: a step launches the passes of
+  /// the sequences not in flight, then collects the oldest pass (its group samples). A
+  /// failed pass ends the sequences in it (Sequence::failure; a storage wait abandoned on a
+  /// stop request: GenerateResult::cut), not the scheduler.
   bool step();
   /// Active sequences (joined and not done).
   [[nodiscard]] std::size_t active() const noexcept;

@@ -3,7 +3,9 @@
 #include <k3/batch.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <string>
+#include <utility>
 
 #include <k3/error.hpp>
 
@@ -24,6 +26,22 @@ struct BatchForward::Impl {
   SliceListeners observer;
   std::vector<float> activations;  ///< rank 0 of a split model: what goes to the next rank
   std::vector<LinkedSlice> linked;  ///< and each sequence's part of it
+  /// Rank 0: a pass launched and not collected, with its tentative feeds (session,
+  /// position before the pass), which keep nothing if it fails.
+  struct Launched {
+    std::uint64_t pass = 0;
+    std::vector<std::pair<Session*, std::int64_t>> tentative;
+  };
+  std::deque<Launched> launched;  ///< oldest first
+
+  [[nodiscard]] PassLink& link() const {
+    PassLink* l = model.impl().link;
+    const MemoryPlan& plan = model.plan();
+    if (plan.first_layer != 0 || plan.holds_head() || l == nullptr)
+      throw RuntimeError("a model holding layers " + std::to_string(plan.first_layer) + "-" +
+                         std::to_string(plan.last_layer - 1) + " launches no pass through other ranks");
+    return *l;
+  }
 };
 
 BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t positions, std::size_t sequences) {
@@ -32,7 +50,7 @@ BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t position
   impl_ = std::make_unique<Impl>(Impl{model, positions,
                                       maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
                                                                          positions)),
-                                      {}, {}, {}, {}, {}, {}, {}});
+                                      {}, {}, {}, {}, {}, {}, {}, {}});
   impl_->slices.reserve(sequences);
   impl_->tokens.reserve(rows);
   impl_->listeners.reserve(sequences);
@@ -57,17 +75,49 @@ void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& log
     throw RuntimeError("a model holding layers " + std::to_string(plan.first_layer) + "-" +
                        std::to_string(plan.last_layer - 1) + " runs a pass as a stage of a pipeline of ranks");
   // Rank 0 of a model split over ranks: its layers here, the others through the link.
+  collect(launch(feeds), logits);
+}
+
+std::size_t BatchForward::stages() const noexcept {
+  const PassLink* l = impl_->model.impl().link;
+  return l != nullptr && impl_->model.plan().first_layer == 0 ? std::max<std::size_t>(1, l->stages()) : 1;
+}
+
+std::uint64_t BatchForward::launch(std::span<const BatchFeed> feeds) {
+  Impl& b = *impl_;
+  PassLink& link = b.link();
+  std::size_t banked = 0;
   run_stage(feeds, {}, 0, b.activations, banked);
+  Impl::Launched& l = b.launched.emplace_back();
   try {
     b.linked.clear();
-    for (std::size_t i = 0; i < feeds.size(); ++i)
+    for (std::size_t i = 0; i < feeds.size(); ++i) {
       b.linked.push_back({reinterpret_cast<std::uintptr_t>(feeds[i].session), b.pos0[i],
                           static_cast<std::uint32_t>(feeds[i].tokens.size()), feeds[i].all_positions,
                           feeds[i].tentative});
-    link->forward(b.linked, b.tokens, b.activations, banked, logits);
+      if (feeds[i].tentative) l.tentative.emplace_back(feeds[i].session, b.pos0[i]);
+    }
+    l.pass = link.start(b.linked, b.tokens, b.activations, banked);
   } catch (...) {
+    b.launched.pop_back();
     for (std::size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].tentative) engine::keep_tentative(feeds[i].session->impl(), b.pos0[i], 0);
+    throw;
+  }
+  return l.pass;
+}
+
+void BatchForward::collect(std::uint64_t pass, std::vector<float>& logits) {
+  Impl& b = *impl_;
+  PassLink& link = b.link();
+  if (b.launched.empty() || b.launched.front().pass != pass)
+    throw RuntimeError("pass " + std::to_string(pass) + " is not the oldest launched");
+  const Impl::Launched l = std::move(b.launched.front());
+  b.launched.pop_front();
+  try {
+    link.finish(pass, logits);
+  } catch (...) {
+    for (const auto& [session, pos0] : l.tentative) engine::keep_tentative(session->impl(), pos0, 0);
     throw;
   }
 }

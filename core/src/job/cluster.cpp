@@ -2,8 +2,10 @@
 // and the end of a run. A later rank's own loop is in cluster_stage.cpp.
 #include <k3/cluster.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 
 #include <k3/batch.hpp>
 #include <k3/error.hpp>
@@ -32,13 +34,18 @@ void refuse_unsupported(const Pipeline& p) {
 
 }  // namespace
 
-/// Rank 0's passes through the later ranks: one pass message to rank 1, the logits back
-/// from the last rank.
+/// Rank 0's passes through the later ranks: each pass message posted to rank 1 (rank 0
+/// never blocks on a send, so the last rank can always hand it a result), the logits back
+/// from the last rank in the order the passes started: every rank runs its passes in the
+/// order they come, and between two ranks messages keep their order.
 class Cluster::Impl::Link final : public PassLink {
  public:
   explicit Link(Cluster::Impl& c) : c_(c) {}
-  void forward(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
-               std::span<const float> activations, std::size_t banked, std::vector<float>& logits) override {
+
+  [[nodiscard]] std::size_t stages() const noexcept override { return static_cast<std::size_t>(c_.size); }
+
+  std::uint64_t start(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
+                      std::span<const float> activations, std::size_t banked) override {
     std::vector<cluster::WireSlice>& out = c_.wire_slices;
     out.clear();
     for (const LinkedSlice& s : slices)
@@ -52,18 +59,33 @@ class Cluster::Impl::Link final : public PassLink {
     h.banked = static_cast<std::uint32_t>(banked);
     const std::span<const std::byte> parts[] = {std::as_bytes(std::span<const cluster::WireSlice>(out)),
                                                 std::as_bytes(tokens), std::as_bytes(activations)};
-    c_.wire->send(1, h, parts);
+    c_.wire->progress();
+    c_.wire->post(1, h, parts);
+    in_flight_.push_back(h.seq);
+    most_in_flight_ = std::max(most_in_flight_, in_flight_.size());
+    return h.seq;
+  }
+
+  void finish(std::uint64_t pass, std::vector<float>& logits) override {
+    if (in_flight_.empty() || in_flight_.front() != pass)
+      throw RuntimeError("pass " + std::to_string(pass) + " is not the oldest in flight");
+    in_flight_.pop_front();  // whatever comes (or not), this pass is over
     const Message m = c_.wire->receive(c_.size - 1);
     if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
-    if (m.header.kind != Kind::result || m.header.seq != h.seq || m.payload.size() % sizeof(float) != 0)
-      throw RuntimeError("rank " + std::to_string(c_.size - 1) + " answered pass " + std::to_string(h.seq) +
+    if (m.header.kind != Kind::result || m.header.seq != pass || m.payload.size() % sizeof(float) != 0)
+      throw RuntimeError("rank " + std::to_string(c_.size - 1) + " answered pass " + std::to_string(pass) +
                          " with an unexpected message");
     logits.resize(m.payload.size() / sizeof(float));
     std::memcpy(logits.data(), m.payload.data(), m.payload.size());
   }
 
+  /// The most passes that were in flight at once.
+  [[nodiscard]] std::size_t most_in_flight() const noexcept { return most_in_flight_; }
+
  private:
   Cluster::Impl& c_;
+  std::deque<std::uint64_t> in_flight_;  ///< passes started, oldest first
+  std::size_t most_in_flight_ = 0;
 };
 
 Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -123,9 +145,12 @@ void Cluster::finish(int code, const std::string& reason) noexcept {
   if (c.finished) return;
   c.finished = true;
   log(LogLevel::info, "cluster", "rank 0 sent " + std::to_string(c.wire->bytes_sent()) + " bytes in " +
-                                     std::to_string(c.passes) + " passes");
+                                     std::to_string(c.passes) + " passes, at most " +
+                                     std::to_string(c.link ? c.link->most_in_flight() : 0) + " in flight at once");
   try {
-    c.wire->send_text(1, Kind::stop, code, reason);
+    // Posted, as the passes: passes still in flight (a run that failed midway) end with
+    // their results, which rank 0 takes and drops below while the stop goes round.
+    c.wire->post_text(1, Kind::stop, code, reason);
     // The stop goes round: once it is back, every rank has passed it on and is ending.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
@@ -136,7 +161,10 @@ void Cluster::finish(int code, const std::string& reason) noexcept {
         c.transport->abort(code == 0 ? 1 : code, "the ranks did not end within 10 s");
         return;
       }
-      if (m.header.kind == Kind::stop) return;
+      if (m.header.kind == Kind::stop) {
+        c.wire->progress();  // every rank has taken what rank 0 sent
+        return;
+      }
     }
   } catch (const std::exception& e) {
     log(LogLevel::error, "cluster", std::string("telling the ranks to end failed: ") + e.what());

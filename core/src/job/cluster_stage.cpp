@@ -83,7 +83,8 @@ class Stage {
 
  private:
   /// The mirror of sequence `s`, brought to its position: a tentative chunk settled with
-  /// the count rank 0 kept (the position says it), a sequence started again reset.
+  /// the count rank 0 kept (the position says it), a sequence started again reset (even
+  /// right after a verification: a --prompts slot's next prompt).
   Mirror& follow(const WireSlice& s, std::uint64_t seq) {
     Mirror& m = mirrors_[s.sequence];
     m.used = seq;
@@ -91,10 +92,16 @@ class Stage {
     if (m.open) {
       const std::int64_t pos0 = *m.open;
       m.open.reset();
-      if (s.position < pos0 || s.position > m.session->position())
-        throw RuntimeError("a sequence at position " + std::to_string(s.position) + " after a tentative chunk at " +
-                           std::to_string(pos0) + "-" + std::to_string(m.session->position()));
-      m.session->keep_tentative(static_cast<std::size_t>(s.position - pos0));
+      if (s.position == 0) {
+        // Started again (rank 0 reused its session for another prompt) right after a
+        // verification: none of the chunk is kept, and the reset below clears the rest.
+        m.session->keep_tentative(0);
+      } else {
+        if (s.position < pos0 || s.position > m.session->position())
+          throw RuntimeError("a sequence at position " + std::to_string(s.position) + " after a tentative chunk at " +
+                             std::to_string(pos0) + "-" + std::to_string(m.session->position()));
+        m.session->keep_tentative(static_cast<std::size_t>(s.position - pos0));
+      }
     }
     if (m.session->position() != s.position) {
       if (s.position != 0)

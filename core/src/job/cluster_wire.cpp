@@ -53,6 +53,47 @@ void Wire::send_text(int dest, Kind kind, int code, const std::string& text) {
   send(dest, h, std::span<const std::span<const std::byte>>(&part, 1));
 }
 
+void Wire::post_bytes(int dest, std::vector<std::byte> bytes) {
+  Posted& p = posted_.emplace_back();
+  p.bytes = std::move(bytes);
+  if (const sdk::Status st = t_.post(dest, p.bytes, p.ticket); !st.ok()) {
+    posted_.pop_back();
+    throw RuntimeError("sending to " + peer(dest) + " failed: " + st.detail);
+  }
+  sent_ += p.bytes.size();
+}
+
+void Wire::post(int dest, Header h, std::span<const std::span<const std::byte>> parts) {
+  std::uint64_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  h.magic = kMagic;
+  h.payload_bytes = total;
+  const auto* head = reinterpret_cast<const std::byte*>(&h);
+  post_bytes(dest, std::vector<std::byte>(head, head + sizeof(Header)));
+  if (total == 0) return;
+  std::vector<std::byte> joined;
+  joined.reserve(total);
+  for (const auto& p : parts) joined.insert(joined.end(), p.begin(), p.end());
+  post_bytes(dest, std::move(joined));
+}
+
+void Wire::post_text(int dest, Kind kind, int code, const std::string& text) {
+  Header h;
+  h.kind = kind;
+  h.code = code;
+  const std::span<const std::byte> part = std::as_bytes(std::span<const char>(text.data(), text.size()));
+  post(dest, h, std::span<const std::span<const std::byte>>(&part, 1));
+}
+
+void Wire::progress() {
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    bool done = false;
+    if (const sdk::Status st = t_.sent(it->ticket, done); !st.ok())
+      throw RuntimeError("a message posted to a peer failed: " + st.detail);
+    it = done ? posted_.erase(it) : it + 1;
+  }
+}
+
 bool Wire::receive_until(int src, double seconds, Message& out) {
   const auto start = std::chrono::steady_clock::now();
   auto take = [&](std::span<std::byte> into) {
@@ -63,6 +104,7 @@ bool Wire::receive_until(int src, double seconds, Message& out) {
       if (st.code == sdk::StatusCode::interrupted)
         throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
       if (st.code != sdk::StatusCode::timed_out) throw RuntimeError("receiving from " + peer(src) + " failed: " + st.detail);
+      progress();  // what this rank posted goes while it waits
       if (seconds > 0 &&
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds)
         return false;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,16 @@ class Wire {
   /// message). RuntimeError naming the peer when the transport fails.
   void send(int dest, Header h, std::span<const std::span<const std::byte>> parts);
   void send_text(int dest, Kind kind, int code, const std::string& text);
+  /// As send(), but returns at once (Transport::post): the header and the payload are
+  /// copied and go while this rank does other work; the waits of receive() and progress()
+  /// let them. Rank 0 sends so: it never blocks on a send while the last rank waits to hand
+  /// it a result.
+  void post(int dest, Header h, std::span<const std::span<const std::byte>> parts);
+  void post_text(int dest, Kind kind, int code, const std::string& text);
+  /// Forgets the posted messages that have gone. RuntimeError when the transport fails.
+  void progress();
+  /// Posted messages not yet gone.
+  [[nodiscard]] std::size_t posted() const noexcept { return posted_.size(); }
   /// The next message from `src`. RuntimeError when the transport fails or the deadline
   /// passes; k3::Error(interrupted) when the stop flag is set.
   Message receive(int src);
@@ -80,7 +91,14 @@ class Wire {
 
  private:
   bool receive_until(int src, double seconds, Message& out);
+  void post_bytes(int dest, std::vector<std::byte> bytes);
+  /// A message posted: its bytes stay here until the transport says they have gone.
+  struct Posted {
+    std::vector<std::byte> bytes;
+    std::uint64_t ticket = 0;
+  };
   sdk::Transport& t_;
+  std::deque<Posted> posted_;
   double timeout_s_;
   const std::atomic<bool>* stop_;
   std::uint64_t sent_ = 0;

@@ -102,6 +102,7 @@ class PromptBatch {
         rep_.step_sequences += st.sequences;
         rep_.step_rows += st.rows;
         ++rep_.steps_by_size[std::min(st.sequences, n)];
+        rep_.most_in_flight = std::max(rep_.most_in_flight, st.in_flight);
       }
       for (auto it = running.begin(); it != running.end();) {
         if (it->sequence->done()) {
@@ -366,7 +367,8 @@ std::string prompts_report_json(const PromptsReport& r) {
   j["steps"] = {{"count", r.steps},
                 {"tokens", r.step_rows},
                 {"mean_sequences", r.steps ? static_cast<double>(r.step_sequences) / static_cast<double>(r.steps) : 0.0},
-                {"by_sequences", r.steps_by_size}};
+                {"by_sequences", r.steps_by_size},
+                {"most_in_flight", r.most_in_flight}};
   const auto spread = [](const Spread& s) {
     return json{{"count", s.count}, {"p50", s.p50}, {"p99", s.p99}, {"mean", s.mean}};
   };

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <k3/plugin.hpp>
@@ -59,7 +60,11 @@ class MpiTransport final : public k3::sdk::Transport {
     // Errors come back as codes (turned into a Status), never as MPI's own abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
-  ~MpiTransport() override = default;
+  ~MpiTransport() override {
+    // Messages never confirmed (the run ended on a failure): MPI completes or drops them
+    // on its own; the requests are only released here.
+    for (auto& entry : posted_) MPI_Request_free(&entry.second);
+  }
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
@@ -90,6 +95,38 @@ class MpiTransport final : public k3::sdk::Transport {
         return cancelled != 0 ? st : Status::success();
       }
     }
+  }
+
+  Status post(int dest, std::span<const std::byte> bytes, std::uint64_t& ticket) noexcept override {
+    if (Status bad = check_peer(dest, bytes.size()); !bad.ok()) return bad;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD,
+                                 &req);
+        rc != MPI_SUCCESS)
+      return Status::error(StatusCode::io_error, "sending to rank " + std::to_string(dest) + ": " + mpi_error(rc));
+    ticket = ++tickets_;
+    try {
+      posted_.emplace(ticket, req);
+    } catch (...) {
+      MPI_Request_free(&req);
+      return Status::error(StatusCode::io_error, "out of memory posting a message");
+    }
+    return Status::success();
+  }
+
+  Status sent(std::uint64_t ticket, bool& done) noexcept override {
+    done = false;
+    const auto it = posted_.find(ticket);
+    if (it == posted_.end())
+      return Status::error(StatusCode::invalid_argument, "no message posted as " + std::to_string(ticket));
+    int flag = 0;
+    if (const int rc = MPI_Test(&it->second, &flag, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+      return Status::error(StatusCode::io_error, "a posted message: " + mpi_error(rc));
+    if (flag != 0) {
+      posted_.erase(it);
+      done = true;
+    }
+    return Status::success();
   }
 
   Status recv(int src, std::span<std::byte> bytes, std::uint32_t timeout_ms) noexcept override {
@@ -155,6 +192,8 @@ class MpiTransport final : public k3::sdk::Transport {
   k3::sdk::HostServices* host_;
   std::uint32_t poll_us_;
   int rank_ = 0, size_ = 1;
+  std::unordered_map<std::uint64_t, MPI_Request> posted_;  ///< post()ed, not yet seen sent
+  std::uint64_t tickets_ = 0;
 };
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
@@ -190,5 +229,5 @@ Status create(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::Transpor
 
 }  // namespace
 
-K3_PLUGIN(transport, "mpi", "1.0.0", create, nullptr)
+K3_PLUGIN(transport, "mpi", "1.1.0", create, nullptr)
 K3_PLUGIN_PARAMS(kParams)
