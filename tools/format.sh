@@ -53,7 +53,9 @@ fi
 
 cd "$root"
 if [ ${#files[@]} -eq 0 ]; then
-  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  # git's list only when this folder is the top of its own work tree (a scratch copy inside
+  # another repository's tree lists its files itself).
+  if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$root" ]; then
     mapfile -t files < <(git ls-files -- 'core/*.cpp' 'core/*.hpp' 'core/*.h' 'sdk/*.cpp' 'sdk/*.hpp' 'sdk/*.h' \
                            'plugins/*.cpp' 'plugins/*.hpp' 'plugins/*.h' 'tests/*.cpp' 'tests/*.hpp' 'tests/*.h' \
                            'tools/*.cpp' 'tools/*.hpp' 'tools/*.h' | grep -v '/node_modules/')
