@@ -23,15 +23,15 @@ struct PipelineFlag {
 
 /// Options shared by the main job and every subcommand.
 struct GlobalOptions {
-  std::string config;              ///< --config FILE
-  std::vector<std::string> sets;   ///< --set key=value, in order
-  std::vector<PipelineFlag> flags; ///< -m -n -t -c --temp ... as typed
+  std::string config;               ///< --config FILE
+  std::vector<std::string> sets;    ///< --set key=value, in order
+  std::vector<PipelineFlag> flags;  ///< -m -n -t -c --temp ... as typed
   /// What the pipeline gets from the command line: the flags, then every --set in order
   /// (pipeline_overrides(), filled in after parsing).
   std::vector<Override> overrides;
-  LogRequest log;                  ///< --log-level, -v, -q
-  std::string log_file;            ///< --log-file PATH
-  bool log_timestamps = false;     ///< --log-timestamps
+  LogRequest log;               ///< --log-level, -v, -q
+  std::string log_file;         ///< --log-file PATH
+  bool log_timestamps = false;  ///< --log-timestamps
 };
 
 /// --log-level, -v, -q, --log-file, --log-timestamps (log_options.cpp).

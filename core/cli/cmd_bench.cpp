@@ -30,12 +30,12 @@ namespace {
 struct BenchArgs {
   std::vector<std::string> configs;
   int repetitions = 3;
-  std::int64_t warmup = -1;      ///< < 0: as many tokens as a repetition
-  std::int64_t new_tokens = 0;   ///< 0: the pipeline's job.max_new_tokens
+  std::int64_t warmup = -1;     ///< < 0: as many tokens as a repetition
+  std::int64_t new_tokens = 0;  ///< 0: the pipeline's job.max_new_tokens
   std::string prompt;
   std::string ids;
   std::string output = "table";
-  std::string parallel;          ///< "1,2,4,8": streams per repetition, one pipeline each
+  std::string parallel;  ///< "1,2,4,8": streams per repetition, one pipeline each
   bool reload = false;
   CLI::Option* prompt_option = nullptr;
   CLI::Option* tokens_option = nullptr;
@@ -60,8 +60,9 @@ std::vector<std::string> split_ids(const std::string& text) {
 void show_bench_progress(const std::string& what, std::size_t done, std::size_t total) {
   if (!log_enabled(LogLevel::info)) return;
   static std::size_t shown = 0;  // length of the line being redrawn, to blank what is left of it
-  std::string line = "[bench] info: " + what + ": " +
-                     (done == 0 ? std::string("prefill") : "token " + std::to_string(done) + "/" + std::to_string(total));
+  std::string line =
+      "[bench] info: " + what + ": " +
+      (done == 0 ? std::string("prefill") : "token " + std::to_string(done) + "/" + std::to_string(total));
   const std::size_t length = line.size();
   if (length < shown) line.append(shown - length, ' ');
   const bool last = done >= total;
@@ -94,8 +95,9 @@ BenchRequest request_of(const GlobalOptions& global, const BenchArgs& a) {
   if (!global.config.empty()) configs.push_back(global.config);
   configs.insert(configs.end(), a.configs.begin(), a.configs.end());
   if (configs.empty())
-    throw UsageError("bench: no pipeline given: use --config FILE, once per pipeline to compare "
-                     "(e.g. --config presets/laptop.yaml --config presets/ultra.yaml)");
+    throw UsageError(
+        "bench: no pipeline given: use --config FILE, once per pipeline to compare "
+        "(e.g. --config presets/laptop.yaml --config presets/ultra.yaml)");
   // --parallel 1,2,4: each pipeline once per stream count, its plan holding that many.
   std::vector<std::size_t> streams;
   for (const std::string& item : split_ids(a.parallel)) {
@@ -129,7 +131,9 @@ BenchRequest request_of(const GlobalOptions& global, const BenchArgs& a) {
 
 /// Prints the result, then says what went wrong in it; returns the exit code.
 int report(const BenchResult& result, const std::string& output, const StopSignal& stop) {
-  const std::string text = output == "json" ? bench_json(result) : output == "csv" ? bench_csv(result) : bench_table(result);
+  const std::string text = output == "json"  ? bench_json(result)
+                           : output == "csv" ? bench_csv(result)
+                                             : bench_table(result);
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   // A run that lost a routed expert is unsound (exit 4) whatever else happened.
@@ -147,8 +151,9 @@ int report(const BenchResult& result, const std::string& output, const StopSigna
   }
   if (failures > 0) {
     log(LogLevel::error, "",
-        std::to_string(failures) + " routed expert read(s) failed; their contributions were zero, so the generated "
-                                   "ids and the timings are not the model's");
+        std::to_string(failures) +
+            " routed expert read(s) failed; their contributions were zero, so the generated "
+            "ids and the timings are not the model's");
     return static_cast<int>(ExitCode::expert_failure);
   }
   for (const auto& p : result.pipelines)
@@ -161,7 +166,8 @@ int report(const BenchResult& result, const std::string& output, const StopSigna
         return static_cast<int>(ExitCode::runtime);
       }
   if (result.interrupted) {
-    std::size_t done = result.order.size(), asked = result.pipelines.size() * static_cast<std::size_t>(result.repetitions);
+    std::size_t done = result.order.size(),
+                asked = result.pipelines.size() * static_cast<std::size_t>(result.repetitions);
     log(LogLevel::warn, "",
         std::string("interrupted by ") + (stop.signal_number() == SIGTERM ? "SIGTERM" : "Ctrl-C") + " after " +
             std::to_string(done) + " of " + std::to_string(asked) + " runs; the run it cut short is left out");
@@ -192,8 +198,8 @@ Command register_bench(CLI::App& app, GlobalOptions& global) {
                       "Tokens generated per repetition, at least 2 (default: the pipeline's job.max_new_tokens); EOS "
                       "does not stop a repetition")
           ->type_name("N");
-  a->prompt_option = sub->add_option("--prompt", a->prompt, "Prompt text (default: the pipeline's job prompt)")
-                         ->type_name("TEXT");
+  a->prompt_option =
+      sub->add_option("--prompt", a->prompt, "Prompt text (default: the pipeline's job prompt)")->type_name("TEXT");
   sub->add_option("--ids", a->ids, "Prompt as token ids, comma-separated (default: the pipeline's job prompt)")
       ->type_name("LIST");
   sub->add_option("-o,--output", a->output, "Output on stdout: table (default), csv or json")->type_name("FORMAT");

@@ -54,11 +54,11 @@ using chat::StreamEvent;
 constexpr std::int64_t kDefaultMaxTokens = 1024;
 
 struct ChatOptions {
-  std::string history;      ///< --history FILE: append every message to FILE
-  std::string resume;       ///< --resume FILE: continue the conversation of FILE (and its state)
-  std::string system;       ///< --system TEXT
-  bool think = false;       ///< --think
-  bool no_think = false;    ///< --no-think
+  std::string history;    ///< --history FILE: append every message to FILE
+  std::string resume;     ///< --resume FILE: continue the conversation of FILE (and its state)
+  std::string system;     ///< --system TEXT
+  bool think = false;     ///< --think
+  bool no_think = false;  ///< --no-think
   std::string effort = "max";
   bool hide_thinking = false;
   std::int64_t max_tokens = kDefaultMaxTokens;  ///< 0 = as many as the context holds
@@ -110,7 +110,7 @@ void on_prompt_interrupt(int) { g_prompt_interrupt.store(true); }
 class PromptInterrupt {
  public:
   PromptInterrupt() {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_prompt_interrupt;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;
@@ -121,7 +121,7 @@ class PromptInterrupt {
   PromptInterrupt& operator=(const PromptInterrupt&) = delete;
 
  private:
-  struct sigaction old_{};
+  struct sigaction old_ {};
 };
 
 /// libedit's line editor and its history, native API.
@@ -480,10 +480,11 @@ class Chat {
       chat::write_history(history_, conversation_.entries());
       written_ = conversation_.entries().size();
     }
-    out("[the context is full: dropped the " + (dropped.size() == 1 ? std::string("oldest turn") : std::to_string(dropped.size()) + " oldest turns") +
-        " (" + std::to_string(messages) + " messages, " + std::to_string(ids) + " tokens: " + which +
-        "); the kept conversation is fed again" + (history_.empty() ? "" : ", and " + history_.string() + " marks them dropped") +
-        "]\n");
+    out("[the context is full: dropped the " +
+        (dropped.size() == 1 ? std::string("oldest turn") : std::to_string(dropped.size()) + " oldest turns") + " (" +
+        std::to_string(messages) + " messages, " + std::to_string(ids) + " tokens: " + which +
+        "); the kept conversation is fed again" +
+        (history_.empty() ? "" : ", and " + history_.string() + " marks them dropped") + "]\n");
   }
 
   /// The answer limit as the screen says it.
@@ -505,10 +506,12 @@ class Chat {
                     static_cast<unsigned long long>(hits), static_cast<unsigned long long>(req));
       experts = buf;
     }
-    std::snprintf(buf, sizeof buf, "-- %zu tokens, %.1f tokens/s | fed %zu tokens, prefill %.3f s | %s | I/O wait %.3f s | context %zu/%lld",
-                  st.generated, st.tokens_per_second, st.fed, st.prefill_seconds, experts.c_str(),
-                  b.io_wait_seconds - a.io_wait_seconds, conversation_.ids().size(),
-                  static_cast<long long>(session_.max_positions()));
+    std::snprintf(
+        buf, sizeof buf,
+        "-- %zu tokens, %.1f tokens/s | fed %zu tokens, prefill %.3f s | %s | I/O wait %.3f s | context %zu/%lld",
+        st.generated, st.tokens_per_second, st.fed, st.prefill_seconds, experts.c_str(),
+        b.io_wait_seconds - a.io_wait_seconds, conversation_.ids().size(),
+        static_cast<long long>(session_.max_positions()));
     return buf;
   }
 
@@ -530,7 +533,8 @@ class Chat {
         session_.reset();
         pending_system_ = !system_.empty();
         if (!history_.empty())
-          out("[new conversation; " + history_.string() + " keeps the old one and is no longer written: /save FILE for this one]\n");
+          out("[new conversation; " + history_.string() +
+              " keeps the old one and is no longer written: /save FILE for this one]\n");
         else
           out("[new conversation]\n");
         history_.clear();
@@ -574,7 +578,8 @@ class Chat {
   /// /max-tokens N: the answer limit from the next answer (0: what the context holds).
   void set_max_tokens(const std::string& arg) {
     std::int64_t n = -1;
-    if (!arg.empty() && arg.size() <= 9 && arg.find_first_not_of("0123456789") == std::string::npos) n = std::stoll(arg);
+    if (!arg.empty() && arg.size() <= 9 && arg.find_first_not_of("0123456789") == std::string::npos)
+      n = std::stoll(arg);
     if (n < 0) throw UsageError("/max-tokens N: a number of tokens, 0 for what the context holds");
     max_tokens_ = n;
     out("[answers up to " + limit_text() + " from the next one]\n");
@@ -583,7 +588,9 @@ class Chat {
   std::string help_text() const {
     return "Type a message and press Enter. End a line with \\ to continue on the next one, or put\n"
            "a message between two lines that hold only \"\"\". A message starting with / is typed //.\n"
-           "Answers are limited to " + limit_text() + " (--max-tokens, /max-tokens); when the context fills,\n"
+           "Answers are limited to " +
+           limit_text() +
+           " (--max-tokens, /max-tokens); when the context fills,\n"
            "the oldest turns are dropped (the screen says which) and the rest is fed again.\n"
            "  /help               this text\n"
            "  /reset              start a new conversation (the system prompt stays)\n"
@@ -592,7 +599,9 @@ class Chat {
            "  /load FILE          continue the conversation in FILE (with FILE.state when it is there)\n"
            "  /stats              tokens, speed, expert cache and I/O\n"
            "  /system TEXT        set the system prompt (sent with the next message); /system shows it\n"
-           "  /think on|off       K3's thinking for the next answers (now " + std::string(render_.thinking ? "on" : "off") + ")\n"
+           "  /think on|off       K3's thinking for the next answers (now " +
+           std::string(render_.thinking ? "on" : "off") +
+           ")\n"
            "  /max-tokens N       the answer limit from the next answer (0: what the context holds)\n"
            "  /reasoning show|hide  show the think channel (dimmed) or hide it\n"
            "  /quit               end the chat (as does Ctrl-D)\n"
@@ -604,9 +613,10 @@ class Chat {
     const StreamStats io = runtime_.model().stream_stats();
     std::size_t messages = 0;
     for (const auto& e : conversation_.entries()) messages += e.internal || e.dropped ? 0 : 1;
-    s << "conversation: " << messages << " messages, " << conversation_.ids().size() << " tokens; model state: "
-      << session_.position() << " tokens (" << (conversation_.ids().size() - static_cast<std::size_t>(session_.position()))
-      << " not fed yet); context " << session_.max_positions() << "\n";
+    s << "conversation: " << messages << " messages, " << conversation_.ids().size()
+      << " tokens; model state: " << session_.position() << " tokens ("
+      << (conversation_.ids().size() - static_cast<std::size_t>(session_.position())) << " not fed yet); context "
+      << session_.max_positions() << "\n";
     if (last_) s << "last answer: " << status_line(*last_) << "\n";
     s << "since load: read " << format_bytes(io.trunk_bytes + io.expert_bytes + io.table_bytes) << " (experts "
       << format_bytes(io.expert_bytes) << "), expert requests " << io.expert_requests << ", hits " << io.expert_hits
@@ -729,11 +739,11 @@ class Chat {
   std::string system_;
   bool pending_system_ = false;
   std::filesystem::path history_;
-  std::filesystem::path resume_;  ///< --resume FILE, loaded when the chat starts
-  std::optional<chat::History> resumed_;  ///< its records, read before the model loaded
-  bool thinking_given_ = false;   ///< --think or --no-think: a resumed conversation keeps it
+  std::filesystem::path resume_;                 ///< --resume FILE, loaded when the chat starts
+  std::optional<chat::History> resumed_;         ///< its records, read before the model loaded
+  bool thinking_given_ = false;                  ///< --think or --no-think: a resumed conversation keeps it
   std::vector<std::filesystem::path> keep_out_;  ///< the checkpoint folders: no history goes there
-  std::size_t written_ = 0;  ///< entries already in history_
+  std::size_t written_ = 0;                      ///< entries already in history_
   std::optional<TurnStats> last_;
   bool quit_ = false;
   Style style_;
@@ -795,8 +805,9 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str()
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
-  sub->footer("Exit codes: 0 after /quit or Ctrl-D, 5 when SIGTERM stopped an answer, 1 runtime failure, 2 a usage or "
-              "configuration error, 3 the plan does not fit. Also started by -i or -cnv (k3host --config PIPELINE -cnv).");
+  sub->footer(
+      "Exit codes: 0 after /quit or Ctrl-D, 5 when SIGTERM stopped an answer, 1 runtime failure, 2 a usage or "
+      "configuration error, 3 the plan does not fit. Also started by -i or -cnv (k3host --config PIPELINE -cnv).");
   return {sub, [&global, opt]() { return run_chat(global, *opt); }};
 }
 

@@ -41,7 +41,9 @@ Command register_doctor(CLI::App& app, GlobalOptions& global) {
       "wait policy, the disk under model.path (O_DIRECT reads of one expert's size) and the page cache, and the "
       "largest preset that fits with its forecast s/token, for the pipeline's model and for K3, each measured on its "
       "own shapes (docs/doctor.md)");
-  sub->add_option("--seconds", args->seconds, "Seconds of disk reads in all, shared by the models' expert sizes (the pipeline's model, K3), each split between depth 1 and --io-depth")
+  sub->add_option("--seconds", args->seconds,
+                  "Seconds of disk reads in all, shared by the models' expert sizes (the pipeline's model, K3), each "
+                  "split between depth 1 and --io-depth")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--io-depth", args->io_depth, "Reads in flight in the second disk pass")
@@ -50,7 +52,8 @@ Command register_doctor(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--assume-ram", args->assume_ram_gb,
                   "Plan the presets against this much usable memory (GB of 1e9 bytes) instead of measuring it")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--presets-dir", args->presets_dir, "Folder of preset files to choose from (default: the presets --config NAME reads)");
+  sub->add_option("--presets-dir", args->presets_dir,
+                  "Folder of preset files to choose from (default: the presets --config NAME reads)");
   sub->add_option("-o,--output", args->output, "Report format: text or json (stable keys, docs/doctor.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
@@ -62,7 +65,8 @@ Command register_doctor(CLI::App& app, GlobalOptions& global) {
       "cannot run (no checkpoint at model.path, a kernel set this CPU cannot run), 3 its memory plan or every "
       "preset's does not fit, 1 a read failed. The report goes to stdout, progress to stderr.");
   return {sub, [args, &global]() {
-            const std::filesystem::path file = global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config);
+            const std::filesystem::path file = global.config.empty() ? default_pipeline_file()
+                                                                     : std::filesystem::path(global.config);
             const Pipeline p = load_pipeline(file, global.overrides);
             DoctorOptions o;
             o.seconds = args->seconds;

@@ -63,9 +63,10 @@ Command register_make_model(CLI::App& app, GlobalOptions& /*global*/) {
       ->check(CLI::IsMember({"release", "compact", "f32"}));
   sub->add_flag("--headers-only", args->headers_only,
                 "Real headers over sparse files (no data, no disk use): the full k3 layout for index benchmarks");
-  sub->footer("OUT is written as a temporary folder and renamed when complete: Ctrl-C ends it at once and leaves no "
-              "OUT (the next write of OUT removes the temporary). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
-              "error, an unknown geometry or an OUT it may not replace.");
+  sub->footer(
+      "OUT is written as a temporary folder and renamed when complete: Ctrl-C ends it at once and leaves no "
+      "OUT (the next write of OUT removes the temporary). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
+      "error, an unknown geometry or an OUT it may not replace.");
   return {sub, [args, seed]() {
             const ModelGeometry g = load_geometry(args->geometry);
             MakeModelOptions o;

@@ -5,9 +5,9 @@
 // into place.
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <charconv>
 #include <memory>
 #include <string>
 
@@ -106,9 +106,10 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
                       "Gaussian weights, and decoding costs ~0.4 (huff) to ~0.6 (zstd) s of one core per GB. "
                       "The embedding, lm_head and final norm stay raw. See docs/streaming.md")
       ->check(CLI::IsMember(trunk_codec_names()));
-  sub->footer("OUT is written under a temporary name and renamed when complete: Ctrl-C ends it at once and leaves no "
-              "OUT (the next write of OUT removes the temporary). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
-              "error, a damaged checkpoint or an OUT it may not replace.");
+  sub->footer(
+      "OUT is written under a temporary name and renamed when complete: Ctrl-C ends it at once and leaves no "
+      "OUT (the next write of OUT removes the temporary). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
+      "error, a damaged checkpoint or an OUT it may not replace.");
   return {sub, [args]() {
             Progress progress;
             PackTrunkOptions o;
@@ -124,11 +125,12 @@ Command register_pack_trunk(CLI::App& app, GlobalOptions& /*global*/) {
               };
             const PackTrunkResult r = pack_trunk(o);
             std::printf("pack-trunk: %s -> %s\n", args->model.c_str(), r.dir.c_str());
-            std::printf("  %llu runs (%llu tensors, %llu row checksums), %.1f MB of tensor data, trunk.bin %.1f MB, "
-                        "checkpoint identity %s\n",
-                        static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.tensors),
-                        static_cast<unsigned long long>(r.row_sums), static_cast<double>(r.data_bytes) / 1e6,
-                        static_cast<double>(r.bin_bytes) / 1e6, identity_hex(r.identity).c_str());
+            std::printf(
+                "  %llu runs (%llu tensors, %llu row checksums), %.1f MB of tensor data, trunk.bin %.1f MB, "
+                "checkpoint identity %s\n",
+                static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.tensors),
+                static_cast<unsigned long long>(r.row_sums), static_cast<double>(r.data_bytes) / 1e6,
+                static_cast<double>(r.bin_bytes) / 1e6, identity_hex(r.identity).c_str());
             if (o.layers)
               std::printf("  layers %lld-%lld only: the other layers and the global tensors stay in the shards\n",
                           static_cast<long long>(o.layers->first), static_cast<long long>(o.layers->last));

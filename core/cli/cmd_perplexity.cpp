@@ -51,7 +51,8 @@ void show_scoring_progress(std::int64_t scored, std::int64_t total) {
 
 int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config),
+                    global.overrides);
   // Checked before the model loads, so a mistake costs nothing.
   const std::string text = read_text_file(opt.file, "perplexity", kMaxTextFileBytes);
   PerplexitySettings settings;
@@ -83,7 +84,9 @@ int run_perplexity(const GlobalOptions& global, const PerplexityOptions& opt) {
   if (r.interrupted && log_enabled(LogLevel::info)) std::fputc('\n', stderr);  // end the progress line
 
   if (opt.json) {
-    std::fputs(perplexity_json(r, {opt.file, runtime.model_uri(), runtime.model().kernel_set(), runtime.model().threads()}).c_str(),
+    std::fputs(perplexity_json(r,
+                               {opt.file, runtime.model_uri(), runtime.model().kernel_set(), runtime.model().threads()})
+                   .c_str(),
                stdout);
   } else {
     std::printf("perplexity %.9g over %lld tokens of %s (mean NLL %.9g nats, %.4f bits/token)%s\n", r.perplexity(),
@@ -111,9 +114,10 @@ Command register_perplexity(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--stride", opt->stride, "Ids between window starts (0: half the window); each id is scored once")
       ->capture_default_str();
   sub->add_flag("--json", opt->json, "Print the result as JSON (round-trip doubles) instead of text");
-  sub->footer("Chunks inside a window: job.prefill_chunk. Ctrl-C stops after the current chunk and prints what was "
-              "scored (exit 5). Exit codes: 0 ok, 1 runtime failure, 2 usage, 3 the plan does not fit, 4 a routed "
-              "expert failed to load, 5 interrupted.");
+  sub->footer(
+      "Chunks inside a window: job.prefill_chunk. Ctrl-C stops after the current chunk and prints what was "
+      "scored (exit 5). Exit codes: 0 ok, 1 runtime failure, 2 usage, 3 the plan does not fit, 4 a routed "
+      "expert failed to load, 5 interrupted.");
   return {sub, [&global, opt]() { return run_perplexity(global, *opt); }};
 }
 

@@ -38,9 +38,11 @@ Command register_plan(CLI::App& app, GlobalOptions& global) {
   sub->add_flag("--batched", args->batched,
                 "Plan serve.parallel sequences decoded together, as `serve` and `--prompts` run (with --parallel N, "
                 "N of them; 0 = as many as fit)");
-  sub->footer("A run of one prompt plans one sequence; `serve` and `--prompts` plan serve.parallel of them "
-              "(--batched or --parallel N shows that plan). It writes nothing and reads no weights. Exit codes: 0 the plan fits, 2 a usage or configuration error, "
-              "3 the plan does not fit.");
+  sub->footer(
+      "A run of one prompt plans one sequence; `serve` and `--prompts` plan serve.parallel of them "
+      "(--batched or --parallel N shows that plan). It writes nothing and reads no weights. Exit codes: 0 the plan "
+      "fits, 2 a usage or configuration error, "
+      "3 the plan does not fit.");
   return {sub, [args, &global]() {
             if (global.config.empty())
               throw UsageError("plan: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");

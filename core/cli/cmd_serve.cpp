@@ -70,12 +70,14 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   if (cli.budget_given) {
     // 1e9 MB (a petabyte) is beyond any machine and far inside size_t.
     if (!std::isfinite(cli.budget_mb) || cli.budget_mb < 0 || cli.budget_mb > 1e9)
-      throw UsageError("--snapshot-budget-mb must be a number of MB from 0 to 1e9, got " + std::to_string(cli.budget_mb));
+      throw UsageError("--snapshot-budget-mb must be a number of MB from 0 to 1e9, got " +
+                       std::to_string(cli.budget_mb));
     opt.snapshot_budget_bytes = static_cast<std::size_t>(cli.budget_mb * 1e6);
   }
   opt.reuse = !cli.no_reuse;
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config),
+                    global.overrides);
 
   StopSignal signal;  // from here on, Ctrl-C stops the server
   serve::Server server(opt);
@@ -117,15 +119,20 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
 }  // namespace
 
 Command register_serve(CLI::App& app, GlobalOptions& global) {
-  auto* sub = app.add_subcommand("serve", "Serve the pipeline's model over an OpenAI-compatible HTTP API (docs/serve.md)");
+  auto* sub =
+      app.add_subcommand("serve", "Serve the pipeline's model over an OpenAI-compatible HTTP API (docs/serve.md)");
   auto cli = std::make_shared<ServeCli>();
   serve::ServeOptions& o = cli->opt;
-  sub->add_option("--host", o.host, "Address to listen on (IPv4, IPv6 with or without brackets, or a name); a non-loopback one needs an API key")
+  sub->add_option(
+         "--host", o.host,
+         "Address to listen on (IPv4, IPv6 with or without brackets, or a name); a non-loopback one needs an API key")
       ->capture_default_str();
   sub->add_option("--port", o.port, "Port (0 = any free port, printed at start)")->capture_default_str();
   sub->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (or set K3_API_KEY)");
-  sub->add_option("--model-name", o.model_name, "Model id in /v1/models and responses (default: the checkpoint folder)");
-  sub->add_option("--queue", cli->queue, "Requests that may wait while every sequence slot generates, 0..256; more get 429")
+  sub->add_option("--model-name", o.model_name,
+                  "Model id in /v1/models and responses (default: the checkpoint folder)");
+  sub->add_option("--queue", cli->queue,
+                  "Requests that may wait while every sequence slot generates, 0..256; more get 429")
       ->capture_default_str();
   sub->add_option("--max-body", cli->max_body, "Largest request body in bytes, up to 256 MiB (larger: 413)")
       ->capture_default_str();
@@ -151,18 +158,20 @@ Command register_serve(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--max-client-connections", cli->max_client_connections,
                   "Connections open at once from one address, 1..--max-connections (more: 429)")
       ->capture_default_str();
-  sub->add_option("--snapshot-budget-mb", cli->budget_mb,
-                  "Memory for prefix-reuse snapshots in MB, 1e6 bytes (default: 4 full-context snapshots; 0: none kept)")
+  sub->add_option(
+         "--snapshot-budget-mb", cli->budget_mb,
+         "Memory for prefix-reuse snapshots in MB, 1e6 bytes (default: 4 full-context snapshots; 0: none kept)")
       ->each([cli](const std::string&) { cli->budget_given = true; });
   sub->add_option("--snapshot-interval", o.snapshot_interval, "Also snapshot every N tokens of a long prompt or reply")
       ->capture_default_str();
   sub->add_flag("--no-prefix-reuse", cli->no_reuse, "Prefill every request from scratch (no snapshots, no live reuse)");
-  sub->footer("Up to --parallel requests (serve.parallel; 0, the default: as many as the memory plan holds) are "
-              "decoded together, one forward pass per step for all of them, each reply the one it gets alone. "
-              "Ctrl-C (SIGINT) or SIGTERM stops the server: it stops listening, the running generations end at their next "
-              "token, waiting requests are answered 503, and it exits 0; a second signal exits at once with 5. Exit "
-              "codes: 0 stopped by a signal, 1 the address cannot be bound or a runtime failure, 2 a bad option or "
-              "pipeline, 3 the plan does not fit.");
+  sub->footer(
+      "Up to --parallel requests (serve.parallel; 0, the default: as many as the memory plan holds) are "
+      "decoded together, one forward pass per step for all of them, each reply the one it gets alone. "
+      "Ctrl-C (SIGINT) or SIGTERM stops the server: it stops listening, the running generations end at their next "
+      "token, waiting requests are answered 503, and it exits 0; a second signal exits at once with 5. Exit "
+      "codes: 0 stopped by a signal, 1 the address cannot be bound or a runtime failure, 2 a bad option or "
+      "pipeline, 3 the plan does not fit.");
   return {sub, [&global, cli]() { return run_serve(global, *cli); }};
 }
 

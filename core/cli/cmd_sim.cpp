@@ -149,11 +149,12 @@ int generate(SimOptions& o, const CLI::App& sub) {
   const Trace t = generate_trace(g);
   write_trace(o.generate, t);
   const TraceStats s = trace_stats(t);
-  std::printf("wrote %s: %llu requests (%llu forwards of %u layers x top-%u), %llu distinct experts; zipf %g, reuse %g, seed %llu\n",
-              o.generate.c_str(), static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.tokens),
-              g.layers, g.top_k,
-              static_cast<unsigned long long>(s.distinct_keys), g.zipf, g.reuse,
-              static_cast<unsigned long long>(g.seed));
+  std::printf(
+      "wrote %s: %llu requests (%llu forwards of %u layers x top-%u), %llu distinct experts; zipf %g, reuse %g, seed "
+      "%llu\n",
+      o.generate.c_str(), static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.tokens),
+      g.layers, g.top_k, static_cast<unsigned long long>(s.distinct_keys), g.zipf, g.reuse,
+      static_cast<unsigned long long>(g.seed));
   return 0;
 }
 
@@ -168,8 +169,10 @@ int simulate(const SimOptions& o) {
                        "--svg writes the figure without one");
   }
   // Where the results go is checked before the trace is read and simulated.
-  const std::pair<const char*, const std::string*> outputs[] = {
-      {"--csv", &o.csv}, {"--json", &o.json}, {"--svg", &o.svg}, {"--png", &o.png}};
+  const std::pair<const char*, const std::string*> outputs[] = {{"--csv", &o.csv},
+                                                                {"--json", &o.json},
+                                                                {"--svg", &o.svg},
+                                                                {"--png", &o.png}};
   for (const auto& [flag, file] : outputs)
     if (!file->empty()) check_output_file(*file, flag);
   const Trace trace = read_trace(o.trace);
@@ -214,10 +217,12 @@ int simulate(const SimOptions& o) {
 }  // namespace
 
 Command register_sim(CLI::App& app, GlobalOptions&) {
-  auto* sub = app.add_subcommand("sim", "Replay an expert trace through cache policies (or generate a synthetic trace)");
+  auto* sub =
+      app.add_subcommand("sim", "Replay an expert trace through cache policies (or generate a synthetic trace)");
   auto o = std::make_shared<SimOptions>();
   sub->add_option("trace", o->trace, "Trace file to replay (k3host trace format, docs/cache.md)");
-  sub->add_option("--policy", o->policies, "Cache plugins to simulate, comma-separated (default: every cache plugin found)")
+  sub->add_option("--policy", o->policies,
+                  "Cache plugins to simulate, comma-separated (default: every cache plugin found)")
       ->take_all();
   sub->add_option("--capacity", o->capacities,
                   "Capacities, comma-separated: slots (3647), decimal GB (64GB), or multiples of one token's "
@@ -238,13 +243,15 @@ Command register_sim(CLI::App& app, GlobalOptions&) {
   sub->add_option("--top-k", o->gen.top_k, "Generator: experts per token and layer");
   sub->add_option("--tokens", o->gen.tokens, "Generator: tokens");
   sub->add_option("--zipf", o->gen.zipf, "Generator: Zipf exponent of per-layer expert popularity (0 = uniform)");
-  sub->add_option("--reuse", o->gen.reuse, "Generator: probability that an expert of the previous token is chosen again");
+  sub->add_option("--reuse", o->gen.reuse,
+                  "Generator: probability that an expert of the previous token is chosen again");
   sub->add_option("--seed", o->gen.seed, "Generator: random seed");
   sub->add_option("--recompute-prompt", o->gen.recompute_prompt,
                   "Generator: emulate full-recompute decode from a prompt of this many tokens (0 = off)");
-  sub->footer("It keeps no state: Ctrl-C ends it at once, and a file it was writing is never left half-written (its "
-              "temporary is removed by the next write of that file). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
-              "error or a bad trace.");
+  sub->footer(
+      "It keeps no state: Ctrl-C ends it at once, and a file it was writing is never left half-written (its "
+      "temporary is removed by the next write of that file). Exit codes: 0 ok, 1 runtime failure, 2 a usage "
+      "error or a bad trace.");
   return {sub, [o, sub]() { return o->generate.empty() ? simulate(*o) : generate(*o, *sub); }};
 }
 

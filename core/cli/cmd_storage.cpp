@@ -56,8 +56,9 @@ std::optional<std::set<std::pair<long, long>>> parse_experts(const std::string& 
       const std::string e = item.substr(colon + 1);
       out.emplace(layer, e == "*" ? -1 : std::stol(e));
     } catch (const std::exception&) {
-      throw UsageError("storage warm: --experts: expected all, none or a list LAYER:EXPERT or LAYER:* (e.g. 1:0,1:5,2:*), got '" +
-                       item + "'");
+      throw UsageError(
+          "storage warm: --experts: expected all, none or a list LAYER:EXPERT or LAYER:* (e.g. 1:0,1:5,2:*), got '" +
+          item + "'");
     }
     at = comma + 1;
   }
@@ -198,9 +199,10 @@ Command register_storage(CLI::App& app, GlobalOptions& global) {
                                    "so a tiered backend holds them locally");
   warm->add_option("--experts", args->experts,
                    "Which routed experts: all (default), none, or LAYER:EXPERT / LAYER:* items, comma-separated");
-  warm->footer("Ctrl-C ends it at once: the blocks already in the tier stay, a block being written is never kept half "
-               "(it is renamed into place only when complete). Exit codes: 0 ok, 1 a read failed, 2 a usage or "
-               "configuration error.");
+  warm->footer(
+      "Ctrl-C ends it at once: the blocks already in the tier stay, a block being written is never kept half "
+      "(it is renamed into place only when complete). Exit codes: 0 ok, 1 a read failed, 2 a usage or "
+      "configuration error.");
   return {sub, [args, &global, warm]() {
             if (!warm->parsed()) throw UsageError("storage: expected a subcommand (warm)");
             return run_storage_warm(*args, global);

@@ -7,13 +7,11 @@
 // Input is the file (--file, or the main job's --prompt-file), the text of -p/--prompt, or
 // stdin, byte for byte; --ids IDS decodes those ids. Encoding prints the ids space-separated
 // on one line; --decode reads ids separated by whitespace or commas (as --ids takes them)
-// and writes the bytes they stand for, with nothing added. --lines treats every input line (split at '\n', which is not part of the
-// line) on its own: one output line per input line, in both directions.
-// Without --config the default pipeline (configs/default.yaml of the data folder, the source
-// tree's or the installed one: k3/data_dir.hpp) is used. When the tokenizer
-// params name no rank file, the checkpoint's own files are used: <model.path>/tiktoken.model
-// and, if it exists, <model.path>/tokenizer_config.json, read through the pipeline's storage
-// plugin (model.path may be a URL).
+// and writes the bytes they stand for, with nothing added. --lines treats every input line (split at '\n', which is not
+// part of the line) on its own: one output line per input line, in both directions. Without --config the default
+// pipeline (configs/default.yaml of the data folder, the source tree's or the installed one: k3/data_dir.hpp) is used.
+// When the tokenizer params name no rank file, the checkpoint's own files are used: <model.path>/tiktoken.model and, if
+// it exists, <model.path>/tokenizer_config.json, read through the pipeline's storage plugin (model.path may be a URL).
 // Bad input (invalid UTF-8, an id outside the vocabulary, a word that is not an id) is a
 // usage error (exit 2) naming the line and byte offset.
 #include <charconv>
@@ -89,7 +87,8 @@ std::vector<std::string_view> units_of(std::string_view input, bool lines) {
 
 std::shared_ptr<sdk::Tokenizer> make_tokenizer(const GlobalOptions& global) {
   const Pipeline pipeline =
-      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config), global.overrides);
+      load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config),
+                    global.overrides);
   PluginHost host(pipeline.plugin_path());
   const auto storage = create_pipeline_storage(pipeline, host);
   // The tokenizer reads its files at creation only, so the storage may end with this function.
@@ -176,15 +175,17 @@ int run_tokenize(const GlobalOptions& global, const TokenizeOptions& options) {
 Command register_tokenize(CLI::App& app, GlobalOptions& global) {
   auto* sub = app.add_subcommand("tokenize", "Encode text to token ids (or decode ids) with the pipeline's tokenizer");
   auto opt = std::make_shared<TokenizeOptions>();
-  sub->add_option("--file,-f", opt->file, "Input file (default: stdin; or the text of -p TEXT, or --ids IDS to decode)");
+  sub->add_option("--file,-f", opt->file,
+                  "Input file (default: stdin; or the text of -p TEXT, or --ids IDS to decode)");
   sub->add_flag("--decode,-d", opt->decode,
                 "Read token ids, separated by spaces or commas, and write the text they stand for");
   sub->add_flag("--special", opt->special,
                 "Encode special-token text (<|end_of_msg|>, <|open|>: docs/chat.md) as its id, not as plain text");
   sub->add_flag("--lines", opt->lines, "Treat each input line on its own (one output line per input line)");
-  sub->footer("It keeps no state: Ctrl-C ends it at once. Exit codes: 0 ok, 1 a read or write failed, 2 a usage or "
-              "configuration error or bad input (invalid UTF-8, a word that is not an id, an id outside the "
-              "vocabulary: named with its line and byte offset).");
+  sub->footer(
+      "It keeps no state: Ctrl-C ends it at once. Exit codes: 0 ok, 1 a read or write failed, 2 a usage or "
+      "configuration error or bad input (invalid UTF-8, a word that is not an id, an id outside the "
+      "vocabulary: named with its line and byte offset).");
   return {sub, [&global, opt]() { return run_tokenize(global, *opt); }};
 }
 

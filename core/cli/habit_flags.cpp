@@ -26,7 +26,7 @@ struct Alias {
 };
 constexpr std::array kAliases = {
     Alias{"-cnv", "--conversation"}, Alias{"-if", "--conversation"}, Alias{"-no-cnv", "--no-conversation"},
-    Alias{"-ngl", "--n-gpu-layers"}, Alias{"-md", "--model-draft"}, Alias{"-np", "--parallel"},
+    Alias{"-ngl", "--n-gpu-layers"}, Alias{"-md", "--model-draft"},  Alias{"-np", "--parallel"},
 };
 
 /// Flags of llama.cpp that have no meaning in k3host, and why: refused on the main command
@@ -40,8 +40,9 @@ constexpr std::array kRefused = {
             "-t/--threads sets the threads of the prompt and of generation alike"},
     Refused{"-ub --ubatch-size", "the prompt is fed in chunks of -b/--batch-size tokens (job.prefill_chunk)"},
     Refused{"--mlock", "k3host does not lock memory: its memory plan decides what stays resident (memory.* keys)"},
-    Refused{"--no-mmap --mmap", "storage.plugin chooses how the checkpoint is read (posix, mmap, direct ...; "
-                                "k3host plugins)"},
+    Refused{"--no-mmap --mmap",
+            "storage.plugin chooses how the checkpoint is read (posix, mmap, direct ...; "
+            "k3host plugins)"},
     Refused{"-fa --flash-attn", "attention is computed as docs/model-spec.md specifies; there is no other to choose"},
     Refused{"-ctk --cache-type-k -ctv --cache-type-v",
             "the cache keeps the model's own values; no other cache type exists"},
@@ -50,7 +51,8 @@ constexpr std::array kRefused = {
             "--xtc-probability --xtc-threshold --dry-multiplier --dry-base --dry-allowed-length "
             "--dry-penalty-last-n --top-nsigma --sampling-seq --samplers",
             "not implemented; k3host samples with --temp, --top-k, --top-p, --min-p and --repeat-penalty"},
-    Refused{"-r --reverse-prompt", "the job ends at the model's EOS or after -n tokens; k3host serve takes stop strings"},
+    Refused{"-r --reverse-prompt",
+            "the job ends at the model's EOS or after -n tokens; k3host serve takes stop strings"},
     Refused{"-e --escape --no-escape", "a prompt is taken exactly as written: give a real newline, or -f FILE"},
     Refused{"-sys --system-prompt", "k3host chat --system TEXT sets the system prompt"},
     Refused{"-hf -hfr --hf-repo -hff --hf-file -mu --model-url",
@@ -210,8 +212,9 @@ std::vector<std::string> check_command_line(const CLI::App& app, int argc, const
     }
     // A value glued to its flag only when it is a number (-n32, -t8): -cnv is not -c nv.
     if (!is_number(a.substr(2)))
-      unknown_flag(scope, a, " (a flag of several letters after one dash is read whole, never as " + a.substr(0, 2) +
-                                 " " + a.substr(2) + ")");
+      unknown_flag(scope, a,
+                   " (a flag of several letters after one dash is read whole, never as " + a.substr(0, 2) + " " +
+                       a.substr(2) + ")");
     i += values_taken(opt, true, args, i + 1, scope);
   }
   return args;

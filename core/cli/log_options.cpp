@@ -13,7 +13,7 @@ void add_log_options(CLI::App& app, GlobalOptions& global) {
   auto* level = app.add_option("--log-level", global.log.level,
                                "Log level: trace, debug, info (default), warn, error or off. Without a "
                                "flag, the K3_LOG_LEVEL environment variable sets it")
-                   ->type_name("LEVEL");
+                    ->type_name("LEVEL");
   auto* verbose = app.add_flag("-v,--verbose", global.log.verbose, "More log lines: debug, twice (-vv) trace");
   auto* quiet = app.add_flag("-q,--quiet", global.log.quiet,
                              "Warnings and errors only; the main job also prints only the generated text");

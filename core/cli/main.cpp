@@ -18,8 +18,9 @@ namespace {
 int run_conversation(const k3::cli::GlobalOptions& global, const std::vector<k3::cli::Command>& commands) {
   for (const char* key : {"job.prompt", "job.prompt_file", "job.ids"})
     if (k3::cli::given_flag(global, key) != nullptr)
-      throw k3::UsageError("--conversation (-i, -cnv) starts k3host chat, which takes no prompt: type it at the "
-                           "chat's prompt (a system prompt: k3host chat --system TEXT)");
+      throw k3::UsageError(
+          "--conversation (-i, -cnv) starts k3host chat, which takes no prompt: type it at the "
+          "chat's prompt (a system prompt: k3host chat --system TEXT)");
   for (const auto& cmd : commands)
     if (cmd.app->get_name() == "chat") return cmd.run();
   throw k3::UsageError("--conversation: this k3host has no chat command");
@@ -30,13 +31,15 @@ int run_conversation(const k3::cli::GlobalOptions& global, const std::vector<k3:
 int main(int argc, char** argv) {
   using namespace k3::cli;
   apply_openmp_wait_policy(argv);  // may re-execute this program once: before anything else
-  CLI::App app{"k3host — runs Moonshot's Kimi K3 exactly on a CPU in a few GB of RAM,\n"
-               "streaming the trunk and the routed experts from storage through plugins.",
-               "k3host"};
+  CLI::App app{
+      "k3host — runs Moonshot's Kimi K3 exactly on a CPU in a few GB of RAM,\n"
+      "streaming the trunk and the routed experts from storage through plugins.",
+      "k3host"};
   app.fallthrough();  // --config/--set may follow a subcommand
   app.require_subcommand(0, 1);
   GlobalOptions global;
-  app.add_option("--config", global.config, "Pipeline: a preset name (laptop; see --list-presets) or a YAML file path (presets/laptop.yaml)");
+  app.add_option("--config", global.config,
+                 "Pipeline: a preset name (laptop; see --list-presets) or a YAML file path (presets/laptop.yaml)");
   app.add_option("--set", global.sets, "Override a pipeline key: --set memory.expert_cache_gb=2 (repeatable)")
       ->take_all();
   add_pipeline_flags(app, global);
@@ -89,7 +92,8 @@ int main(int argc, char** argv) {
     for (const auto& cmd : commands)
       if (cmd.app->parsed()) {
         if (habits.conversation)
-          throw k3::UsageError("--conversation (-i, -cnv) starts k3host chat; it does not go with " + cmd.app->get_name());
+          throw k3::UsageError("--conversation (-i, -cnv) starts k3host chat; it does not go with " +
+                               cmd.app->get_name());
         return cmd.run();
       }
     if (habits.conversation) return run_conversation(global, commands);

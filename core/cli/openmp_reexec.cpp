@@ -33,7 +33,8 @@ std::string own_path() {
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) return {};
   buf[n] = '\0';
-  struct stat by_path{}, running{};
+  struct stat by_path {
+  }, running{};
   if (::stat(buf, &by_path) != 0 || ::stat("/proc/self/exe", &running) != 0) return {};
   if (by_path.st_dev != running.st_dev || by_path.st_ino != running.st_ino) return {};
   return buf;

@@ -20,10 +20,10 @@ enum class Value {
 };
 
 struct FlagSpec {
-  const char* names;   ///< CLI11 names, e.g. "-n,--max-tokens"
-  const char* key;     ///< the pipeline key it sets
+  const char* names;  ///< CLI11 names, e.g. "-n,--max-tokens"
+  const char* key;    ///< the pipeline key it sets
   Value value;
-  const char* type;    ///< shown in --help
+  const char* type;  ///< shown in --help
   const char* help;
   const char* fixed = nullptr;  ///< Value::fixed: the value it sets
 };
@@ -41,10 +41,12 @@ constexpr FlagSpec kFlags[] = {
     {"-t,--threads", "threads", Value::yaml, "N", "Compute threads, 0 = every CPU (sets threads)"},
     {"-c,--context,--ctx-size", "memory.context", Value::yaml, "N",
      "Context length in tokens the plan reserves; generation stops when it is full (sets memory.context)"},
-    {"-b,--batch-size", "job.prefill_chunk", Value::yaml, "N", "Prompt tokens per prefill chunk (sets job.prefill_chunk)"},
+    {"-b,--batch-size", "job.prefill_chunk", Value::yaml, "N",
+     "Prompt tokens per prefill chunk (sets job.prefill_chunk)"},
     {"--temp,--temperature", "job.sampling.temperature", Value::yaml, "T",
      "Sampling temperature, 0 = greedy (sets job.sampling.temperature)"},
-    {"--top-k", "job.sampling.top_k", Value::yaml, "K", "Sample among the K most likely tokens, 0 = all (sets job.sampling.top_k)"},
+    {"--top-k", "job.sampling.top_k", Value::yaml, "K",
+     "Sample among the K most likely tokens, 0 = all (sets job.sampling.top_k)"},
     {"--top-p", "job.sampling.top_p", Value::yaml, "P", "Nucleus sampling threshold (sets job.sampling.top_p)"},
     {"--min-p", "job.sampling.min_p", Value::yaml, "P",
      "Sample among tokens at least P times as likely as the first (sets job.sampling.min_p)"},
@@ -168,8 +170,10 @@ std::vector<Override> pipeline_overrides(const GlobalOptions& global) {
                        (std::string(f.key) == "job.prompt" ? " (an empty prompt; give text, --ids or --file)" : ""));
     // -c was --config before it was --context, as in most engines: say so, not "no pipeline".
     if (std::string(f.key) == "memory.context" && (slot.value.ends_with(".yaml") || slot.value.ends_with(".yml")))
-      throw UsageError(flag + " " + slot.value + ": -c/--context is the context length in tokens; give the pipeline "
-                       "with --config " + slot.value);
+      throw UsageError(flag + " " + slot.value +
+                       ": -c/--context is the context length in tokens; give the pipeline "
+                       "with --config " +
+                       slot.value);
     std::string value = slot.value;
     if (f.value == Value::text) value = quote_yaml(value);
     if (f.value == Value::list) value = "[" + id_list(value) + "]";

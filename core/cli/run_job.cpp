@@ -21,17 +21,19 @@ namespace k3::cli {
 void add_run_options(CLI::App& app, RunOptions& run) {
   app.add_flag("--print-config", run.print_config, "Print the merged pipeline (after extends and --set) and exit");
   app.add_flag("--list-presets", run.list_presets, "List the memory presets (from the preset files) and exit");
-  app.add_option("--presets-dir", run.presets_dir, "Folder of preset files for --list-presets (default: the presets --config NAME finds)");
+  app.add_option("--presets-dir", run.presets_dir,
+                 "Folder of preset files for --list-presets (default: the presets --config NAME finds)");
   app.add_flag("--print-schema", run.print_schema,
                "Print every pipeline key with its type, default and meaning (Markdown) and exit");
   app.add_flag("--version", run.version,
                "Print the version, the commit it was built from, the compiler and the kernel sets this CPU runs");
-  app.footer("Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
-             "report (--out) are still written, then exit code 5; --load-state continues it exactly. A storage "
-             "wait (a stalled server) is cut short instead: the report is written, the state is not. A second "
-             "Ctrl-C exits at once, leaving no temporary file. A run that fails (exit 1, 4) writes the report "
-             "with the reason too. Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 the "
-             "plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
+  app.footer(
+      "Ctrl-C (or SIGTERM) stops a run at the next token: the trace, the state (--save-state) and the "
+      "report (--out) are still written, then exit code 5; --load-state continues it exactly. A storage "
+      "wait (a stalled server) is cut short instead: the report is written, the state is not. A second "
+      "Ctrl-C exits at once, leaving no temporary file. A run that fails (exit 1, 4) writes the report "
+      "with the reason too. Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 the "
+      "plan does not fit, 4 a routed expert failed to load, 5 interrupted.");
 }
 
 
@@ -69,23 +71,26 @@ void print_io_report(const JobReport& r) {
                 format_bytes(r.plan.total).c_str());
     return;
   }
-  std::printf("read: trunk %s, experts %s, embedding/head %s | true hit rate %.1f%% | I/O share of wall clock "
-              "%.1f%% | %.3f s/token | peak RSS %s (plan %s)\n",
-              format_bytes(r.io.trunk_bytes).c_str(), format_bytes(r.io.expert_bytes).c_str(),
-              format_bytes(r.io.table_bytes).c_str(),
-              r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0,
-              100.0 * r.io_share, r.seconds_per_token, format_bytes(r.peak_rss).c_str(), format_bytes(r.plan.total).c_str());
+  std::printf(
+      "read: trunk %s, experts %s, embedding/head %s | true hit rate %.1f%% | I/O share of wall clock "
+      "%.1f%% | %.3f s/token | peak RSS %s (plan %s)\n",
+      format_bytes(r.io.trunk_bytes).c_str(), format_bytes(r.io.expert_bytes).c_str(),
+      format_bytes(r.io.table_bytes).c_str(),
+      r.io.expert_requests ? 100.0 * static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests)
+                           : 0.0,
+      100.0 * r.io_share, r.seconds_per_token, format_bytes(r.peak_rss).c_str(), format_bytes(r.plan.total).c_str());
   if (r.prefetch_depth > 0) {
     const auto pct = [](std::uint64_t a, std::uint64_t b) {
       return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
-    std::printf("prefetch (depth %zu): %llu experts read ahead (%s), %llu used, %s wasted | prefetch hits %llu "
-                "(%.1f%% of requests) | predictor recall %.1f%%, precision %.1f%%\n",
-                r.prefetch_depth, static_cast<unsigned long long>(r.io.prefetch_experts),
-                format_bytes(r.io.prefetch_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_used),
-                format_bytes(r.io.prefetch_wasted_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_hits),
-                pct(r.io.prefetch_hits, r.io.expert_requests), pct(r.io.lookahead_correct, r.io.lookahead_routed),
-                pct(r.io.lookahead_correct, r.io.lookahead_predicted));
+    std::printf(
+        "prefetch (depth %zu): %llu experts read ahead (%s), %llu used, %s wasted | prefetch hits %llu "
+        "(%.1f%% of requests) | predictor recall %.1f%%, precision %.1f%%\n",
+        r.prefetch_depth, static_cast<unsigned long long>(r.io.prefetch_experts),
+        format_bytes(r.io.prefetch_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_used),
+        format_bytes(r.io.prefetch_wasted_bytes).c_str(), static_cast<unsigned long long>(r.io.prefetch_hits),
+        pct(r.io.prefetch_hits, r.io.expert_requests), pct(r.io.lookahead_correct, r.io.lookahead_routed),
+        pct(r.io.lookahead_correct, r.io.lookahead_predicted));
   }
 }
 
@@ -115,8 +120,8 @@ std::string stop_note(const JobReport& r) {
 /// --version: what was built, from which commit, and which kernel sets this CPU can run.
 int print_version() {
   const BuildInfo& b = build_info();
-  std::printf("k3host %s\ncommit %s\ncompiler %s, %s build\n", b.version.c_str(), b.commit.c_str(),
-              b.compiler.c_str(), b.build_type.c_str());
+  std::printf("k3host %s\ncommit %s\ncompiler %s, %s build\n", b.version.c_str(), b.commit.c_str(), b.compiler.c_str(),
+              b.build_type.c_str());
   const PluginHost host;
   std::string runs;
   for (const auto& p : host.plugins())
@@ -126,7 +131,8 @@ int print_version() {
                 host.search_path().empty() ? "(no plugin folder)" : host.search_path().front().c_str());
     return static_cast<int>(ExitCode::runtime);
   }
-  std::printf("kernel sets this CPU runs: %s (chosen by default: %s)\n", runs.c_str(), host.best_kernels().name.c_str());
+  std::printf("kernel sets this CPU runs: %s (chosen by default: %s)\n", runs.c_str(),
+              host.best_kernels().name.c_str());
   return 0;
 }
 
@@ -178,18 +184,21 @@ int run_pipeline(const Pipeline& pipeline, bool quiet, Cluster* cluster) {
   if (!stdout_line_ended_by_log()) std::printf("\n");
   set_stdout_line_open(false);
   if (!quiet) {
-    std::printf("generated %zu tokens%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
-                r.result.generated.size(), stop_note(r).c_str(), r.result.prefill_seconds, r.tokens_per_second, format_bytes(r.peak_rss).c_str(), r.kernels.c_str(),
-                r.threads);
+    std::printf(
+        "generated %zu tokens%s | prefill %.3f s | decode %.2f tokens/s | peak RSS %s | kernels %s, %d threads\n",
+        r.result.generated.size(), stop_note(r).c_str(), r.result.prefill_seconds, r.tokens_per_second,
+        format_bytes(r.peak_rss).c_str(), r.kernels.c_str(), r.threads);
     print_io_report(r);
     if (const SpeculativeStats& sp = r.result.speculative; sp.verify_passes > 0)
-      std::printf("speculative: %zu tokens fed back in %llu forward passes (%.2f per pass) | drafts accepted "
-                  "%llu of %llu (%.1f%%)%s\n",
-                  r.decode_forwards, static_cast<unsigned long long>(sp.passes()),
-                  static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()),
-                  static_cast<unsigned long long>(sp.drafts_accepted), static_cast<unsigned long long>(sp.drafts_proposed),
-                  sp.drafts_proposed ? 100.0 * static_cast<double>(sp.drafts_accepted) / static_cast<double>(sp.drafts_proposed) : 0.0,
-                  r.speculative.model ? (" | drafted by " + r.speculative.model->model().uri()).c_str() : "");
+      std::printf(
+          "speculative: %zu tokens fed back in %llu forward passes (%.2f per pass) | drafts accepted "
+          "%llu of %llu (%.1f%%)%s\n",
+          r.decode_forwards, static_cast<unsigned long long>(sp.passes()),
+          static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()),
+          static_cast<unsigned long long>(sp.drafts_accepted), static_cast<unsigned long long>(sp.drafts_proposed),
+          sp.drafts_proposed ? 100.0 * static_cast<double>(sp.drafts_accepted) / static_cast<double>(sp.drafts_proposed)
+                             : 0.0,
+          r.speculative.model ? (" | drafted by " + r.speculative.model->model().uri()).c_str() : "");
     if (!r.report_file.empty()) std::printf("report: %s\n", r.report_file.c_str());
   }
   std::fflush(stdout);
@@ -239,7 +248,8 @@ int run_job(const GlobalOptions& global, const RunOptions& run) {
                   p.description.c_str());
     return 0;
   }
-  if (global.config.empty()) throw UsageError("no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
+  if (global.config.empty())
+    throw UsageError("no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
   const Pipeline pipeline = load_pipeline(global.config, global.overrides);
   if (run.print_config) {
     std::fputs(pipeline.dump().c_str(), stdout);

@@ -10,11 +10,11 @@
 namespace k3::cli {
 
 struct RunOptions {
-  bool print_config = false;   ///< --print-config: print the merged pipeline, run nothing
-  bool list_presets = false;   ///< --list-presets: list presets/*.yaml, run nothing
-  bool print_schema = false;   ///< --print-schema: print every pipeline key (Markdown), run nothing
-  std::string presets_dir;     ///< --presets-dir (default: ./presets, else the installed ones)
-  bool version = false;        ///< --version: version, commit, compiler, kernel sets; run nothing
+  bool print_config = false;  ///< --print-config: print the merged pipeline, run nothing
+  bool list_presets = false;  ///< --list-presets: list presets/*.yaml, run nothing
+  bool print_schema = false;  ///< --print-schema: print every pipeline key (Markdown), run nothing
+  std::string presets_dir;    ///< --presets-dir (default: ./presets, else the installed ones)
+  bool version = false;       ///< --version: version, commit, compiler, kernel sets; run nothing
 };
 
 void add_run_options(CLI::App& app, RunOptions& run);

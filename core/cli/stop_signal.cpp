@@ -12,7 +12,8 @@ namespace {
 // Signal handlers may touch only lock-free atomics and async-signal-safe calls.
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
-struct sigaction g_old_int{}, g_old_term{};
+struct sigaction g_old_int {
+}, g_old_term{};
 
 void on_signal(int sig) {
   if (g_stop.exchange(true)) {  // the second one: no half-written file, no temporary file
@@ -31,7 +32,7 @@ void on_signal(int sig) {
 StopSignal::StopSignal() {
   static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
   clear();
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking read (the chat prompt) returns EINTR

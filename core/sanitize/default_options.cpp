@@ -22,8 +22,6 @@ __attribute__((visibility("default"), used)) const char* __ubsan_default_options
 
 // Leaks in third-party code that we cannot fix, one line each with its reason (a leak in our
 // own code is fixed, never listed here).
-__attribute__((visibility("default"), used)) const char* __lsan_default_suppressions() {
-  return "";
-}
+__attribute__((visibility("default"), used)) const char* __lsan_default_suppressions() { return ""; }
 
 }  // extern "C"

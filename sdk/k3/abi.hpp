@@ -50,13 +50,13 @@
 extern "C" {
 /// The descriptor every plugin exports as `k3_plugin_descriptor`. \since ABI 1
 struct K3PluginDescriptor {
-  std::uint32_t abi;       ///< K3_PLUGIN_ABI the plugin was built with. Must stay first.
-  const char* kind;        ///< "storage", "cache", "kernels", "tokenizer" or "transport" (ABI 5)
-  const char* name;        ///< unique plugin name, e.g. "posix"
-  const char* version;     ///< the plugin's own version, MAJOR.MINOR.PATCH ("1.0.0")
-  const char* toolchain;   ///< K3_TOOLCHAIN when built
-  int (*score)(void);      ///< kernels: 0 = cannot run on this CPU, higher = preferred.
-                           ///< Others: may be null (treated as 1). Must run no ISA code.
+  std::uint32_t abi;      ///< K3_PLUGIN_ABI the plugin was built with. Must stay first.
+  const char* kind;       ///< "storage", "cache", "kernels", "tokenizer" or "transport" (ABI 5)
+  const char* name;       ///< unique plugin name, e.g. "posix"
+  const char* version;    ///< the plugin's own version, MAJOR.MINOR.PATCH ("1.0.0")
+  const char* toolchain;  ///< K3_TOOLCHAIN when built
+  int (*score)(void);     ///< kernels: 0 = cannot run on this CPU, higher = preferred.
+                          ///< Others: may be null (treated as 1). Must run no ISA code.
 };
 
 /// The type of a described parameter; params.hpp says which text each one accepts. \since ABI 3
@@ -94,7 +94,7 @@ struct ParamDescriptor {
 extern "C" {
 /// What `k3_plugin_params` points at: the plugin's parameter table. \since ABI 3
 struct K3PluginParams {
-  std::uint32_t count;              ///< entries in `items` (0: the plugin takes no parameters)
+  std::uint32_t count;                    ///< entries in `items` (0: the plugin takes no parameters)
   const k3::sdk::ParamDescriptor* items;  ///< nullptr when count is 0
 };
 }

@@ -37,9 +37,7 @@ namespace k3::sdk {
 struct ExpertKey {
   std::uint32_t layer = 0;
   std::uint32_t expert = 0;
-  [[nodiscard]] constexpr std::uint64_t packed() const noexcept {
-    return (std::uint64_t{layer} << 32) | expert;
-  }
+  [[nodiscard]] constexpr std::uint64_t packed() const noexcept { return (std::uint64_t{layer} << 32) | expert; }
   static constexpr ExpertKey unpack(std::uint64_t v) noexcept {
     return {static_cast<std::uint32_t>(v >> 32), static_cast<std::uint32_t>(v)};
   }

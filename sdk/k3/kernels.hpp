@@ -47,11 +47,11 @@ class __attribute__((visibility("default"))) KernelSet {
   /// Short name of the set, e.g. "scalar", "avx2".
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;
   /// Y[b, r] = Σ_c W[r, c]·X[b, c], W bf16 [rows, cols].
-  virtual void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, RowRange range,
-                           const float* x, std::size_t batch, float* y) const noexcept = 0;
+  virtual void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
+                           std::size_t batch, float* y) const noexcept = 0;
   /// Same with W fp32 [rows, cols].
-  virtual void matmul_f32(const float* w, std::size_t rows, std::size_t cols, RowRange range,
-                          const float* x, std::size_t batch, float* y) const noexcept = 0;
+  virtual void matmul_f32(const float* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
+                          std::size_t batch, float* y) const noexcept = 0;
   /// Same with W MXFP4, straight from the packed nibbles.
   virtual void matmul_mxfp4(const Mxfp4Matrix& w, RowRange range, const float* x, std::size_t batch,
                             float* y) const noexcept = 0;

@@ -66,18 +66,17 @@ constexpr ParamDescriptor path(const char* key, const char* default_value, const
   return {key, K3_PARAM_PATH, default_value, nullptr, meaning, 0};
 }
 constexpr ParamDescriptor integer(const char* key, const char* default_value, const char* interval,
-                                    const char* meaning) {
+                                  const char* meaning) {
   return {key, K3_PARAM_INTEGER, default_value, interval, meaning, 0};
 }
 constexpr ParamDescriptor number(const char* key, const char* default_value, const char* interval,
-                                   const char* meaning) {
+                                 const char* meaning) {
   return {key, K3_PARAM_NUMBER, default_value, interval, meaning, 0};
 }
 constexpr ParamDescriptor boolean(const char* key, const char* default_value, const char* meaning) {
   return {key, K3_PARAM_BOOL, default_value, nullptr, meaning, 0};
 }
-constexpr ParamDescriptor choice(const char* key, const char* default_value, const char* choices,
-                                   const char* meaning) {
+constexpr ParamDescriptor choice(const char* key, const char* default_value, const char* choices, const char* meaning) {
   return {key, K3_PARAM_ENUM, default_value, choices, meaning, 0};
 }
 /// "inner.*": every key under the prefix, passed on elsewhere (read with ParamReader::forwarded).
@@ -96,7 +95,9 @@ constexpr ParamDescriptor required(ParamDescriptor d) {
 
 namespace detail {
 
-inline std::string_view text_of(const char* s) noexcept { return s != nullptr ? std::string_view(s) : std::string_view(); }
+inline std::string_view text_of(const char* s) noexcept {
+  return s != nullptr ? std::string_view(s) : std::string_view();
+}
 
 inline std::string_view trimmed(std::string_view s) noexcept {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -175,7 +176,9 @@ inline bool describes(const ParamDescriptor& d, std::string_view key) noexcept {
   return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
 }
 
-inline bool is_interval_type(std::uint32_t type) noexcept { return type == K3_PARAM_INTEGER || type == K3_PARAM_NUMBER; }
+inline bool is_interval_type(std::uint32_t type) noexcept {
+  return type == K3_PARAM_INTEGER || type == K3_PARAM_NUMBER;
+}
 
 /// True when `value` is one of the '|'-separated `choices` ("p*" matches by prefix).
 inline bool is_choice(std::string_view choices, std::string_view value) noexcept {
@@ -258,8 +261,10 @@ inline std::string value_problem(const ParamDescriptor& d, std::string_view valu
       if (!detail::parse_number(value, v)) return "expected a number, got '" + shown + "'";
       detail::Interval iv;
       if (!detail::parse_interval(allowed, iv)) return {};
-      const bool below = !iv.lo.empty() && detail::parse_number(iv.lo, bound) && (v < bound || (iv.lo_open && v == bound));
-      const bool above = !iv.hi.empty() && detail::parse_number(iv.hi, bound) && (v > bound || (iv.hi_open && v == bound));
+      const bool below = !iv.lo.empty() && detail::parse_number(iv.lo, bound) &&
+                         (v < bound || (iv.lo_open && v == bound));
+      const bool above = !iv.hi.empty() && detail::parse_number(iv.hi, bound) &&
+                         (v > bound || (iv.hi_open && v == bound));
       return below || above ? shown + " is out of range " + allowed_text(d) : std::string();
     }
     default: return "has an unknown type " + std::to_string(d.type);
@@ -269,8 +274,8 @@ inline std::string value_problem(const ParamDescriptor& d, std::string_view valu
 /// "queue_depth: 0 is out of range 1–4096 (ring entries per read() call)": a problem with
 /// one parameter, quoting its description.
 inline std::string quoted_problem(const ParamDescriptor& d, std::string_view problem) {
-  return std::string(detail::text_of(d.key)) + ": " + std::string(problem) + " (" + std::string(detail::text_of(d.meaning)) +
-         ")";
+  return std::string(detail::text_of(d.key)) + ": " + std::string(problem) + " (" +
+         std::string(detail::text_of(d.meaning)) + ")";
 }
 
 /// The entry that describes `key` (its own, or a family's), or nullptr.
@@ -320,10 +325,13 @@ inline std::string table_problem(std::span<const ParamDescriptor> table) {
       detail::Integer i_bound;
       double d_bound = 0;
       for (const std::string_view b : {iv.lo, iv.hi})
-        if (!b.empty() && !(d.type == K3_PARAM_INTEGER ? detail::parse_integer(b, i_bound) : detail::parse_number(b, d_bound)))
-          return where + ": bound '" + std::string(b) + "' is not " + (d.type == K3_PARAM_INTEGER ? "an integer" : "a number");
+        if (!b.empty() &&
+            !(d.type == K3_PARAM_INTEGER ? detail::parse_integer(b, i_bound) : detail::parse_number(b, d_bound)))
+          return where + ": bound '" + std::string(b) + "' is not " +
+                 (d.type == K3_PARAM_INTEGER ? "an integer" : "a number");
     } else if (d.type == K3_PARAM_ENUM) {
-      if (allowed.empty() || allowed.front() == '|' || allowed.back() == '|' || allowed.find("||") != std::string_view::npos)
+      if (allowed.empty() || allowed.front() == '|' || allowed.back() == '|' ||
+          allowed.find("||") != std::string_view::npos)
         return where + ": an enum needs its choices, '|'-separated";
     } else if (d.allowed != nullptr) {
       return where + ": only integers, numbers and enums have allowed values";
@@ -400,7 +408,8 @@ class ParamReader {
     const long i = mark(key);
     if (i < 0 && d.default_value == nullptr) drift(key, "has no default in the table");
     double v = 0;
-    (void)detail::parse_number(i >= 0 ? params_[static_cast<std::size_t>(i)].value : detail::text_of(d.default_value), v);
+    (void)detail::parse_number(i >= 0 ? params_[static_cast<std::size_t>(i)].value : detail::text_of(d.default_value),
+                               v);
     return v;
   }
 

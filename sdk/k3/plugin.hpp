@@ -49,11 +49,26 @@ using Factory = Status(const CreateArgs& args, std::unique_ptr<Interface>& out,
                        std::vector<std::string>& unknown_params);
 
 namespace kind {
-struct storage { using Interface = StorageBackend; static constexpr const char* name = "storage"; };
-struct cache { using Interface = CachePolicy; static constexpr const char* name = "cache"; };
-struct kernels { using Interface = KernelSet; static constexpr const char* name = "kernels"; };
-struct tokenizer { using Interface = Tokenizer; static constexpr const char* name = "tokenizer"; };
-struct transport { using Interface = Transport; static constexpr const char* name = "transport"; };
+struct storage {
+  using Interface = StorageBackend;
+  static constexpr const char* name = "storage";
+};
+struct cache {
+  using Interface = CachePolicy;
+  static constexpr const char* name = "cache";
+};
+struct kernels {
+  using Interface = KernelSet;
+  static constexpr const char* name = "kernels";
+};
+struct tokenizer {
+  using Interface = Tokenizer;
+  static constexpr const char* name = "tokenizer";
+};
+struct transport {
+  using Interface = Transport;
+  static constexpr const char* name = "transport";
+};
 }  // namespace kind
 
 namespace detail {
@@ -72,29 +87,28 @@ Status guarded_create(const CreateArgs& args, std::unique_ptr<typename Kind::Int
 
 }  // namespace k3::sdk
 
-#define K3_PLUGIN(KIND, NAME, VERSION, FACTORY, SCORE)                                         \
-  namespace k3_plugin_export {                                                                 \
-  const K3PluginDescriptor k3_descriptor_entry = {K3_PLUGIN_ABI, ::k3::sdk::kind::KIND::name, NAME,     \
-                                         VERSION, K3_TOOLCHAIN, SCORE};                        \
+#define K3_PLUGIN(KIND, NAME, VERSION, FACTORY, SCORE)                                                   \
+  namespace k3_plugin_export {                                                                           \
+  const K3PluginDescriptor k3_descriptor_entry = {K3_PLUGIN_ABI, ::k3::sdk::kind::KIND::name,            \
+                                                  NAME,          VERSION,                                \
+                                                  K3_TOOLCHAIN,  SCORE};                                 \
   ::k3::sdk::Status k3_factory_entry(const ::k3::sdk::CreateArgs& args,                                  \
-                           std::unique_ptr<::k3::sdk::kind::KIND::Interface>& out,             \
-                           std::vector<std::string>& unknown_params) {                         \
-    return ::k3::sdk::detail::guarded_create<::k3::sdk::kind::KIND, FACTORY>(args, out,        \
-                                                                            unknown_params);  \
-  }                                                                                            \
-  }                                                                                            \
-  BOOST_DLL_ALIAS(k3_plugin_export::k3_descriptor_entry, k3_plugin_descriptor)                          \
+                                     std::unique_ptr<::k3::sdk::kind::KIND::Interface>& out,             \
+                                     std::vector<std::string>& unknown_params) {                         \
+    return ::k3::sdk::detail::guarded_create<::k3::sdk::kind::KIND, FACTORY>(args, out, unknown_params); \
+  }                                                                                                      \
+  }                                                                                                      \
+  BOOST_DLL_ALIAS(k3_plugin_export::k3_descriptor_entry, k3_plugin_descriptor)                           \
   BOOST_DLL_ALIAS(k3_plugin_export::k3_factory_entry, k3_plugin_create)
 
-#define K3_PLUGIN_PARAMS(TABLE)                                                                \
-  namespace k3_plugin_export {                                                                 \
-  const K3PluginParams k3_params_entry = {static_cast<std::uint32_t>(sizeof(TABLE) / sizeof((TABLE)[0])), \
-                                          (TABLE)};                                            \
-  }                                                                                            \
+#define K3_PLUGIN_PARAMS(TABLE)                                                                                     \
+  namespace k3_plugin_export {                                                                                      \
+  const K3PluginParams k3_params_entry = {static_cast<std::uint32_t>(sizeof(TABLE) / sizeof((TABLE)[0])), (TABLE)}; \
+  }                                                                                                                 \
   BOOST_DLL_ALIAS(k3_plugin_export::k3_params_entry, k3_plugin_params)
 
-#define K3_PLUGIN_NO_PARAMS()                                                                  \
-  namespace k3_plugin_export {                                                                 \
-  const K3PluginParams k3_params_entry = {0, nullptr};                                         \
-  }                                                                                            \
+#define K3_PLUGIN_NO_PARAMS()                          \
+  namespace k3_plugin_export {                         \
+  const K3PluginParams k3_params_entry = {0, nullptr}; \
+  }                                                    \
   BOOST_DLL_ALIAS(k3_plugin_export::k3_params_entry, k3_plugin_params)

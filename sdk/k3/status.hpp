@@ -14,11 +14,11 @@ enum class StatusCode : int {
   short_read,        ///< fewer bytes than asked for (truncated file, range past the end)
   unsupported,       ///< the platform cannot honour the request (never silently ignored)
   out_of_memory,
-  internal,          ///< a broken invariant inside the plugin
-  timed_out,         ///< the backend gave up within its own deadline, its retries included:
-                     ///< the host does not retry it \since ABI 4
-  interrupted,       ///< abandoned because the host asked to stop (HostServices::stop_requested):
-                     ///< the host stops the run, it does not retry \since ABI 4
+  internal,     ///< a broken invariant inside the plugin
+  timed_out,    ///< the backend gave up within its own deadline, its retries included:
+                ///< the host does not retry it \since ABI 4
+  interrupted,  ///< abandoned because the host asked to stop (HostServices::stop_requested):
+                ///< the host stops the run, it does not retry \since ABI 4
 };
 
 /// A coarse code plus one line of detail that says what and where

@@ -36,9 +36,9 @@
 namespace k3::sdk {
 
 struct ReadRequest {
-  std::uint64_t offset = 0;   ///< byte offset in the file
-  std::uint64_t length = 0;   ///< bytes to read
-  std::byte* dest = nullptr;  ///< host-owned, at least `length` bytes
+  std::uint64_t offset = 0;            ///< byte offset in the file
+  std::uint64_t length = 0;            ///< bytes to read
+  std::byte* dest = nullptr;           ///< host-owned, at least `length` bytes
   StatusCode result = StatusCode::ok;  ///< out: this request's outcome
 };
 

@@ -8,7 +8,8 @@
 // an error, a stop) is the host's business.
 //
 // Creating a transport joins the job (MPI_Init); the process leaves it when it exits (an
-// MPI cannot be joined again once left). One per process. Thread-safety: one call at a time, from any thread (the host serializes).
+// MPI cannot be joined again once left). One per process. Thread-safety: one call at a time, from any thread (the host
+// serializes).
 //
 // post() and sent() (ABI 6) let rank 0 keep several passes in flight: a send that returns
 // only once the peer took the message would deadlock rank 0 against the last rank when

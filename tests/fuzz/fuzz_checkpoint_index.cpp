@@ -4,8 +4,8 @@
 // shards; even = one that lists, where the index must agree with them. The rest is the
 // index. Oracle: an index accepted lists every tensor of the shards it names, findable by name.
 #include "fuzz_support.hpp"
-#include "synth/safetensors_write.hpp"
 #include "mem_storage.hpp"
+#include "synth/safetensors_write.hpp"
 
 namespace {
 
@@ -33,8 +33,8 @@ k3::TensorSpec spec(std::string name, k3::DType dtype, std::vector<std::uint64_t
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  static const std::string shard1 = shard({spec("model.embed_tokens.weight", k3::DType::bf16, {4, 2}),
-                                           spec("model.norm.weight", k3::DType::f32, {2})});
+  static const std::string shard1 = shard(
+      {spec("model.embed_tokens.weight", k3::DType::bf16, {4, 2}), spec("model.norm.weight", k3::DType::f32, {2})});
   static const std::string shard2 = shard({spec("lm_head.weight", k3::DType::bf16, {4, 2})});
   k3::fuzz::MemStorage storage(/*can_list=*/(data[0] & 1) == 0);
   storage.put(std::string(kRoot) + "/model-00001-of-00002.safetensors", shard1);

@@ -29,8 +29,8 @@ void check_content_range(std::string_view v) {
   }
   k3::fuzz::check(cr->first <= cr->last, "a Content-Range that runs backwards");
   // Printed without leading zeros, the same interval must parse back.
-  const auto again = http::parse_content_range("bytes " + std::to_string(cr->first) + "-" + std::to_string(cr->last) +
-                                               "/" + total);
+  const auto again =
+      http::parse_content_range("bytes " + std::to_string(cr->first) + "-" + std::to_string(cr->last) + "/" + total);
   k3::fuzz::check(again && again->first == cr->first && again->last == cr->last && again->total == cr->total,
                   "a Content-Range that does not print back to itself");
 }

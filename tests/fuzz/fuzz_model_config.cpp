@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     k3::fuzz::check(std::is_sorted(c.mla_layers.begin(), c.mla_layers.end()), "mla_layers not sorted");
     for (auto l : c.mla_layers) k3::fuzz::check(l >= 0 && l < c.num_hidden_layers, "an MLA layer outside the model");
     k3::fuzz::check(c.num_experts_per_token <= c.num_experts, "top-k above the experts");
-    k3::fuzz::check(c.fingerprint() == k3::parse_model_config(text, "config.json").fingerprint(), "fingerprint unstable");
+    k3::fuzz::check(c.fingerprint() == k3::parse_model_config(text, "config.json").fingerprint(),
+                    "fingerprint unstable");
   });
   return 0;
 }

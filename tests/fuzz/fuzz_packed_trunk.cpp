@@ -26,9 +26,9 @@ constexpr std::uint64_t kIdentity = 0x6b33686f73743130ull;  // "k3host10": the s
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 4) return 0;
-  const std::uint64_t bin_bytes =
-      (std::uint64_t{data[0]} | std::uint64_t{data[1]} << 8 | std::uint64_t{data[2]} << 16 |
-       std::uint64_t{data[3]} << 24) % (std::uint64_t{16} << 20);
+  const std::uint64_t bin_bytes = (std::uint64_t{data[0]} | std::uint64_t{data[1]} << 8 | std::uint64_t{data[2]} << 16 |
+                                   std::uint64_t{data[3]} << 24) %
+                                  (std::uint64_t{16} << 20);
   const std::string_view rest = k3::fuzz::as_text(data + 4, size - 4);
   const std::size_t nul = rest.find('\0');
   k3::fuzz::MemStorage storage;
@@ -55,18 +55,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           std::uint64_t bytes = k3::element_size(x.dtype);
           for (auto d : x.shape) bytes *= d;
           k3::fuzz::check(bytes == x.nbytes, r.name + " " + x.name + ": dtype x shape differs from its bytes");
-          k3::fuzz::check(x.offset <= r.nbytes && x.nbytes <= r.nbytes - x.offset, r.name + " " + x.name + ": outside its run");
+          k3::fuzz::check(x.offset <= r.nbytes && x.nbytes <= r.nbytes - x.offset,
+                          r.name + " " + x.name + ": outside its run");
           if (!r.coded()) continue;
           k3::fuzz::check(x.coded_offset >= coded_end && x.coded_offset - coded_end < k3::kTrunkTensorAlign,
                           r.name + " " + x.name + ": coded streams not back to back");
           k3::fuzz::check(x.coded_offset <= r.coded_bytes && x.coded_bytes <= r.coded_bytes - x.coded_offset,
                           r.name + " " + x.name + ": coded stream outside its run");
-          k3::fuzz::check(x.nbytes / 2 <= x.coded_bytes, r.name + " " + x.name + ": decodes to more than twice its stream");
+          k3::fuzz::check(x.nbytes / 2 <= x.coded_bytes,
+                          r.name + " " + x.name + ": decodes to more than twice its stream");
           coded_end = x.coded_offset + x.coded_bytes;
         }
       }
     std::sort(spans.begin(), spans.end());
-    for (std::size_t i = 1; i < spans.size(); ++i) k3::fuzz::check(spans[i].first >= spans[i - 1].second, "runs overlap");
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      k3::fuzz::check(spans[i].first >= spans[i - 1].second, "runs overlap");
     // Decode every coded run whatever its xxh64 says, so that damaged streams reach the decoder.
     std::unique_ptr<k3::sdk::StorageFile> bin;
     k3::fuzz::check(storage.open(t.bin_uri(), bin).ok(), "trunk.bin does not open");

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       k3::fuzz::finding(std::string("an accepted pipeline's dump does not load again: ") + e.what() + "\n" + dumped);
     }
     const auto values = [](const std::string& yaml) { return YAML::Dump(YAML::Load(yaml)); };
-    k3::fuzz::check(values(again) == values(dumped), "an accepted pipeline's dump loads to another dump:\n" + dumped + "\n---\n" + again);
+    k3::fuzz::check(values(again) == values(dumped),
+                    "an accepted pipeline's dump loads to another dump:\n" + dumped + "\n---\n" + again);
   });
   return 0;
 }

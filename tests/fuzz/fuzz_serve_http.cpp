@@ -54,12 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!p.request) {
         if (p.refusal.status == 0) return k3::fuzz::show("incomplete", "the connection would wait for more");
         k3::fuzz::show("http refused", p.refusal.message.c_str());
-        k3::fuzz::check(kStatuses.count(p.refusal.status) == 1, "refused with status " + std::to_string(p.refusal.status));
+        k3::fuzz::check(kStatuses.count(p.refusal.status) == 1,
+                        "refused with status " + std::to_string(p.refusal.status));
         k3::fuzz::check(!p.refusal.message.empty(), "a refusal without a message");
         return;  // the server closes the connection after a refusal
       }
       k3::fuzz::show("http request", (p.request->method + " " + p.request->target).c_str());
-      k3::fuzz::check(p.consumed > 0 && p.consumed <= rest.size(), "a request that took no bytes, or more than there were");
+      k3::fuzz::check(p.consumed > 0 && p.consumed <= rest.size(),
+                      "a request that took no bytes, or more than there were");
       k3::fuzz::check(p.request->headers.size() <= kLimits.header_fields, "more header fields than the limit");
       k3::fuzz::check(p.request->body.size() <= kLimits.body_bytes, "a body over the limit");
       api_body(*p.request);

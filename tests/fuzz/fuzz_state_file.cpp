@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::size_t kHeader = 48;
 constexpr std::uint64_t kIdentity = 0x6b33686f73743130ull;  // any value: the harness's "checkpoint"
-constexpr std::int64_t kContext = 4096;  // a context like a small pipeline's memory.context
+constexpr std::int64_t kContext = 4096;                     // a context like a small pipeline's memory.context
 
 const k3::ModelConfig& tiny() {
   static const k3::ModelConfig c = k3::load_geometry("tiny").config;

@@ -7,6 +7,7 @@
 // exception type, an assertion of the harness's oracle — prints what it was and aborts, so
 // libFuzzer (and the replay main) report it as a finding with the input that caused it.
 #pragma once
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,6 @@
 #include <string_view>
 #include <system_error>
 #include <typeinfo>
-#include <unistd.h>
 #include <vector>
 
 #include <k3/error.hpp>

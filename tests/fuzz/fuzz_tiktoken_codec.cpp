@@ -16,11 +16,11 @@
 namespace {
 
 k3::tiktoken::TiktokenTokenizer& tokenizer() {
-  static const auto tok = k3::fuzz::build_tiktoken(
-      k3::make_tiktoken_ranks(2048),
-      R"({"added_tokens_decoder": {"2048": {"content": "[BOS]"}, "2049": {"content": "[EOS]"},
+  static const auto tok =
+      k3::fuzz::build_tiktoken(k3::make_tiktoken_ranks(2048),
+                               R"({"added_tokens_decoder": {"2048": {"content": "[BOS]"}, "2049": {"content": "[EOS]"},
           "2050": {"content": "<|im_end|>"}, "2051": {"content": "<|im_user|>"}}})",
-      "<think>=2100,</think>=2101");
+                               "<think>=2100,</think>=2101");
   return *tok;
 }
 

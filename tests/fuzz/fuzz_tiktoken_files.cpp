@@ -8,7 +8,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto parts = k3::fuzz::split(k3::fuzz::as_text(data, size), std::string_view("\0", 1), 3);
-  const std::string ranks(parts[0]), config(parts.size() > 1 ? parts[1] : ""), specials(parts.size() > 2 ? parts[2] : "");
+  const std::string ranks(parts[0]), config(parts.size() > 1 ? parts[1] : ""),
+      specials(parts.size() > 2 ? parts[2] : "");
   k3::fuzz::guarded<k3::tiktoken::TokenizerError>([&] {
     const auto tok = k3::fuzz::build_tiktoken(ranks, config, specials);
     const std::string sample = "Hello, world! 123 ünïcødé\n\tend <|im_end|>";

@@ -38,8 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       k3::fuzz::check(r.layer < trace.header.layers && r.expert < trace.header.experts_per_layer,
                       "a record outside the geometry");
       if (i == 0) k3::fuzz::check(r.starts_group, "the first record does not start a group");
-      if (i > 0 && !r.starts_group)
-        k3::fuzz::check(r.layer == trace.records[i - 1].layer, "a group spans layers");
+      if (i > 0 && !r.starts_group) k3::fuzz::check(r.layer == trace.records[i - 1].layer, "a group spans layers");
     }
     const auto again = k3::fuzz::scratch().path() / "again.k3trace";
     k3::write_trace(again, trace);

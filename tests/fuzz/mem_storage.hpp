@@ -27,10 +27,10 @@ class MemFile final : public sdk::StorageFile {
       if (r.offset > bytes_.size() || r.length > bytes_.size() - r.offset) {
         r.result = sdk::StatusCode::short_read;
         if (first.ok())
-          first = sdk::Status::error(sdk::StatusCode::short_read,
-                                     "short read at offset " + std::to_string(r.offset) + " of " +
-                                         std::to_string(r.length) + " bytes (file has " +
-                                         std::to_string(bytes_.size()) + ")");
+          first = sdk::Status::error(sdk::StatusCode::short_read, "short read at offset " + std::to_string(r.offset) +
+                                                                      " of " + std::to_string(r.length) +
+                                                                      " bytes (file has " +
+                                                                      std::to_string(bytes_.size()) + ")");
         continue;
       }
       if (r.length != 0) std::memcpy(r.dest, bytes_.data() + r.offset, r.length);

@@ -20,7 +20,8 @@ inline std::unique_ptr<tiktoken::TiktokenTokenizer> build_tiktoken(const std::st
   TiktokenConfig cfg{RankTable::parse(ranks, "tiktoken.model"), pattern_source("kimi"), {}, {400000, 25000}};
   if (!config.empty()) cfg.specials.add_from_config(config, "tokenizer_config.json");
   if (!specials.empty()) cfg.specials.add_inline(specials);
-  if (kReserved > kMaxRank - cfg.ranks.end()) fail(sdk::StatusCode::invalid_argument, "num_reserved_special_tokens: too large");
+  if (kReserved > kMaxRank - cfg.ranks.end())
+    fail(sdk::StatusCode::invalid_argument, "num_reserved_special_tokens: too large");
   cfg.specials.add_reserved(cfg.ranks.end(), kReserved);
   cfg.specials.finish();
   return std::make_unique<TiktokenTokenizer>(std::move(cfg));

@@ -18,7 +18,9 @@ inline sdk::StorageBackend& local_storage() {
 }
 
 /// config.json of the checkpoint folder `dir`.
-inline ModelConfig read_config(const std::filesystem::path& dir) { return read_model_config(local_storage(), dir.string()); }
+inline ModelConfig read_config(const std::filesystem::path& dir) {
+  return read_model_config(local_storage(), dir.string());
+}
 
 /// The shard index of the checkpoint folder `dir`.
 inline CheckpointIndex open_index(const std::filesystem::path& dir) {

@@ -28,8 +28,8 @@ class LoopbackHttp {
     const std::string script = std::string(K3_SOURCE_DIR) + "/tests/support/run_nginx.py";
     const std::string port_file = (work / "nginx.port").string();
     std::filesystem::remove(port_file);
-    std::vector<std::string> args{"/usr/bin/python3", script, "--root", root.string(), "--prefix",
-                                  (work / "nginx").string(), "--port-file", port_file, "--lifetime", "900"};
+    std::vector<std::string> args{"/usr/bin/python3",        script,        "--root",  root.string(), "--prefix",
+                                  (work / "nginx").string(), "--port-file", port_file, "--lifetime",  "900"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -53,8 +53,9 @@ class LoopbackHttp {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        skip_ = WIFEXITED(status) && WEXITSTATUS(status) == 77 ? "nginx is not installed"
-                                                               : "nginx did not start (see its error.log in " + work.string() + ")";
+        skip_ = WIFEXITED(status) && WEXITSTATUS(status) == 77
+                    ? "nginx is not installed"
+                    : "nginx did not start (see its error.log in " + work.string() + ")";
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -28,20 +28,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Every block below is one asm statement that names all vector and mask registers it writes.
-#define K3_CLOBBERS                                                                                              \
-  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",    \
-      "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", \
-      "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "memory"
+#define K3_CLOBBERS                                                                                                   \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", \
+      "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25",     \
+      "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "memory"
 
 // 16 independent FMAs: zmm0-15 += zmm30 * zmm31 (16 accumulators, so latency 4 never limits).
-#define FMA16                                                                                         \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm0\n vfmadd231pd %%zmm30,%%zmm31,%%zmm1\n"                        \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm2\n vfmadd231pd %%zmm30,%%zmm31,%%zmm3\n"                        \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm4\n vfmadd231pd %%zmm30,%%zmm31,%%zmm5\n"                        \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm6\n vfmadd231pd %%zmm30,%%zmm31,%%zmm7\n"                        \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm8\n vfmadd231pd %%zmm30,%%zmm31,%%zmm9\n"                        \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm10\n vfmadd231pd %%zmm30,%%zmm31,%%zmm11\n"                      \
-  "vfmadd231pd %%zmm30,%%zmm31,%%zmm12\n vfmadd231pd %%zmm30,%%zmm31,%%zmm13\n"                      \
+#define FMA16                                                                   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm0\n vfmadd231pd %%zmm30,%%zmm31,%%zmm1\n"   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm2\n vfmadd231pd %%zmm30,%%zmm31,%%zmm3\n"   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm4\n vfmadd231pd %%zmm30,%%zmm31,%%zmm5\n"   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm6\n vfmadd231pd %%zmm30,%%zmm31,%%zmm7\n"   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm8\n vfmadd231pd %%zmm30,%%zmm31,%%zmm9\n"   \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm10\n vfmadd231pd %%zmm30,%%zmm31,%%zmm11\n" \
+  "vfmadd231pd %%zmm30,%%zmm31,%%zmm12\n vfmadd231pd %%zmm30,%%zmm31,%%zmm13\n" \
   "vfmadd231pd %%zmm30,%%zmm31,%%zmm14\n vfmadd231pd %%zmm30,%%zmm31,%%zmm15\n"
 // 16 instances of a 3-operand instruction `op src, src, dst` into zmm16-23, each register
 // written twice. Only `vpermi2pd` also reads its destination (its index), which makes pairs
@@ -60,15 +60,16 @@ using Clock = std::chrono::steady_clock;
 
 // Each block runs its loop inside one asm statement, after zeroing every vector register (so
 // no FMA ever sees a denormal or NaN) and setting the masks to all ones.
-#define Z4(a, b, c, d)                                                                       \
-  "vpxord %%zmm" #a ",%%zmm" #a ",%%zmm" #a "\n vpxord %%zmm" #b ",%%zmm" #b ",%%zmm" #b "\n" \
+#define Z4(a, b, c, d)                                                                   \
+  "vpxord %%zmm" #a ",%%zmm" #a ",%%zmm" #a "\n vpxord %%zmm" #b ",%%zmm" #b ",%%zmm" #b \
+  "\n"                                                                                   \
   "vpxord %%zmm" #c ",%%zmm" #c ",%%zmm" #c "\n vpxord %%zmm" #d ",%%zmm" #d ",%%zmm" #d "\n"
-#define K3_PREAMBLE                                                                              \
+#define K3_PREAMBLE \
   Z4(0, 1, 2, 3) Z4(4, 5, 6, 7) Z4(8, 9, 10, 11) Z4(12, 13, 14, 15) Z4(16, 17, 18, 19)            \
       Z4(20, 21, 22, 23) Z4(24, 25, 26, 27) Z4(28, 29, 30, 31) "kxnorq %%k1,%%k1,%%k1\n"          \
                                                               "kxnorw %%k2,%%k2,%%k2\n kxnorb %%k3,%%k3,%%k3\n"
-#define K3_BLOCK(name, body)                                                                  \
-  void name(long n, const unsigned char* buf) {                                               \
+#define K3_BLOCK(name, body)                                                                        \
+  void name(long n, const unsigned char* buf) {                                                     \
     asm volatile(K3_PREAMBLE "1:\n" body "dec %1\n jnz 1b\n" : "+r"(buf), "+r"(n) : : K3_CLOBBERS); \
   }
 
@@ -102,31 +103,38 @@ K3_PAIR(vpmultishiftqb, X16("vpmultishiftqb"))  // VBMI
 // zmm24/zmm23; masks k1 (words 3 of each qword), k2 (odd dwords), k3 (qwords 0-3).
 //
 // The avx512 set as shipped: per 16 weights vpsrlvd, vpermd, vpsllq, vpandq and 2 FMAs.
-#define SHIPPED_ROW(A)                                                                          \
-  "vpbroadcastq " #A "*16(%0),%%zmm25\n vpbroadcastq 8+" #A "*16(%0),%%zmm22\n"                 \
-  "vmovdqa64 1024+" #A "*64(%0),%%zmm26\n"                                                      \
-  "vpsrlvd %%zmm23,%%zmm25,%%zmm16\n vpermd %%zmm26,%%zmm16,%%zmm17\n"                          \
-  "vpsllq $32,%%zmm17,%%zmm18\n vpandq %%zmm27,%%zmm17,%%zmm19\n"                               \
-  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A "\n"         \
-  "vpsrlvd %%zmm23,%%zmm22,%%zmm20\n vpermd %%zmm26,%%zmm20,%%zmm21\n"                          \
-  "vpsllq $32,%%zmm21,%%zmm18\n vpandq %%zmm27,%%zmm21,%%zmm19\n"                               \
+#define SHIPPED_ROW(A)                                                             \
+  "vpbroadcastq " #A "*16(%0),%%zmm25\n vpbroadcastq 8+" #A                        \
+  "*16(%0),%%zmm22\n"                                                              \
+  "vmovdqa64 1024+" #A                                                             \
+  "*64(%0),%%zmm26\n"                                                              \
+  "vpsrlvd %%zmm23,%%zmm25,%%zmm16\n vpermd %%zmm26,%%zmm16,%%zmm17\n"             \
+  "vpsllq $32,%%zmm17,%%zmm18\n vpandq %%zmm27,%%zmm17,%%zmm19\n"                  \
+  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A \
+  "\n"                                                                             \
+  "vpsrlvd %%zmm23,%%zmm22,%%zmm20\n vpermd %%zmm26,%%zmm20,%%zmm21\n"             \
+  "vpsllq $32,%%zmm21,%%zmm18\n vpandq %%zmm27,%%zmm21,%%zmm19\n"                  \
   "vfmadd231pd %%zmm18,%%zmm30,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm31,%%zmm" #A "\n"
 // The cheapest exact alternative found: a dword lookup (vpermd) and a word lookup (vpermw)
 // read two fields of one index vector, so each 8 weights cost one lookup and no split. It
 // pairs codes 4 apart, so it needs a different partition of the elements over the lanes and
 // a second table per scale; the two 8-byte halves of the group meet in one vector by a blend.
 #define TWO_LOOKUP_ROW(A)                                                                       \
-  "vpbroadcastq 8+" #A "*16(%0),%%zmm25\n vpbroadcastq " #A "*16(%0),%%zmm22\n"                 \
+  "vpbroadcastq 8+" #A "*16(%0),%%zmm25\n vpbroadcastq " #A                                     \
+  "*16(%0),%%zmm22\n"                                                                           \
   "vpblendmq %%zmm22,%%zmm25,%%zmm25%{%%k3%}\n"                                                 \
-  "vmovdqa64 1024+" #A "*64(%0),%%zmm26\n vmovdqa64 2048+" #A "*64(%0),%%zmm27\n"               \
+  "vmovdqa64 1024+" #A "*64(%0),%%zmm26\n vmovdqa64 2048+" #A                                   \
+  "*64(%0),%%zmm27\n"                                                                           \
   "vpsllvq %%zmm24,%%zmm25,%%zmm16\n vpsrlvq %%zmm23,%%zmm25,%%zmm17\n"                         \
   "vpermd %%zmm26,%%zmm16,%%zmm18%{%%k2%}%{z%}\n vpermw %%zmm27,%%zmm16,%%zmm19%{%%k1%}%{z%}\n" \
   "vpermd %%zmm26,%%zmm17,%%zmm20%{%%k2%}%{z%}\n vpermw %%zmm27,%%zmm17,%%zmm21%{%%k1%}%{z%}\n" \
-  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A "\n"         \
+  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A              \
+  "\n"                                                                                          \
   "vfmadd231pd %%zmm20,%%zmm30,%%zmm" #A "\n vfmadd231pd %%zmm21,%%zmm31,%%zmm" #A "\n"
 // The FMAs alone (8 rows x 4 dependent FMAs: bound by the FMA latency, 16 cycles).
-#define FMA_ONLY_ROW(A)                                                                          \
-  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A "\n"          \
+#define FMA_ONLY_ROW(A)                                                            \
+  "vfmadd231pd %%zmm18,%%zmm28,%%zmm" #A "\n vfmadd231pd %%zmm19,%%zmm29,%%zmm" #A \
+  "\n"                                                                             \
   "vfmadd231pd %%zmm20,%%zmm30,%%zmm" #A "\n vfmadd231pd %%zmm21,%%zmm31,%%zmm" #A "\n"
 #define TILE(ROW) ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
 K3_BLOCK(tile_shipped, TILE(SHIPPED_ROW))
@@ -158,7 +166,9 @@ int run(int rounds) {
   alignas(64) static unsigned char buf[4096] = {};
   const long n = 2'000'000;
   const double cycle = best_seconds(add_chain, n, rounds, buf) / static_cast<double>(n) / kAddChainCycles;
-  const auto cycles = [&](Block f, long iters) { return best_seconds(f, iters, rounds, buf) / static_cast<double>(iters) / cycle; };
+  const auto cycles = [&](Block f, long iters) {
+    return best_seconds(f, iters, rounds, buf) / static_cast<double>(iters) / cycle;
+  };
   std::printf("clock: %.2f GHz (dependent integer adds)\n\n", 1e-9 / cycle);
 
   const double fma = cycles(fma16, n / 4);
@@ -224,8 +234,9 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: k3bench-fp-pipes [--rounds N]\n"
-                  "Cycles per instruction and per MXFP4 decode mix on this core (AVX-512F/BW).\n");
+      std::printf(
+          "usage: k3bench-fp-pipes [--rounds N]\n"
+          "Cycles per instruction and per MXFP4 decode mix on this core (AVX-512F/BW).\n");
       return 0;
     } else {
       std::fprintf(stderr, "k3bench-fp-pipes: unknown argument '%s' (see --help)\n", a.c_str());

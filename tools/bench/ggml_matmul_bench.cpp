@@ -79,15 +79,24 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(arg + ": missing value");
     const std::string v = argv[++i];
-    if (arg == "--set") o.set = v;
-    else if (arg == "--kernels") o.kernels = split(v);
-    else if (arg == "--positions") o.positions = std::stoul(v);
-    else if (arg == "--rounds") o.rounds = std::stoi(v);
-    else if (arg == "--min-time") o.min_time = std::stod(v);
-    else if (arg == "--working-set") o.working_set_mib = std::stoul(v);
-    else if (arg == "--ggml-weights" && (v == "plain" || v == "repack")) o.ggml_repack = v == "repack";
-    else if (arg == "--ggml-weights") throw std::invalid_argument("--ggml-weights: " + v + " is not plain or repack");
-    else throw std::invalid_argument("unknown option " + arg);
+    if (arg == "--set")
+      o.set = v;
+    else if (arg == "--kernels")
+      o.kernels = split(v);
+    else if (arg == "--positions")
+      o.positions = std::stoul(v);
+    else if (arg == "--rounds")
+      o.rounds = std::stoi(v);
+    else if (arg == "--min-time")
+      o.min_time = std::stod(v);
+    else if (arg == "--working-set")
+      o.working_set_mib = std::stoul(v);
+    else if (arg == "--ggml-weights" && (v == "plain" || v == "repack"))
+      o.ggml_repack = v == "repack";
+    else if (arg == "--ggml-weights")
+      throw std::invalid_argument("--ggml-weights: " + v + " is not plain or repack");
+    else
+      throw std::invalid_argument("unknown option " + arg);
   }
   if (o.positions == 0) throw std::invalid_argument("--positions must be at least 1");
   return o;
@@ -209,8 +218,8 @@ struct GgmlCpu {
   }
   /// ggml's own build flag (LLAMAFILE, REPACK, ...) as its CPU backend reports it.
   [[nodiscard]] bool feature(const char* name) const {
-    auto* features =
-        reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+    auto* features = reinterpret_cast<ggml_backend_get_features_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
     if (features == nullptr) return false;
     for (ggml_backend_feature* f = features(reg); f->name != nullptr; ++f)
       if (std::strcmp(f->name, name) == 0) return std::strcmp(f->value, "0") != 0;
@@ -253,9 +262,12 @@ class GgmlSide {
     weights_ = ggml_backend_alloc_ctx_tensors_from_buft(weights_ctx_, buft);
     if (weights_ == nullptr) throw std::runtime_error("ggml could not allocate the weights");
     std::vector<std::uint8_t> staged(ggml_row_size(type, cols) * s.rows);
-    if (type == GGML_TYPE_BF16) ggml_fp32_to_bf16_row(values.data(), reinterpret_cast<ggml_bf16_t*>(staged.data()), rows * cols);
-    else if (type == GGML_TYPE_F32) std::memcpy(staged.data(), values.data(), values.size() * 4);
-    else ggml_quantize_chunk(type, values.data(), staged.data(), 0, rows, cols, nullptr);
+    if (type == GGML_TYPE_BF16)
+      ggml_fp32_to_bf16_row(values.data(), reinterpret_cast<ggml_bf16_t*>(staged.data()), rows * cols);
+    else if (type == GGML_TYPE_F32)
+      std::memcpy(staged.data(), values.data(), values.size() * 4);
+    else
+      ggml_quantize_chunk(type, values.data(), staged.data(), 0, rows, cols, nullptr);
     for (ggml_tensor* w : ws) ggml_backend_tensor_set(w, staged.data(), 0, staged.size());
     reference(type, staged, s, x, positions);
 
@@ -325,8 +337,10 @@ class GgmlSide {
     magnitude_.assign(s.rows * positions, 0.0);
     const std::size_t row_bytes = ggml_row_size(type, static_cast<std::int64_t>(s.cols));
     for (std::size_t r = 0; r < s.rows; ++r) {
-      if (type == GGML_TYPE_F32) std::memcpy(row.data(), staged.data() + r * row_bytes, row_bytes);
-      else traits->to_float(staged.data() + r * row_bytes, row.data(), static_cast<std::int64_t>(s.cols));
+      if (type == GGML_TYPE_F32)
+        std::memcpy(row.data(), staged.data() + r * row_bytes, row_bytes);
+      else
+        traits->to_float(staged.data() + r * row_bytes, row.data(), static_cast<std::int64_t>(s.cols));
       for (std::size_t p = 0; p < positions; ++p) {
         double sum = 0, mag = 0;
         for (std::size_t c = 0; c < s.cols; ++c) {
@@ -369,12 +383,13 @@ void ggml_log(ggml_log_level level, const char* text, void* /*user*/) {
 
 /// One line naming the ggml this run is against, before the table.
 void print_ggml_build(const GgmlCpu& cpu, bool repack_asked) {
-  std::printf("ggml %s (commit %s): LLAMAFILE %s, CPU_REPACK %s, compiled for AVX2 %s, AVX-512 %s, AVX512_BF16 %s; "
-              "ggml weights: %s\n\n",
-              ggml_version(), ggml_commit(), cpu.feature("LLAMAFILE") ? "on" : "off",
-              cpu.repack != nullptr ? "on" : "off", ggml_cpu_has_avx2() != 0 ? "yes" : "no",
-              ggml_cpu_has_avx512() != 0 ? "yes" : "no", ggml_cpu_has_avx512_bf16() != 0 ? "yes" : "no",
-              repack_asked ? "CPU_REPACK where ggml repacks the type on this CPU, else plain" : "plain");
+  std::printf(
+      "ggml %s (commit %s): LLAMAFILE %s, CPU_REPACK %s, compiled for AVX2 %s, AVX-512 %s, AVX512_BF16 %s; "
+      "ggml weights: %s\n\n",
+      ggml_version(), ggml_commit(), cpu.feature("LLAMAFILE") ? "on" : "off", cpu.repack != nullptr ? "on" : "off",
+      ggml_cpu_has_avx2() != 0 ? "yes" : "no", ggml_cpu_has_avx512() != 0 ? "yes" : "no",
+      ggml_cpu_has_avx512_bf16() != 0 ? "yes" : "no",
+      repack_asked ? "CPU_REPACK where ggml repacks the type on this CPU, else plain" : "plain");
 }
 
 }  // namespace
@@ -392,12 +407,14 @@ int main(int argc, char** argv) try {
   const std::size_t n = opt.positions;
   const Shape shapes[] = {{"7168x3072", 7168, 3072}, {"3072x7168", 3072, 7168}};
   std::printf(
-      "| kernel | shape (rows x cols) | k3 %s: 1 call, batch %zu (ms) | k3: %zu calls, batch 1 (ms) | k3 ratio | ggml: 1 "
+      "| kernel | shape (rows x cols) | k3 %s: 1 call, batch %zu (ms) | k3: %zu calls, batch 1 (ms) | k3 ratio | ggml: "
+      "1 "
       "call, batch %zu (ms) | ggml: %zu calls, batch 1 (ms) | ggml ratio | k3 / ggml, batch %zu | ggml weights |\n",
       opt.set.c_str(), n, n, n, n, n);
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& kernel : opt.kernels) {
-    if (kernel != "bf16" && kernel != "f32" && kernel != "mxfp4") throw std::invalid_argument("unknown kernel " + kernel);
+    if (kernel != "bf16" && kernel != "f32" && kernel != "mxfp4")
+      throw std::invalid_argument("unknown kernel " + kernel);
     for (const Shape& s : shapes) {
       const std::size_t bytes = weight_bytes(kernel, s);
       const std::size_t copies = std::max<std::size_t>(1, (opt.working_set_mib * 1024 * 1024 + bytes - 1) / bytes);
@@ -420,14 +437,15 @@ int main(int argc, char** argv) try {
           k3_call(*set, kernel, s, kw, c, x.data(), n, y.data());
         }));
         k3_1.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) {
-          for (std::size_t p = 0; p < n; ++p) k3_call(*set, kernel, s, kw, c, x.data() + p * s.cols, 1, y.data() + p * s.rows);
+          for (std::size_t p = 0; p < n; ++p)
+            k3_call(*set, kernel, s, kw, c, x.data() + p * s.cols, 1, y.data() + p * s.rows);
         }));
         gg_b.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) { gg.run_batched(c); }));
         gg_1.push_back(seconds_per_call(opt.min_time, copies, [&](std::size_t c) { gg.run_singles(c); }));
       }
       const double kb = median(k3_b), k1 = median(k3_1), gb = median(gg_b), g1 = median(gg_1);
-      std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f | %.2f | %s |\n", kernel.c_str(), s.name, 1e3 * kb,
-                  1e3 * k1, kb / k1, 1e3 * gb, 1e3 * g1, gb / g1, kb / gb, repacked ? "CPU_REPACK" : "plain");
+      std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f | %.2f | %s |\n", kernel.c_str(), s.name,
+                  1e3 * kb, 1e3 * k1, kb / k1, 1e3 * gb, 1e3 * g1, gb / g1, kb / gb, repacked ? "CPU_REPACK" : "plain");
       std::fflush(stdout);
     }
   }

@@ -41,10 +41,11 @@ int main(int argc, char** argv) {
       tensors = index.tensors().size();
       shards = index.files().size();
       seconds.push_back(s);
-      std::printf("run %d: %zu tensors in %zu shards: %.3f s (%.0f tensors/s); identity samples %.2f MB, %.3f s "
-                  "summed over threads\n",
-                  i + 1, tensors, shards, s, static_cast<double>(tensors) / s,
-                  static_cast<double>(index.sampled_bytes()) / 1e6, index.digest_seconds());
+      std::printf(
+          "run %d: %zu tensors in %zu shards: %.3f s (%.0f tensors/s); identity samples %.2f MB, %.3f s "
+          "summed over threads\n",
+          i + 1, tensors, shards, s, static_cast<double>(tensors) / s, static_cast<double>(index.sampled_bytes()) / 1e6,
+          index.digest_seconds());
     }
     std::sort(seconds.begin(), seconds.end());
     const double best = seconds.front(), median = seconds[seconds.size() / 2];

@@ -82,18 +82,27 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(arg + ": missing value");
     const std::string v = argv[++i];
-    if (arg == "--sets") o.sets = split(v);
-    else if (arg == "--kernels") o.kernels = split(v);
+    if (arg == "--sets")
+      o.sets = split(v);
+    else if (arg == "--kernels")
+      o.kernels = split(v);
     else if (arg == "--threads") {
       o.threads.clear();
       for (const auto& t : split(v)) o.threads.push_back(std::stoi(t));
-    } else if (arg == "--batch") o.batch = std::stoul(v);
-    else if (arg == "--lm-head-rows") o.lm_head_rows = std::stoul(v);
-    else if (arg == "--min-time") o.min_time = std::stod(v);
-    else if (arg == "--working-set") o.working_set_mib = std::stoul(v);
-    else if (arg == "--positions") o.positions = std::stoul(v);
-    else if (arg == "--rounds") o.rounds = std::stoi(v);
-    else throw std::invalid_argument("unknown option " + arg);
+    } else if (arg == "--batch")
+      o.batch = std::stoul(v);
+    else if (arg == "--lm-head-rows")
+      o.lm_head_rows = std::stoul(v);
+    else if (arg == "--min-time")
+      o.min_time = std::stod(v);
+    else if (arg == "--working-set")
+      o.working_set_mib = std::stoul(v);
+    else if (arg == "--positions")
+      o.positions = std::stoul(v);
+    else if (arg == "--rounds")
+      o.rounds = std::stoi(v);
+    else
+      throw std::invalid_argument("unknown option " + arg);
   }
   return o;
 }
@@ -282,8 +291,7 @@ double ymm_fma_per_second() {
       "dec %%rcx\n jnz 1b\n vzeroupper\n"
       :
       : "r"(kIterations)
-      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15",
-        "cc");
+      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15", "cc");
   return 10.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
 #else
   return 0;
@@ -313,8 +321,7 @@ double zmm_fma_per_second() {
       "dec %%rcx\n jnz 1b\n vzeroupper\n"
       :
       : "r"(kIterations)
-      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15",
-        "cc");
+      : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15", "cc");
   return 10.0 * static_cast<double>(kIterations) / (process_cpu_seconds() - start);
 #else
   return 0;
@@ -333,22 +340,23 @@ double zmm_fma_per_second() {
 // CPU has it.
 __attribute__((target("avx512f,avx2"), noinline))
 #endif
-double zmm_bf16_tile_fma_per_second() {
+double
+zmm_bf16_tile_fma_per_second() {
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2")) return 0;
   constexpr long kIterations = 20'000'000;
   alignas(64) static const std::uint16_t weights[3 * 8] = {};
   alignas(64) static const double activations[8 * 8] = {};
-  alignas(32) static const std::uint8_t to_high_halves[32] = {0x80, 0x80, 0,  1,  0x80, 0x80, 2,  3,  0x80, 0x80, 4,
-                                                              5,    0x80, 0x80, 6, 7,  0x80, 0x80, 8,  9,  0x80, 0x80,
-                                                              10,   11,   0x80, 0x80, 12, 13, 0x80, 0x80, 14, 15};
+  alignas(32) static const std::uint8_t to_high_halves[32] = {0x80, 0x80, 0,  1,  0x80, 0x80, 2,  3, 0x80, 0x80, 4,  5,
+                                                              0x80, 0x80, 6,  7,  0x80, 0x80, 8,  9, 0x80, 0x80, 10, 11,
+                                                              0x80, 0x80, 12, 13, 0x80, 0x80, 14, 15};
   const double start = process_cpu_seconds();
 // Accumulators zmm8-31, weights zmm3-5, activations zmm6, the shuffle in ymm0-2 (VEX
-  // encodings, as the compiled kernel uses).
+// encodings, as the compiled kernel uses).
 #define K3_ZERO(r) "vpxorq %%zmm" #r ",%%zmm" #r ",%%zmm" #r "\n"
 #define K3_WIDEN(row, w) \
   "vbroadcasti128 " #row "*16(%1),%%ymm1\n vpshufb %%ymm0,%%ymm1,%%ymm1\n vcvtps2pd %%ymm1,%%zmm" #w "\n"
-#define K3_POSITION(p, a0, a1, a2)                                                                            \
+#define K3_POSITION(p, a0, a1, a2)                                                                              \
   "vmovapd " #p "*64(%2),%%zmm6\n vfmadd231pd %%zmm3,%%zmm6,%%zmm" #a0 "\n vfmadd231pd %%zmm4,%%zmm6,%%zmm" #a1 \
   "\n vfmadd231pd %%zmm5,%%zmm6,%%zmm" #a2 "\n"
   __asm__ volatile(
@@ -387,20 +395,23 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
   const Shape shapes[] = {{"7168x3072", 7168, 3072}, {"3072x7168", 3072, 7168}};
   const double fma_rate = ymm_fma_per_second();
   if (fma_rate > 0)
-    std::printf("# fp64 FMA ceiling of this core: %.2f G ymm FMAs per CPU-second (registers only); the avx2 floor\n"
-                "# of a batch-%zu call is rows x cols x %zu / 4 of them\n\n",
-                fma_rate / 1e9, n, n);
+    std::printf(
+        "# fp64 FMA ceiling of this core: %.2f G ymm FMAs per CPU-second (registers only); the avx2 floor\n"
+        "# of a batch-%zu call is rows x cols x %zu / 4 of them\n\n",
+        fma_rate / 1e9, n, n);
   const double zmm_rate = zmm_fma_per_second();
   if (zmm_rate > 0)
-    std::printf("# fp64 FMA ceiling with zmm: %.2f G zmm FMAs per CPU-second; the avx512 floor of a batch-%zu call\n"
-                "# is rows x cols x %zu / 8 of them\n\n",
-                zmm_rate / 1e9, n, n);
+    std::printf(
+        "# fp64 FMA ceiling with zmm: %.2f G zmm FMAs per CPU-second; the avx512 floor of a batch-%zu call\n"
+        "# is rows x cols x %zu / 8 of them\n\n",
+        zmm_rate / 1e9, n, n);
   const double bf16_mix_rate = zmm_bf16_tile_fma_per_second();
   if (bf16_mix_rate > 0)
-    std::printf("# the avx512 bf16 tile's instruction mix (3 rows x 8 positions: broadcast, shuffle, widen, FMAs),\n"
-                "# registers and L1 only: %.2f G zmm FMAs per CPU-second, %.3f of the FMA ceiling; the bf16 rows'\n"
-                "# last column is the avx512 floor of a batch-%zu bf16 call at that rate\n\n",
-                bf16_mix_rate / 1e9, zmm_rate > 0 ? bf16_mix_rate / zmm_rate : 0.0, n);
+    std::printf(
+        "# the avx512 bf16 tile's instruction mix (3 rows x 8 positions: broadcast, shuffle, widen, FMAs),\n"
+        "# registers and L1 only: %.2f G zmm FMAs per CPU-second, %.3f of the FMA ceiling; the bf16 rows'\n"
+        "# last column is the avx512 floor of a batch-%zu bf16 call at that rate\n\n",
+        bf16_mix_rate / 1e9, zmm_rate > 0 ? bf16_mix_rate / zmm_rate : 0.0, n);
   std::printf(
       "| kernel | shape (rows x cols) | set | 1 call, batch %zu (CPU ms) | %zu calls, batch 1 (CPU ms) | ratio "
       "| ratio of wall times | avx2 FMA floor, batch %zu (ms) | avx512 FMA floor, batch %zu (ms) "
@@ -434,10 +445,9 @@ void positions_table(const Options& opt, const std::vector<std::string>& sets,
         }
         const double tb = median(cpu_batched);
         const double t1 = median(cpu_singles);
-        const double floor_ms =
-            fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
-        const double zmm_floor_ms =
-            zmm_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / zmm_rate : 0.0;
+        const double floor_ms = fma_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 4.0 / fma_rate : 0.0;
+        const double zmm_floor_ms = zmm_rate > 0 ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / zmm_rate
+                                                 : 0.0;
         const double mix_floor_ms = kernel == "bf16" && bf16_mix_rate > 0
                                         ? 1e3 * static_cast<double>(s.rows * s.cols * n) / 8.0 / bf16_mix_rate
                                         : 0.0;
@@ -471,8 +481,9 @@ int main(int argc, char** argv) try {
     return 0;
   }
 
-  const Shape shapes[] = {{"7168x12288", 7168, 12288}, {"12288x7168", 12288, 7168}, {"3072x3584", 3072, 3584},
-                          {"3584x3072", 3584, 3072},   {"896x7168", 896, 7168},     {"lm_head", opt.lm_head_rows, 7168}};
+  const Shape shapes[] = {{"7168x12288", 7168, 12288}, {"12288x7168", 12288, 7168},
+                          {"3072x3584", 3072, 3584},   {"3584x3072", 3584, 3072},
+                          {"896x7168", 896, 7168},     {"lm_head", opt.lm_head_rows, 7168}};
 
   std::printf("# memory read bandwidth (streaming 64-bit sum over %zu MiB)\n", opt.working_set_mib);
   std::map<int, Rate> membw;

@@ -69,16 +69,25 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (i + 1 >= argc) throw k3::UsageError(k + ": needs a value");
     const std::string v = argv[++i];
-    if (k == "--model") a.model = v;
-    else if (k == "--raw") a.raw = v;
-    else if (k == "--coded") a.coded = v;
-    else if (k == "--storage") a.storage = v;
-    else if (k == "--repeats") a.repeats = std::max(1, std::atoi(v.c_str()));
-    else if (k == "--coded-piece-mib") a.coded_piece = std::strtoull(v.c_str(), nullptr, 10) << 20;
-    else if (k == "--param" && v.find('=') != std::string::npos) a.params.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
-    else throw k3::UsageError("unknown option " + k + " (see the comment at the top of packed_layers_bench.cpp)");
+    if (k == "--model")
+      a.model = v;
+    else if (k == "--raw")
+      a.raw = v;
+    else if (k == "--coded")
+      a.coded = v;
+    else if (k == "--storage")
+      a.storage = v;
+    else if (k == "--repeats")
+      a.repeats = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--coded-piece-mib")
+      a.coded_piece = std::strtoull(v.c_str(), nullptr, 10) << 20;
+    else if (k == "--param" && v.find('=') != std::string::npos)
+      a.params.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
+    else
+      throw k3::UsageError("unknown option " + k + " (see the comment at the top of packed_layers_bench.cpp)");
   }
-  if (a.model.empty() || a.raw.empty() || a.coded.empty()) throw k3::UsageError("--model, --raw and --coded are required");
+  if (a.model.empty() || a.raw.empty() || a.coded.empty())
+    throw k3::UsageError("--model, --raw and --coded are required");
   return a;
 }
 
@@ -112,8 +121,7 @@ void print_setup(const Args& a, const k3::ModelConfig& c, const k3::PackedTrunk&
   std::printf("; layers %lld-%lld; codec %s, read in %.0f MiB pieces; %d repeats (median)\n",
               static_cast<long long>(raw.first_layer()), static_cast<long long>(raw.last_layer()),
               coded.codec().c_str(),
-              static_cast<double>(a.coded_piece ? a.coded_piece : k3::streaming::TensorReader::kCodedPiece) /
-                  1048576.0,
+              static_cast<double>(a.coded_piece ? a.coded_piece : k3::streaming::TensorReader::kCodedPiece) / 1048576.0,
               a.repeats);
 }
 
@@ -165,8 +173,9 @@ struct Sum {
 /// The table of measured layers (medians of the repeats) and the decode line; returns the
 /// sums per layer kind for the whole-trunk table.
 std::map<std::string, Sum> print_layers(const k3::ModelConfig& c, const std::map<std::int64_t, Timing>& timing) {
-  std::printf("\n| layer | kind | raw MB | coded MB | ratio | disk s (GB/s) | raw s | raw verify s (share) | coded s "
-              "| coded verify s (share) | coded reader CPU s | decode GB/s per core |\n");
+  std::printf(
+      "\n| layer | kind | raw MB | coded MB | ratio | disk s (GB/s) | raw s | raw verify s (share) | coded s "
+      "| coded verify s (share) | coded reader CPU s | decode GB/s per core |\n");
   std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::map<std::string, Sum> kinds;
   double decoded_total = 0, decode_cpu_total = 0;
@@ -205,8 +214,9 @@ void print_whole_trunk(const k3::ModelConfig& c, const std::map<std::string, Sum
   for (std::int64_t li = 0; li < c.num_hidden_layers; ++li) ++counts[kind_of(c, li)];
   std::printf("\nwhole trunk per token (%lld layers), per kind: mean of the measured layers x the model's count\n",
               static_cast<long long>(c.num_hidden_layers));
-  std::printf("| kind | layers in model | measured | raw GB | coded GB | disk s | raw s | raw verify s | coded s "
-              "| coded verify s |\n");
+  std::printf(
+      "| kind | layers in model | measured | raw GB | coded GB | disk s | raw s | raw verify s | coded s "
+      "| coded verify s |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   Sum whole;
   bool complete = true;

@@ -70,9 +70,8 @@ int main(int argc, char** argv) {
       session.restore(start);
       plain.push_back(time([&] { session.feed(chunk, true, logits); }));
       session.restore(start);
-      replay.push_back(time([&] {
-        (void)session.feed_tentative(chunk, logits, [](std::span<const float>) { return std::size_t{1}; });
-      }));
+      replay.push_back(time(
+          [&] { (void)session.feed_tentative(chunk, logits, [](std::span<const float>) { return std::size_t{1}; }); }));
       session.restore(start);
       snapshot.push_back(time([&] {
         const k3::SessionSnapshot before = session.snapshot();

@@ -121,7 +121,8 @@ std::vector<Sample> gaussian_k3(std::uint64_t cap) {
     Sample s{key, k.dtype, {}, {}, static_cast<double>(real) / static_cast<double>(std::max<std::uint64_t>(bytes, 1))};
     const bool vector = k.shape.size() < 2;  // norms and the like: around 1
     if (k.dtype == k3::DType::bf16)
-      s.raw = gaussian_bf16(bytes / 2, vector ? 1.0 : 0.0, vector ? 0.1 : 1.0 / std::sqrt(static_cast<double>(cols)), seed++);
+      s.raw = gaussian_bf16(bytes / 2, vector ? 1.0 : 0.0, vector ? 0.1 : 1.0 / std::sqrt(static_cast<double>(cols)),
+                            seed++);
     else
       s.raw = std::vector<std::byte>(bytes);  // F32 is stored as it is: its content does not matter here
     out.push_back(std::move(s));
@@ -157,7 +158,8 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
-                   "usage: k3bench-trunk-codec (--model DIR | --gaussian [MIB]) [--huffman] [--level N] [--min-match N] [--block KIB] [--repeats N]\n");
+                   "usage: k3bench-trunk-codec (--model DIR | --gaussian [MIB]) [--huffman] [--level N] [--min-match "
+                   "N] [--block KIB] [--repeats N]\n");
       return 2;
     }
   }
@@ -207,9 +209,11 @@ int main(int argc, char** argv) {
     }
     const double gb = static_cast<double>(raw_bytes) / 1e9;
     const double ratio = coded_w / raw_w;
-    std::printf("input: %s, %zu tensors, %.1f MB sampled%s\n", gaussian ? "Gaussian BF16, K3 layer shapes" : model.c_str(),
-                samples.size(), static_cast<double>(raw_bytes) / 1e6,
-                gaussian ? (", standing for " + std::to_string(static_cast<long long>(raw_w / 1e9)) + " GB").c_str() : "");
+    std::printf("input: %s, %zu tensors, %.1f MB sampled%s\n",
+                gaussian ? "Gaussian BF16, K3 layer shapes" : model.c_str(), samples.size(),
+                static_cast<double>(raw_bytes) / 1e6,
+                gaussian ? (", standing for " + std::to_string(static_cast<long long>(raw_w / 1e9)) + " GB").c_str()
+                         : "");
     if (options.huffman)
       std::printf("codec bf16-huff: blocks of %u KiB\n", options.block_raw >> 10);
     else
@@ -218,8 +222,8 @@ int main(int argc, char** argv) {
     std::printf("ratio (coded / raw), layer tensors:  %.4f\n", ratio);
     std::printf("ratio, BF16 tensors only:             %.4f\n", bf16_raw_w > 0 ? bf16_coded_w / bf16_raw_w : 1.0);
     std::printf("encode: %.3f GB/s (one core)\n", gb / encode_s);
-    std::printf("decode: %.3f GB/s of output per core (best of %d; %.3f GB/s by wall time)\n", gb / best_decode, repeats,
-                gb / best_decode_wall);
+    std::printf("decode: %.3f GB/s of output per core (best of %d; %.3f GB/s by wall time)\n", gb / best_decode,
+                repeats, gb / best_decode_wall);
     std::printf("memcpy: %.3f GB/s (same bytes, same run); decode / memcpy = %.3f\n", gb / best_copy,
                 best_copy / best_decode);
     std::printf("one core keeps up with a disk of %.3f GB/s (decode x ratio; here ~1.29 GB/s = 1.2 GiB/s)\n",

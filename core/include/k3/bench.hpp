@@ -48,15 +48,15 @@ struct BenchInfo {
   std::string model, kernels, storage, cache_policy, mode;
   int threads = 0;
   bool streaming = false;
-  std::uint64_t plan_bytes = 0;   ///< MemoryPlan::total
+  std::uint64_t plan_bytes = 0;  ///< MemoryPlan::total
   double load_seconds = 0;
-  std::int64_t context = 0;       ///< memory.context
+  std::int64_t context = 0;  ///< memory.context
   std::string prompt_text;
   std::vector<std::uint32_t> prompt_ids;
-  std::int64_t new_tokens = 0;    ///< per repetition (per stream)
+  std::int64_t new_tokens = 0;  ///< per repetition (per stream)
   std::int64_t warmup_tokens = 0;
-  std::size_t streams = 1;        ///< generated at once (BenchSettings::streams)
-  double warmup_seconds = 0;      ///< the warm-up run, prefill included
+  std::size_t streams = 1;    ///< generated at once (BenchSettings::streams)
+  double warmup_seconds = 0;  ///< the warm-up run, prefill included
   /// Routed experts that failed to load during the warm-up ("layer L expert E: ...").
   std::vector<std::string> warmup_expert_failures;
 };
@@ -71,16 +71,16 @@ struct BenchIo {
 
 /// One timed repetition. The derived metrics below are what bench prints.
 struct BenchSample {
-  std::size_t prompt_tokens = 0;  ///< every stream's
+  std::size_t prompt_tokens = 0;         ///< every stream's
   std::vector<std::uint32_t> generated;  ///< every stream's ids, stream after stream
-  double prefill_seconds = 0;     ///< until every stream has its first token
+  double prefill_seconds = 0;            ///< until every stream has its first token
   /// The decode forward passes (N tokens: N-1); several streams: the tokens they generated
   /// after the last one's first, over the time since.
   DecodeTiming decode;
-  BenchIo prefill_io;             ///< from the start to the first generated token
-  BenchIo decode_io;              ///< from the first generated token to the end
-  std::uint64_t peak_rss = 0;     ///< of the process the pipeline runs in, so far (getrusage)
-  bool interrupted = false;       ///< LoadHooks::stop ended it early (its numbers are partial)
+  BenchIo prefill_io;                        ///< from the start to the first generated token
+  BenchIo decode_io;                         ///< from the first generated token to the end
+  std::uint64_t peak_rss = 0;                ///< of the process the pipeline runs in, so far (getrusage)
+  bool interrupted = false;                  ///< LoadHooks::stop ended it early (its numbers are partial)
   std::vector<std::string> expert_failures;  ///< routed experts that failed in this repetition
 };
 
@@ -91,9 +91,9 @@ enum class BenchMetric : int {
   prefill_tokens_per_second,
   decode_tokens_per_second,
   seconds_per_token,
-  io_wait_per_token,      ///< seconds the compute waited on storage ÷ decode forwards
-  hit_rate,               ///< expert-cache true hits ÷ requests over the decode forwards
-  prefetch_hit_rate,      ///< requests served by a router-lookahead prefetch ÷ requests
+  io_wait_per_token,       ///< seconds the compute waited on storage ÷ decode forwards
+  hit_rate,                ///< expert-cache true hits ÷ requests over the decode forwards
+  prefetch_hit_rate,       ///< requests served by a router-lookahead prefetch ÷ requests
   expert_bytes_per_token,  ///< decode forwards only, like the two below
   trunk_bytes_per_token,
   table_bytes_per_token,  ///< embedding rows, lm_head, global norms
@@ -102,9 +102,9 @@ enum class BenchMetric : int {
 inline constexpr int bench_metric_count = 10;
 
 struct BenchMetricInfo {
-  const char* key;     ///< JSON and CSV name: "decode_tokens_per_second"
-  const char* label;   ///< table label: "decode tokens/s"
-  bool bytes;          ///< a byte count (the table shows KiB/MiB/GiB)
+  const char* key;    ///< JSON and CSV name: "decode_tokens_per_second"
+  const char* label;  ///< table label: "decode tokens/s"
+  bool bytes;         ///< a byte count (the table shows KiB/MiB/GiB)
 };
 [[nodiscard]] const BenchMetricInfo& bench_metric_info(BenchMetric m);
 [[nodiscard]] double bench_metric(const BenchSample& s, BenchMetric m);
@@ -194,9 +194,9 @@ struct BenchRequest {
 
 /// A pipeline's info and its samples in run order.
 struct BenchPipelineResult {
-  std::string label;   ///< "A", "B", ...
+  std::string label;  ///< "A", "B", ...
   std::string config;
-  BenchInfo info;      ///< of its (first) worker
+  BenchInfo info;  ///< of its (first) worker
   std::vector<BenchSample> samples;
 };
 struct BenchResult {

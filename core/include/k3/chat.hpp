@@ -132,7 +132,7 @@ struct StreamEvent {
   /// think_text/response_text: new bytes, whole UTF-8 characters (bytes still incomplete when
   /// the payload closes are sent as they are: the model wrote invalid UTF-8)
   std::string text;
-  ToolCall call;     ///< tool_call: a call, complete when its element closes
+  ToolCall call;  ///< tool_call: a call, complete when its element closes
   bool operator==(const StreamEvent&) const = default;
 };
 

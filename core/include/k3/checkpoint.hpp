@@ -21,8 +21,8 @@ struct TensorInfo {
   std::string name;
   DType dtype{};
   std::vector<std::uint64_t> shape;
-  std::uint32_t file = 0;      ///< index into CheckpointIndex::files()
-  std::uint64_t offset = 0;    ///< absolute byte offset in the file (header included)
+  std::uint32_t file = 0;    ///< index into CheckpointIndex::files()
+  std::uint64_t offset = 0;  ///< absolute byte offset in the file (header included)
   std::uint64_t nbytes = 0;
 };
 

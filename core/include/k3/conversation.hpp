@@ -43,9 +43,9 @@ struct Entry {
   /// Exactly the ids this message added to the stream. An assistant message's start with
   /// the generation prompt and hold what was generated, then any closing ids.
   std::vector<std::uint32_t> ids;
-  bool thinking = false;          ///< assistant: generated with the think channel open
-  Ending ending = Ending::stop;   ///< assistant
-  std::size_t closing = 0;        ///< assistant: trailing ids of `ids` the conversation added
+  bool thinking = false;         ///< assistant: generated with the think channel open
+  Ending ending = Ending::stop;  ///< assistant
+  std::size_t closing = 0;       ///< assistant: trailing ids of `ids` the conversation added
   /// Dropped to make room when the context filled (Conversation::drop_oldest_turn): kept for
   /// the record (the history file), no longer part of the id stream or the messages.
   bool dropped = false;

@@ -32,12 +32,12 @@ class Pipeline;
 inline constexpr double kDoctorMemoryMargin = 0.9;
 
 struct DoctorOptions {
-  double seconds = 3;                    ///< the disk tests in all: split between the models' request sizes, then depths
-  unsigned io_depth = 8;                 ///< requests in flight in the second pass
-  double compute_seconds = 0.5;          ///< the kernel-rate test per model, split between bf16 and MXFP4
-  std::optional<double> assume_ram_gb;   ///< plan against this usable memory (GB) instead of measuring
-  std::filesystem::path presets_dir;     ///< the presets/*.yaml to choose from
-  bool full_model = true;                ///< also forecast the released K3 (geometry k3)
+  double seconds = 3;                   ///< the disk tests in all: split between the models' request sizes, then depths
+  unsigned io_depth = 8;                ///< requests in flight in the second pass
+  double compute_seconds = 0.5;         ///< the kernel-rate test per model, split between bf16 and MXFP4
+  std::optional<double> assume_ram_gb;  ///< plan against this usable memory (GB) instead of measuring
+  std::filesystem::path presets_dir;    ///< the presets/*.yaml to choose from
+  bool full_model = true;               ///< also forecast the released K3 (geometry k3)
   std::function<void(const std::string&)> on_status;  ///< a line before each slow step; may be empty
 };
 
@@ -48,27 +48,27 @@ struct DoctorFinding {
   std::string section;  ///< cpu, kernels, cores, memory, openmp, disk, page_cache, compute, model, presets
   DoctorSeverity severity = DoctorSeverity::ok;
   std::string message;
-  int exit_code = 0;    ///< errors: the exit code a run of this pipeline would end with
+  int exit_code = 0;  ///< errors: the exit code a run of this pipeline would end with
 };
 
 /// One plan and its forecast.
 struct DoctorForecast {
-  std::string name;                 ///< the preset ("laptop"), or "pipeline" for the pipeline as given
+  std::string name;  ///< the preset ("laptop"), or "pipeline" for the pipeline as given
   std::filesystem::path file;
-  bool fixed_budgets = true;        ///< false when a budget is "fit" (sized from the memory)
-  std::string error;                ///< the plan could not be made (a budget below its minimum)
-  std::uint64_t total_bytes = 0;    ///< the plan's total
-  bool fits = false;                ///< total ≤ kDoctorMemoryMargin × usable memory
-  bool resident = false;            ///< nothing streams
+  bool fixed_budgets = true;      ///< false when a budget is "fit" (sized from the memory)
+  std::string error;              ///< the plan could not be made (a budget below its minimum)
+  std::uint64_t total_bytes = 0;  ///< the plan's total
+  bool fits = false;              ///< total ≤ kDoctorMemoryMargin × usable memory
+  bool resident = false;          ///< nothing streams
   // Per token, read from storage (docs/doctor.md "The forecast").
-  std::uint64_t trunk_bytes = 0;    ///< every streamed trunk layer, whole
-  std::uint64_t expert_bytes = 0;   ///< top-k experts per MoE layer that miss the cache
-  std::uint64_t table_bytes = 0;    ///< an embedding row, and lm_head when it streams
-  double expert_hit_rate = 0;       ///< forecast: cache slots ÷ routed experts
+  std::uint64_t trunk_bytes = 0;   ///< every streamed trunk layer, whole
+  std::uint64_t expert_bytes = 0;  ///< top-k experts per MoE layer that miss the cache
+  std::uint64_t table_bytes = 0;   ///< an embedding row, and lm_head when it streams
+  double expert_hit_rate = 0;      ///< forecast: cache slots ÷ routed experts
   // Per token, seconds; 0 when the rate was not measured.
-  double io_seconds = 0;            ///< bytes ÷ the disk's best measured bandwidth
-  double compute_seconds = 0;       ///< weights multiplied ÷ the kernel set's measured rates
-  double seconds_per_token = 0;     ///< max(io, compute)
+  double io_seconds = 0;         ///< bytes ÷ the disk's best measured bandwidth
+  double compute_seconds = 0;    ///< weights multiplied ÷ the kernel set's measured rates
+  double seconds_per_token = 0;  ///< max(io, compute)
   [[nodiscard]] std::uint64_t bytes_per_token() const { return trunk_bytes + expert_bytes + table_bytes; }
 };
 
@@ -81,10 +81,10 @@ struct DoctorShape {
 /// The shapes a model's kernel rates are measured on (core/src/doctor/kernel_rate.cpp),
 /// taken from its config.
 struct DoctorKernelShapes {
-  DoctorShape bf16;                    ///< a dense-FFN matrix (intermediate × hidden), rows capped at 32 MiB
-  std::size_t bf16_rows_of_model = 0;  ///< the model's intermediate size (the uncapped rows)
-  std::vector<DoctorShape> expert;     ///< one routed expert, MXFP4: gate [I, L], up [I, L], down [L, I]
-  [[nodiscard]] std::size_t bf16_bytes() const;    ///< one BF16 matrix
+  DoctorShape bf16;                              ///< a dense-FFN matrix (intermediate × hidden), rows capped at 32 MiB
+  std::size_t bf16_rows_of_model = 0;            ///< the model's intermediate size (the uncapped rows)
+  std::vector<DoctorShape> expert;               ///< one routed expert, MXFP4: gate [I, L], up [I, L], down [L, I]
+  [[nodiscard]] std::size_t bf16_bytes() const;  ///< one BF16 matrix
   [[nodiscard]] std::size_t expert_bytes() const;  ///< one expert's packed nibbles and scales
   [[nodiscard]] bool operator==(const DoctorKernelShapes& o) const {
     auto same = [](const std::vector<DoctorShape>& a, const std::vector<DoctorShape>& b) {
@@ -105,7 +105,7 @@ struct DoctorMeasurement {
   std::uint64_t disk_request_bytes = 0;  ///< its 4096-aligned expert slot (0: the disk was not read)
   double disk_bytes_per_second = 0;      ///< the best pass of that test
   DoctorKernelShapes shapes;
-  double bf16_bytes_per_second = 0;      ///< weights multiplied per second, the run's threads
+  double bf16_bytes_per_second = 0;  ///< weights multiplied per second, the run's threads
   double mxfp4_bytes_per_second = 0;
 };
 
@@ -130,20 +130,20 @@ struct DoctorReport {
   std::string kernels_requested;  ///< kernels.set
   std::string kernels_chosen;     ///< what the run would use; empty when none can
   machine::CoreInfo cores;
-  int threads = 0;                ///< what a run of this pipeline starts
+  int threads = 0;  ///< what a run of this pipeline starts
   machine::MemoryInfo memory;
   std::uint64_t usable_memory = 0;
-  std::string usable_source;      ///< "MemAvailable", "cgroup limit <file>" or "--assume-ram"
+  std::string usable_source;  ///< "MemAvailable", "cgroup limit <file>" or "--assume-ram"
   machine::OpenMpWaitPolicy openmp;
-  std::string model_path;         ///< model.path as the run reads it
+  std::string model_path;  ///< model.path as the run reads it
   bool checkpoint_present = false;
   std::vector<std::filesystem::path> shards;
   /// The disk tests, one per distinct expert slot size of the models (the pipeline's first);
   /// empty when the disk was not measured.
   std::vector<machine::DiskBench> disks;
-  std::string disk_skipped;       ///< why the disk was not measured
+  std::string disk_skipped;  ///< why the disk was not measured
   machine::PageCacheState page_cache;
-  std::vector<DoctorModel> models;    ///< the pipeline's model first, then K3
+  std::vector<DoctorModel> models;  ///< the pipeline's model first, then K3
   std::vector<DoctorFinding> findings;
 
   /// 0 when every finding is ok, the first error's exit code when there is one, else 6

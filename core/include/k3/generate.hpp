@@ -29,7 +29,7 @@ struct SamplingSettings {
   /// it when positive, multiplied by it otherwise (in float). 1 = off.
   double repeat_penalty = 1.0;
   std::int64_t repeat_last_n = 64;  ///< ids the penalty looks back over; 0 = off, -1 = the whole context
-  std::uint64_t seed = 0;    ///< the draw at position p uses a generator seeded by (seed, p)
+  std::uint64_t seed = 0;           ///< the draw at position p uses a generator seeded by (seed, p)
   /// Whether the repeat penalty changes anything (the sampler then needs the context).
   [[nodiscard]] bool penalizes() const noexcept { return repeat_penalty != 1.0 && repeat_last_n != 0; }
 };
@@ -60,7 +60,7 @@ class Sampler {
   std::size_t vocab_;
   std::vector<std::uint32_t> order_;
   std::vector<double> p_;
-  std::vector<float> penalized_;        ///< allocated on the first penalized draw
+  std::vector<float> penalized_;         ///< allocated on the first penalized draw
   std::vector<std::uint32_t> repeated_;  ///< the window's distinct ids
 };
 
@@ -106,11 +106,11 @@ struct GenerateSettings {
   std::vector<std::uint32_t> prompt;
   std::int64_t max_new_tokens = 16;
   DecodeMode mode = DecodeMode::incremental;
-  std::int64_t prefill_chunk = 16;    ///< tokens per prefill feed() (incremental mode)
-  SpeculativeSettings speculative;    ///< incremental mode only
+  std::int64_t prefill_chunk = 16;  ///< tokens per prefill feed() (incremental mode)
+  SpeculativeSettings speculative;  ///< incremental mode only
   SamplingSettings sampling;
   bool stop_at_eos = true;
-  std::uint32_t eos_token = 0;       ///< from the model config
+  std::uint32_t eos_token = 0;  ///< from the model config
   /// More ids that end generation like EOS when stop_at_eos (a chat turn's <|end_of_msg|>).
   std::vector<std::uint32_t> stop_tokens;
   /// When set, raw little-endian float32 logits [positions, vocab] of every position the
@@ -148,7 +148,7 @@ struct GenerateResult {
   double prefill_seconds = 0;
   std::vector<StepRecord> steps;
   bool stopped_at_eos = false;  ///< ended at EOS or one of settings.stop_tokens
-  bool interrupted = false;  ///< settings.stop ended the run early
+  bool interrupted = false;     ///< settings.stop ended the run early
   /// Non-empty when the stop cut a forward pass short (a storage wait the backend abandoned,
   /// k3::Interrupted): what was being read. The session's state then holds part of a
   /// forward pass: it is not the conversation's and must not be saved or fed again

@@ -32,11 +32,11 @@ DTypeMix parse_dtype_mix(std::string_view text, const std::string& what);
 
 /// The `writer:` section of a geometry file.
 struct WriterSettings {
-  std::uint64_t seed = 0;              ///< weights, deterministic on every host
-  std::uint64_t shard_size_bytes = 0;  ///< target shard size; a tensor group never straddles shards
-  std::int64_t tokenizer_ranks = 0;    ///< BPE ranks in tiktoken.model; vocab_size = ranks + 256
-  bool headers_only_required = false;  ///< true: too big to write (k3): only --headers-only
-  DTypeMix dtypes = DTypeMix::release; ///< writer.dtypes: release (default) or compact
+  std::uint64_t seed = 0;               ///< weights, deterministic on every host
+  std::uint64_t shard_size_bytes = 0;   ///< target shard size; a tensor group never straddles shards
+  std::int64_t tokenizer_ranks = 0;     ///< BPE ranks in tiktoken.model; vocab_size = ranks + 256
+  bool headers_only_required = false;   ///< true: too big to write (k3): only --headers-only
+  DTypeMix dtypes = DTypeMix::release;  ///< writer.dtypes: release (default) or compact
 };
 
 struct ModelGeometry {
@@ -86,9 +86,9 @@ struct TensorSpec {
   std::string name;
   DType dtype{};
   std::vector<std::uint64_t> shape;
-  DTypeSet dtypes;          ///< the dtypes the loader accepts for it
+  DTypeSet dtypes;  ///< the dtypes the loader accepts for it
   TensorPart part{};
-  bool vector = false;      ///< held as an fp32 vector (a BF16 one is widened on binding)
+  bool vector = false;  ///< held as an fp32 vector (a BF16 one is widened on binding)
   [[nodiscard]] std::uint64_t nbytes() const;
 };
 
@@ -115,10 +115,10 @@ std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c, DTypeMix mix = 
 /// Totals over the layout in the dtypes of `mix`. A routed-expert parameter is one MXFP4 element (0.53125 B).
 struct GeometryCensus {
   std::uint64_t tensors = 0;
-  std::uint64_t params = 0;          ///< logical parameters, experts included
-  std::uint64_t bytes = 0;           ///< tensor bytes (safetensors data, headers excluded)
+  std::uint64_t params = 0;  ///< logical parameters, experts included
+  std::uint64_t bytes = 0;   ///< tensor bytes (safetensors data, headers excluded)
   std::uint64_t expert_params = 0;
-  std::uint64_t expert_bytes = 0;    ///< every routed expert (w1, w2, w3 packed + scale)
+  std::uint64_t expert_bytes = 0;  ///< every routed expert (w1, w2, w3 packed + scale)
   std::uint64_t bytes_per_expert = 0;
 };
 GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix = DTypeMix::release);

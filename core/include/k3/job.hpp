@@ -49,7 +49,7 @@ struct StepIo {
 };
 
 struct JobReport {
-  std::string model;  ///< model.path: a folder or a URL, as the storage plugin reads it
+  std::string model;            ///< model.path: a folder or a URL, as the storage plugin reads it
   CheckpointIdentity identity;  ///< what the model's weights are (k3/checkpoint.hpp)
   /// The storage plugin's own counters (sdk::StorageCounters), when it has any: e.g. the
   /// tier's blocks served, and those dropped as damaged and fetched again.
@@ -61,28 +61,28 @@ struct JobReport {
   GenerateResult result;
   std::string generated_text;
   double load_seconds = 0;
-  double tokens_per_second = 0;   ///< decode_forwards / decode seconds (prefill excluded)
+  double tokens_per_second = 0;     ///< decode_forwards / decode seconds (prefill excluded)
   std::size_t decode_forwards = 0;  ///< generated tokens fed back (generated tokens - 1)
   SpeculativeSettings speculative;  ///< as configured (result.speculative: what it did)
-  std::uint64_t peak_rss = 0;     ///< bytes, getrusage
+  std::uint64_t peak_rss = 0;       ///< bytes, getrusage
   std::uint64_t weight_bytes_read = 0;
-  std::filesystem::path trace_file;   ///< trace.out, when recorded (an interrupted run's too)
-  std::filesystem::path state_file;   ///< job.save_state, when saved
+  std::filesystem::path trace_file;  ///< trace.out, when recorded (an interrupted run's too)
+  std::filesystem::path state_file;  ///< job.save_state, when saved
   /// The ids the session holds unfed after the run (its last generated token, or the rest
   /// of an interrupted prefill): a run resumed from the saved state feeds them first.
   std::vector<std::uint32_t> pending;
   std::filesystem::path report_file;  ///< where the JSON went (empty if not written)
   // Streaming (docs/streaming.md "Report").
   MemoryPlan plan;
-  std::string plan_text;              ///< the printed plan
+  std::string plan_text;  ///< the printed plan
   bool streaming = false;
   std::string cache_policy;
   std::size_t prefetch_depth = 0;  ///< cache.prefetch.depth of the run
-  std::vector<StepIo> step_io;        ///< per generated token, same order as result.steps
-  StreamStats io;                     ///< whole run, load included
-  double wall_seconds = 0;            ///< load + prefill + decode
-  double io_share = 0;                ///< compute thread waiting for storage ÷ wall clock
-  double seconds_per_token = 0;       ///< decode seconds ÷ decode forward passes
+  std::vector<StepIo> step_io;     ///< per generated token, same order as result.steps
+  StreamStats io;                  ///< whole run, load included
+  double wall_seconds = 0;         ///< load + prefill + decode
+  double io_share = 0;             ///< compute thread waiting for storage ÷ wall clock
+  double seconds_per_token = 0;    ///< decode seconds ÷ decode forward passes
   /// Non-empty: routed experts failed to load; the run finished but the ids are unsound (exit 4).
   std::vector<std::string> expert_failures;
   /// The exit code the CLI gives this run (0, 4, 5; 1 in the report of a failed run).
@@ -98,7 +98,7 @@ struct JobReport {
 /// demo prompt is not appended to a resumed conversation. UsageError for a bad id, an
 /// unreadable file or text the tokenizer refuses.
 struct JobPrompt {
-  std::string text;                ///< as given, or the ids decoded
+  std::string text;  ///< as given, or the ids decoded
   std::vector<std::uint32_t> ids;
 };
 JobPrompt job_prompt(const Pipeline& pipeline, const Runtime& runtime);

@@ -25,8 +25,8 @@ struct CpuFeature {
 };
 
 struct CpuInfo {
-  std::string arch;    ///< "x86_64", "aarch64", ...
-  std::string model;   ///< /proc/cpuinfo "model name" (or "CPU part" on ARM); empty if unknown
+  std::string arch;   ///< "x86_64", "aarch64", ...
+  std::string model;  ///< /proc/cpuinfo "model name" (or "CPU part" on ARM); empty if unknown
   /// The extensions the kernel sets test (plugins/kernels/*/cpu_support.cpp), in a fixed
   /// order, each as the CPU and the OS report it (x86: CPUID and the OS's register state).
   std::vector<CpuFeature> features;
@@ -36,14 +36,14 @@ CpuInfo probe_cpu(const std::filesystem::path& root = "/");
 // ---- Cores --------------------------------------------------------------------------------
 
 struct CoreInfo {
-  unsigned logical = 0;         ///< online CPUs (sys/devices/system/cpu/online)
-  unsigned physical = 0;        ///< distinct (package, core) pairs among them; 0 = unknown
-  unsigned affinity = 0;        ///< CPUs in this process's affinity mask (sched_getaffinity)
-  std::string affinity_list;    ///< the mask as a CPU list: "0-1"
+  unsigned logical = 0;       ///< online CPUs (sys/devices/system/cpu/online)
+  unsigned physical = 0;      ///< distinct (package, core) pairs among them; 0 = unknown
+  unsigned affinity = 0;      ///< CPUs in this process's affinity mask (sched_getaffinity)
+  std::string affinity_list;  ///< the mask as a CPU list: "0-1"
   /// The cgroup CPU quota in CPUs (v2 cpu.max quota/period, the tightest on the path up;
   /// v1 cpu.cfs_quota_us / cpu.cfs_period_us); nullopt when there is none.
   std::optional<double> cgroup_cpus;
-  std::string cgroup_source;    ///< the file the quota came from
+  std::string cgroup_source;  ///< the file the quota came from
   /// The CPUs a run's threads can really use at once: the affinity mask, lowered to the
   /// quota rounded up (at least 1).
   [[nodiscard]] unsigned usable() const;
@@ -56,13 +56,13 @@ std::optional<unsigned> count_cpu_list(const std::string& text);
 // ---- Memory -------------------------------------------------------------------------------
 
 struct MemoryInfo {
-  std::uint64_t total = 0;       ///< MemTotal, bytes
-  std::uint64_t available = 0;   ///< MemAvailable, bytes
+  std::uint64_t total = 0;      ///< MemTotal, bytes
+  std::uint64_t available = 0;  ///< MemAvailable, bytes
   /// The tightest cgroup memory limit on our path (v2 memory.max, else v1
   /// memory.limit_in_bytes), with that cgroup's usage; nullopt when unlimited.
   std::optional<std::uint64_t> cgroup_limit;
   std::uint64_t cgroup_usage = 0;
-  std::string cgroup_source;     ///< the limit's file
+  std::string cgroup_source;  ///< the limit's file
   /// What this process may still use: min(MemAvailable, limit - usage).
   [[nodiscard]] std::uint64_t usable() const;
   /// Where usable() comes from: "MemAvailable" or "cgroup limit <file>".
@@ -92,10 +92,10 @@ struct DiskPass {
 };
 
 struct DiskBench {
-  std::filesystem::path folder;   ///< where the bytes were (the shards' folder or the scratch folder)
-  std::string filesystem;         ///< "ext4", "xfs", "tmpfs", ... ("0x…" when unknown)
-  bool temporary_file = false;    ///< read a temporary file, not the given files
-  bool o_direct = false;          ///< every read bypassed the page cache
+  std::filesystem::path folder;  ///< where the bytes were (the shards' folder or the scratch folder)
+  std::string filesystem;        ///< "ext4", "xfs", "tmpfs", ... ("0x…" when unknown)
+  bool temporary_file = false;   ///< read a temporary file, not the given files
+  bool o_direct = false;         ///< every read bypassed the page cache
   /// The given files' file system refused O_DIRECT (rather than: no files, or none as large
   /// as one request), which is why a temporary file was read.
   bool direct_refused = false;
@@ -103,8 +103,8 @@ struct DiskBench {
   /// when the files were read with O_DIRECT.
   std::string note;
   std::uint64_t request_bytes = 0;
-  std::uint64_t span_bytes = 0;   ///< bytes of file the random offsets were drawn from
-  std::vector<DiskPass> passes;   ///< one per depth
+  std::uint64_t span_bytes = 0;  ///< bytes of file the random offsets were drawn from
+  std::vector<DiskPass> passes;  ///< one per depth
   [[nodiscard]] double best_bytes_per_second() const;
 };
 
@@ -128,10 +128,10 @@ std::string filesystem_name(const std::filesystem::path& path);
 // ---- Page cache ---------------------------------------------------------------------------
 
 struct PageCacheState {
-  std::size_t files = 0;          ///< files looked at
-  std::uint64_t bytes = 0;        ///< their size
-  std::uint64_t resident = 0;     ///< bytes of them in the page cache now (mincore)
-  std::size_t unreadable = 0;     ///< files that could not be mapped (skipped)
+  std::size_t files = 0;       ///< files looked at
+  std::uint64_t bytes = 0;     ///< their size
+  std::uint64_t resident = 0;  ///< bytes of them in the page cache now (mincore)
+  std::size_t unreadable = 0;  ///< files that could not be mapped (skipped)
 };
 /// mincore() over each file, mapped read-only (nothing is read or faulted in).
 PageCacheState page_cache_state(const std::vector<std::filesystem::path>& files);
@@ -145,8 +145,8 @@ PageCacheState page_cache_state(const std::vector<std::filesystem::path>& files)
 /// the environment as it was when the library was loaded, i.e. what the runtime read.
 struct OpenMpWaitPolicy {
   enum class Source { user, k3host, runtime_default };
-  std::string wait_policy;   ///< OMP_WAIT_POLICY as given, lower case; empty = unset
-  std::string spincount;     ///< GOMP_SPINCOUNT as given; empty = unset
+  std::string wait_policy;  ///< OMP_WAIT_POLICY as given, lower case; empty = unset
+  std::string spincount;    ///< GOMP_SPINCOUNT as given; empty = unset
   Source source = Source::runtime_default;
   std::string reexec_error;  ///< set when k3host's re-execution failed (source: runtime_default)
   /// "passive", "active", "spin GOMP_SPINCOUNT=N" or "default" (the runtime's own).

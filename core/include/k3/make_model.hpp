@@ -18,10 +18,10 @@
 namespace k3 {
 
 struct MakeModelOptions {
-  std::filesystem::path out;           ///< target directory
-  std::optional<std::uint64_t> seed;   ///< overrides the geometry's writer.seed
-  std::optional<DTypeMix> dtypes;      ///< overrides the geometry's writer.dtypes
-  bool force = false;                  ///< replace an existing non-empty `out`
+  std::filesystem::path out;          ///< target directory
+  std::optional<std::uint64_t> seed;  ///< overrides the geometry's writer.seed
+  std::optional<DTypeMix> dtypes;     ///< overrides the geometry's writer.dtypes
+  bool force = false;                 ///< replace an existing non-empty `out`
   /// Real headers, data left as holes (ftruncate): the full K3 layout (~497,000 tensors in
   /// ~96 shards) for index benchmarks without using the disk. The tensors read as zeros.
   bool headers_only = false;

@@ -30,9 +30,9 @@ class PassLink;
 struct ModelSettings {
   std::string storage = "posix";  ///< storage plugin name
   PluginParams storage_params;
-  std::string kernels = "auto";   ///< kernel set name or "auto" (highest score that runs here)
+  std::string kernels = "auto";  ///< kernel set name or "auto" (highest score that runs here)
   PluginParams kernel_params;
-  int threads = 0;                ///< 0 = every core
+  int threads = 0;  ///< 0 = every core
   /// Memory budgets (docs/streaming.md). The default sizes both budgets from the available
   /// memory ("fit"); a plan that holds everything keeps the model resident, otherwise the
   /// trunk and the routed experts stream. A plan that does not fit is refused (exit 3).
@@ -44,7 +44,7 @@ struct ModelSettings {
   /// or a trace that records no checkpoint identity); read whole
   /// for a policy that wants the future (belady), which requires it.
   std::filesystem::path cache_future;
-  int expert_read_attempts = 3;      ///< reads of a routed expert before it counts as failed
+  int expert_read_attempts = 3;  ///< reads of a routed expert before it counts as failed
   /// cache.prefetch.*: router-lookahead prefetch of routed experts (docs/cache.md). Depth in
   /// MoE layers (0 = off); bytes read ahead per token of a forward pass (0 = no limit).
   std::size_t prefetch_depth = 0;
@@ -85,18 +85,18 @@ struct StreamStats {
   std::uint64_t expert_bytes = 0;     ///< routed experts
   std::uint64_t table_bytes = 0;      ///< embedding, lm_head, global norms
   std::uint64_t expert_requests = 0;  ///< (token, layer, expert) requests
-  std::uint64_t expert_hits = 0;      ///< requests found resident (true hits: a prefetched expert's first use is not one)
+  std::uint64_t expert_hits = 0;  ///< requests found resident (true hits: a prefetched expert's first use is not one)
   /// Router-lookahead prefetch (cache.prefetch, docs/cache.md "Router-lookahead prefetch").
-  std::uint64_t prefetch_experts = 0;  ///< experts read ahead
-  std::uint64_t prefetch_bytes = 0;    ///< their bytes
-  std::uint64_t prefetch_used = 0;     ///< of those, requested later (each once)
+  std::uint64_t prefetch_experts = 0;       ///< experts read ahead
+  std::uint64_t prefetch_bytes = 0;         ///< their bytes
+  std::uint64_t prefetch_used = 0;          ///< of those, requested later (each once)
   std::uint64_t prefetch_wasted_bytes = 0;  ///< bytes read ahead and not requested (yet)
-  std::uint64_t prefetch_hits = 0;     ///< requests served by a prefetched expert
+  std::uint64_t prefetch_hits = 0;          ///< requests served by a prefetched expert
   /// The predictor over distinct experts per (chunk, predicted layer): predicted, truly
   /// routed, and both (recall = correct/routed, precision = correct/predicted).
   std::uint64_t lookahead_predicted = 0, lookahead_routed = 0, lookahead_correct = 0;
-  double io_wait_seconds = 0;         ///< the compute thread waited for storage
-  double read_seconds = 0;            ///< time inside storage reads, all threads
+  double io_wait_seconds = 0;  ///< the compute thread waited for storage
+  double read_seconds = 0;     ///< time inside storage reads, all threads
   /// Time spent checking the bytes read from a packed trunk against its checksums, all
   /// threads (0 without model.packed_trunk); the reader threads' part overlaps the compute.
   double verify_seconds = 0;
@@ -142,7 +142,7 @@ class Model {
   /// The storage backend the checkpoint is read through (for files next to it, e.g. the
   /// tokenizer's: PluginHost::set_file_storage).
   [[nodiscard]] const std::shared_ptr<sdk::StorageBackend>& storage() const noexcept;
-  [[nodiscard]] std::string kernel_set() const;   ///< the name of the set in use
+  [[nodiscard]] std::string kernel_set() const;  ///< the name of the set in use
   /// The kernel set in use (a draft model runs on its target's).
   [[nodiscard]] const std::shared_ptr<sdk::KernelSet>& kernels() const noexcept;
   [[nodiscard]] const std::string& storage_plugin() const noexcept;  ///< the storage plugin's name
@@ -165,8 +165,7 @@ class Model {
 
  private:
   /// Both public constructors: `make_plugins` runs once the checkpoint and the plan passed.
-  Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins,
-        const ModelSettings& settings);
+  Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins, const ModelSettings& settings);
   std::unique_ptr<Impl> impl_;
 };
 

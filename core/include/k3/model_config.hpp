@@ -3,8 +3,8 @@
 // naming the key and the file). Nothing here has a default.
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,16 +15,16 @@ namespace k3 {
 class CheckpointIndex;
 
 struct ModelConfig {
-  std::int64_t hidden_size = 0;          ///< E
+  std::int64_t hidden_size = 0;  ///< E
   std::int64_t num_hidden_layers = 0;
   std::int64_t vocab_size = 0;
   double rms_norm_eps = 0;               ///< every RMSNorm except the two MLA-internal ones (1e-6)
   std::vector<std::int64_t> mla_layers;  ///< 0-based, sorted (config's full_attn_layers is 1-based)
   // KDA (linear_attn_config)
-  std::int64_t kda_num_heads = 0;        ///< H
-  std::int64_t kda_head_dim = 0;         ///< D (d_k = d_v)
+  std::int64_t kda_num_heads = 0;  ///< H
+  std::int64_t kda_head_dim = 0;   ///< D (d_k = d_v)
   std::int64_t short_conv_kernel_size = 0;
-  double gate_lower_bound = 0;           ///< -5.0 in K3
+  double gate_lower_bound = 0;  ///< -5.0 in K3
   // MLA
   std::int64_t num_attention_heads = 0;
   std::int64_t q_lora_rank = 0;
@@ -37,17 +37,17 @@ struct ModelConfig {
   std::int64_t num_experts = 0;
   std::int64_t num_experts_per_token = 0;
   std::int64_t num_shared_experts = 0;
-  std::int64_t moe_intermediate_size = 0;     ///< I
-  std::int64_t routed_expert_hidden_size = 0; ///< L
+  std::int64_t moe_intermediate_size = 0;      ///< I
+  std::int64_t routed_expert_hidden_size = 0;  ///< L
   bool latent_moe_use_norm = false;
   bool moe_renormalize = false;
   double routed_scaling_factor = 0;
   std::int64_t first_k_dense_replace = 0;
-  std::int64_t intermediate_size = 0;         ///< dense MLP width
+  std::int64_t intermediate_size = 0;  ///< dense MLP width
   // AttnRes and activation
   std::int64_t attn_res_block_size = 0;
-  double activation_situ_beta = 0;            ///< 4.0
-  double activation_situ_linear_beta = 0;     ///< 25.0
+  double activation_situ_beta = 0;         ///< 4.0
+  double activation_situ_linear_beta = 0;  ///< 25.0
   std::int64_t bos_token_id = 0;
   std::int64_t eos_token_id = 0;
   /// config.json carries `k3host_synthetic`: `k3host make-model` wrote this checkpoint with
@@ -64,7 +64,7 @@ struct ModelConfig {
   /// nullopt, read as true, as the released K3 thinks. Not part of the fingerprint.
   std::optional<bool> thinking;
 
-  [[nodiscard]] bool is_mla(std::int64_t layer) const;     ///< 0-based layer index
+  [[nodiscard]] bool is_mla(std::int64_t layer) const;  ///< 0-based layer index
   [[nodiscard]] bool is_dense(std::int64_t layer) const { return layer < first_k_dense_replace; }
   /// A stable 64-bit fingerprint of every field (for state files and traces).
   [[nodiscard]] std::uint64_t fingerprint() const;

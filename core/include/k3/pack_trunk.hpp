@@ -24,9 +24,9 @@ struct TrunkLayerRange {
 };
 
 struct PackTrunkOptions {
-  std::filesystem::path model;  ///< checkpoint directory (config.json + *.safetensors)
-  std::filesystem::path out;    ///< target directory
-  bool force = false;           ///< replace an existing `out`
+  std::filesystem::path model;    ///< checkpoint directory (config.json + *.safetensors)
+  std::filesystem::path out;      ///< target directory
+  bool force = false;             ///< replace an existing `out`
   std::string storage = "posix";  ///< storage plugin that reads the checkpoint
   std::string codec = "none";     ///< "none" (version 1), "bf16-zstd" or "bf16-huff" (coded layer runs)
   int codec_level = 1;            ///< zstd level of the exponent frames (bf16-zstd)
@@ -41,11 +41,11 @@ struct PackTrunkResult {
   std::filesystem::path dir;
   std::uint64_t runs = 0;
   std::uint64_t tensors = 0;
-  std::uint64_t data_bytes = 0;     ///< tensor bytes copied
-  std::uint64_t bin_bytes = 0;      ///< size of trunk.bin (with alignment padding)
-  std::uint64_t stored_bytes = 0;   ///< the runs' bytes in trunk.bin (coded or not, no padding)
-  std::uint64_t row_sums = 0;       ///< rows with a checksum of their own
-  std::uint64_t identity = 0;       ///< the checkpoint identity recorded
+  std::uint64_t data_bytes = 0;    ///< tensor bytes copied
+  std::uint64_t bin_bytes = 0;     ///< size of trunk.bin (with alignment padding)
+  std::uint64_t stored_bytes = 0;  ///< the runs' bytes in trunk.bin (coded or not, no padding)
+  std::uint64_t row_sums = 0;      ///< rows with a checksum of their own
+  std::uint64_t identity = 0;      ///< the checkpoint identity recorded
 };
 
 /// Packs the trunk of `model` into `out`. UsageError for bad input (missing model, `out`

@@ -90,7 +90,9 @@ struct PackedRun {
   /// Bytes the run's data takes in trunk.bin.
   [[nodiscard]] std::uint64_t stored_bytes() const { return coded() ? coded_bytes : nbytes; }
   /// Bytes the run occupies in trunk.bin (stored_bytes() rounded up to 4096).
-  [[nodiscard]] std::uint64_t padded_bytes() const { return (stored_bytes() + kTrunkAlign - 1) / kTrunkAlign * kTrunkAlign; }
+  [[nodiscard]] std::uint64_t padded_bytes() const {
+    return (stored_bytes() + kTrunkAlign - 1) / kTrunkAlign * kTrunkAlign;
+  }
   /// nullptr when absent.
   [[nodiscard]] const PackedTensor* find(std::string_view tensor) const;
 };

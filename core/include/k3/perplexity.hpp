@@ -52,11 +52,11 @@ struct PerplexitySettings {
 std::int64_t checked_stride(const PerplexitySettings& settings);
 
 struct PerplexityResult {
-  std::int64_t ids = 0;       ///< length of the sequence evaluated
-  std::int64_t scored = 0;    ///< ids scored (ids − 1 when not interrupted)
-  std::int64_t windows = 0;   ///< windows fed (in part, when interrupted)
+  std::int64_t ids = 0;      ///< length of the sequence evaluated
+  std::int64_t scored = 0;   ///< ids scored (ids − 1 when not interrupted)
+  std::int64_t windows = 0;  ///< windows fed (in part, when interrupted)
   std::int64_t window = 0, stride = 0;
-  double nll_sum = 0;         ///< Σ −log p, natural log, in scoring order
+  double nll_sum = 0;  ///< Σ −log p, natural log, in scoring order
   double seconds = 0;
   bool interrupted = false;
   [[nodiscard]] double mean_nll() const noexcept;    ///< nll_sum / scored (NaN when nothing scored)

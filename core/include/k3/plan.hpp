@@ -31,10 +31,10 @@ struct PlanInputs {
   /// keep only their attention part in a ring slot and multiply the FFN while reading it in
   /// row chunks. automatic: when that streams fewer bytes per token within the budget.
   enum class SplitDenseFfn { automatic, on, off } split_dense_ffn = SplitDenseFfn::automatic;
-  std::uint64_t row_chunk_bytes = 0;      ///< per row-chunk buffer; 0 = 32 MiB
-  std::int64_t context = 4096;            ///< positions of MLA latent KV to reserve
-  std::int64_t prefill_chunk = 64;        ///< tokens per forward call (activation buffers)
-  std::int64_t speculative_draft = 0;     ///< job.speculative.max_draft: verification journals
+  std::uint64_t row_chunk_bytes = 0;   ///< per row-chunk buffer; 0 = 32 MiB
+  std::int64_t context = 4096;         ///< positions of MLA latent KV to reserve
+  std::int64_t prefill_chunk = 64;     ///< tokens per forward call (activation buffers)
+  std::int64_t speculative_draft = 0;  ///< job.speculative.max_draft: verification journals
   /// Sequences decoded together (serve.parallel, for `serve` and `--prompts`), each with its
   /// own KDA state, MLA latent KV of `context` positions and journals; 0 = auto: the most, up
   /// to kAutoParallel, whose sequences take at most a quarter of the available memory in a
@@ -43,14 +43,14 @@ struct PlanInputs {
   /// Prompt tokens one step of several sequences feeds in all (serve.prefill_budget);
   /// 0 = prefill_chunk.
   std::int64_t prefill_budget = 0;
-  std::uint64_t available = 0;            ///< bytes; 0 = measure (MemAvailable, cgroup)
+  std::uint64_t available = 0;  ///< bytes; 0 = measure (MemAvailable, cgroup)
   /// memory.budgets_for: the model whose bytes the fixed budgets are. Unset: this model's.
   /// Set (k3): a model with fewer trunk (expert) bytes gets trunk_gb (expert_cache_gb)
   /// scaled by its share, never scaled up; "fit" budgets are never scaled.
   struct BudgetsFor {
-    std::string name;                     ///< the geometry ("k3")
-    std::uint64_t trunk_bytes = 0;        ///< its trunk layers, as the plan holds them
-    std::uint64_t expert_bytes = 0;       ///< all its routed experts' slots
+    std::string name;                ///< the geometry ("k3")
+    std::uint64_t trunk_bytes = 0;   ///< its trunk layers, as the plan holds them
+    std::uint64_t expert_bytes = 0;  ///< all its routed experts' slots
   };
   std::optional<BudgetsFor> budgets_for;
   /// A rank of a model split over ranks (docs/cluster.md) holds layers [first_layer,
@@ -99,12 +99,12 @@ std::uint64_t available_memory(std::string* source = nullptr);
 /// positions; a session allocates them once when it starts (maths/run_buffers.hpp) and the
 /// forward pass only works in them, so decoding a token allocates nothing.
 struct RunBufferSizes {
-  std::uint64_t chunk = 0;      ///< tokens per forward call at most
-  std::uint64_t positions = 0;  ///< the context: MLA attends over up to this many
-  struct Stack {                ///< the decoder stack (maths/forward.cpp)
+  std::uint64_t chunk = 0;                                 ///< tokens per forward call at most
+  std::uint64_t positions = 0;                             ///< the context: MLA attends over up to this many
+  struct Stack {                                           ///< the decoder stack (maths/forward.cpp)
     std::uint64_t prefix = 0, h = 0, normed = 0, out = 0;  ///< [chunk, E] each
-    std::uint64_t bank = 0;       ///< AttnRes block snapshots [blocks, chunk, E]
-    std::uint64_t bank_rows = 0;  ///< row pointers of one aggregation: blocks + 1
+    std::uint64_t bank = 0;                                ///< AttnRes block snapshots [blocks, chunk, E]
+    std::uint64_t bank_rows = 0;                           ///< row pointers of one aggregation: blocks + 1
   } stack;
   struct AttnRes {
     std::uint64_t fold = 0, scores = 0;  ///< doubles: [E], [blocks + 1]
@@ -121,9 +121,9 @@ struct RunBufferSizes {
   } mla;
   struct Moe {
     std::uint64_t logits = 0, z = 0, r = 0, shared_gate = 0, shared_up = 0, shared_out = 0;
-    std::uint64_t contrib = 0;                 ///< [chunk·top_k, latent]
-    std::uint64_t gather = 0, h1 = 0, h3 = 0, expert_out = 0;  ///< one expert's tokens (≤ chunk)
-    std::uint64_t weights = 0, choice = 0;     ///< doubles: [chunk·top_k], [experts]
+    std::uint64_t contrib = 0;                                     ///< [chunk·top_k, latent]
+    std::uint64_t gather = 0, h1 = 0, h3 = 0, expert_out = 0;      ///< one expert's tokens (≤ chunk)
+    std::uint64_t weights = 0, choice = 0;                         ///< doubles: [chunk·top_k], [experts]
     std::uint64_t ids = 0, users = 0, user_start = 0, unique = 0;  ///< u32 routing tables
     std::uint64_t ahead_count = 0, ahead_ids = 0, ahead_topk = 0;  ///< u32, the router lookahead's
     std::uint64_t ahead_score = 0;                                 ///< doubles, the router lookahead's
@@ -146,7 +146,7 @@ struct MemoryPlan {
   /// factor each was scaled by (1 when not scaled).
   std::string budgets_for;
   double trunk_scale = 1, expert_scale = 1;
-  bool trunk_fit = false, expert_fit = false;          ///< sized from available memory
+  bool trunk_fit = false, expert_fit = false;  ///< sized from available memory
 
   // Trunk: every layer's non-expert tensors as held in memory.
   std::vector<std::uint64_t> layer_bytes;  ///< per layer, the size of one binding
@@ -156,14 +156,14 @@ struct MemoryPlan {
   std::size_t first_layer = 0, last_layer = 0;
   std::size_t pinned_count = 0;
   std::uint64_t pinned_bytes = 0;
-  std::size_t ring_slots = 0;              ///< 0 when every layer is pinned
-  std::uint64_t ring_slot_bytes = 0;       ///< the largest unpinned layer (its ring part)
+  std::size_t ring_slots = 0;         ///< 0 when every layer is pinned
+  std::uint64_t ring_slot_bytes = 0;  ///< the largest unpinned layer (its ring part)
   /// Per layer, the bytes without the dense FFN (== layer_bytes for MoE layers).
   std::vector<std::uint64_t> layer_core_bytes;
   /// Streamed dense layers hold only their core in a ring slot; the FFN is read in row
   /// chunks as it is multiplied (docs/streaming.md "Split dense layers").
   bool split_dense_ffn = false;
-  std::size_t split_layers = 0;            ///< streamed dense layers served split
+  std::size_t split_layers = 0;  ///< streamed dense layers served split
   /// Row-chunk buffers shared by split FFNs and a streamed lm_head (two: one being read
   /// while the other is multiplied); row_chunk_bytes each.
   std::uint64_t row_chunk_bytes = 0;
@@ -172,16 +172,16 @@ struct MemoryPlan {
   std::uint64_t streamed_trunk_bytes = 0;
 
   // Routed experts.
-  std::uint64_t expert_slot_bytes = 0;     ///< one expert's six tensors, 4096-aligned stride
-  std::uint64_t experts_total = 0;         ///< routed experts in the model
-  std::uint64_t expert_slots = 0;          ///< arena slots (every expert when resident)
-  std::uint64_t min_expert_slots = 0;      ///< top-k: one token's working set for a layer
+  std::uint64_t expert_slot_bytes = 0;  ///< one expert's six tensors, 4096-aligned stride
+  std::uint64_t experts_total = 0;      ///< routed experts in the model
+  std::uint64_t expert_slots = 0;       ///< arena slots (every expert when resident)
+  std::uint64_t min_expert_slots = 0;   ///< top-k: one token's working set for a layer
 
   // Model tables, state, buffers.
   bool stream_embedding = false;
-  std::uint64_t embedding_bytes = 0;       ///< the table when resident, else row buffers
-  std::uint64_t lm_head_bytes = 0;         ///< the head when resident, else the row-chunk buffers
-  std::uint64_t lm_head_chunk_rows = 0;    ///< rows per chunk; 0 = resident
+  std::uint64_t embedding_bytes = 0;     ///< the table when resident, else row buffers
+  std::uint64_t lm_head_bytes = 0;       ///< the head when resident, else the row-chunk buffers
+  std::uint64_t lm_head_chunk_rows = 0;  ///< rows per chunk; 0 = resident
   std::uint64_t kda_state_bytes = 0;
   std::uint64_t mla_kv_bytes = 0;
   /// Speculative verification: what a tentative chunk of 1 + max_draft tokens records per
@@ -197,13 +197,13 @@ struct MemoryPlan {
   /// Sequences decoded together (PlanInputs::parallel, auto resolved); the KDA state, MLA
   /// KV and speculative figures above are for all of them.
   std::size_t parallel = 1;
-  bool parallel_auto = false;              ///< chosen by the plan (serve.parallel 0)
-  std::uint64_t sequence_bytes = 0;        ///< one sequence's KDA state, MLA KV and journals
-  std::uint64_t prefill_budget = 0;        ///< prompt tokens per step of several sequences
-  std::uint64_t step_rows = 0;             ///< the tokens one forward pass holds at most
-  RunBufferSizes buffers;                  ///< for passes of step_rows tokens
-  std::uint64_t buffer_bytes = 0;          ///< the run buffers, plus logits and their copy
-  std::uint64_t overhead_bytes = 0;        ///< tensor index and plugin code (estimate)
+  bool parallel_auto = false;        ///< chosen by the plan (serve.parallel 0)
+  std::uint64_t sequence_bytes = 0;  ///< one sequence's KDA state, MLA KV and journals
+  std::uint64_t prefill_budget = 0;  ///< prompt tokens per step of several sequences
+  std::uint64_t step_rows = 0;       ///< the tokens one forward pass holds at most
+  RunBufferSizes buffers;            ///< for passes of step_rows tokens
+  std::uint64_t buffer_bytes = 0;    ///< the run buffers, plus logits and their copy
+  std::uint64_t overhead_bytes = 0;  ///< tensor index and plugin code (estimate)
   std::int64_t context = 0;
 
   std::uint64_t total = 0;

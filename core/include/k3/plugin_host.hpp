@@ -62,9 +62,9 @@ using PluginParams = std::vector<std::pair<std::string, std::string>>;
 
 /// A parameter that the plugin's description refuses (check_params).
 struct ParamIssue {
-  std::string key;      ///< the parameter, as given ("queue_depth"), or the required one missing
-  bool missing = false; ///< true: a required parameter that was not given
-  std::string message;  ///< "0 is out of range 1–4096 (io_uring submission queue depth ...)"
+  std::string key;       ///< the parameter, as given ("queue_depth"), or the required one missing
+  bool missing = false;  ///< true: a required parameter that was not given
+  std::string message;   ///< "0 is out of range 1–4096 (io_uring submission queue depth ...)"
 };
 
 class PluginHost;

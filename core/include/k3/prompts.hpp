@@ -30,9 +30,9 @@ namespace k3 {
 
 /// One line of a prompts file.
 struct PromptEntry {
-  std::size_t line = 0;                 ///< 1-based
-  std::string text;                     ///< the prompt text, unless ids are given
-  std::vector<std::int64_t> ids;        ///< the prompt as token ids (checked against the vocabulary later)
+  std::size_t line = 0;           ///< 1-based
+  std::string text;               ///< the prompt text, unless ids are given
+  std::vector<std::int64_t> ids;  ///< the prompt as token ids (checked against the vocabulary later)
   bool has_ids = false;
   /// Settings of this prompt over the pipeline's job section (JSON Lines only).
   std::optional<std::int64_t> max_tokens, top_k, repeat_last_n;
@@ -50,16 +50,16 @@ std::vector<PromptEntry> read_prompts(const std::filesystem::path& file, const s
 
 /// What one prompt gave.
 struct PromptResult {
-  std::size_t index = 0;                ///< in the file's order, from 0
+  std::size_t index = 0;  ///< in the file's order, from 0
   std::size_t line = 0;
   std::vector<std::uint32_t> prompt_ids;
   GenerateResult result;
-  std::string text;                     ///< the generated ids decoded
-  std::string error;                    ///< non-empty: it failed (its ids are what it gave before)
-  bool started = false;                 ///< false: the run was stopped before its turn
-  double queue_seconds = 0;             ///< from the start of the batch to its first step
-  double first_token_seconds = 0;       ///< from its first step to its first token
-  std::vector<double> token_gaps;       ///< seconds between its consecutive tokens
+  std::string text;                ///< the generated ids decoded
+  std::string error;               ///< non-empty: it failed (its ids are what it gave before)
+  bool started = false;            ///< false: the run was stopped before its turn
+  double queue_seconds = 0;        ///< from the start of the batch to its first step
+  double first_token_seconds = 0;  ///< from its first step to its first token
+  std::vector<double> token_gaps;  ///< seconds between its consecutive tokens
 };
 
 /// The JSON line of a result: {"index", "line", "prompt_tokens", "ids", "text",
@@ -88,14 +88,14 @@ struct PromptsReport {
   std::vector<std::uint64_t> steps_by_size;
   std::size_t most_in_flight = 0;  ///< passes in flight at once at most (a split model: up to the ranks)
   double load_seconds = 0;
-  double batch_seconds = 0;             ///< from the first step to the last
-  std::uint64_t generated = 0;          ///< tokens, all prompts
-  StreamStats io;                       ///< read during the batch (load excluded)
+  double batch_seconds = 0;     ///< from the first step to the last
+  std::uint64_t generated = 0;  ///< tokens, all prompts
+  StreamStats io;               ///< read during the batch (load excluded)
   Spread queue_wait, first_token, token_gap;
   std::uint64_t peak_rss = 0;
   bool interrupted = false;
   std::vector<std::string> expert_failures;
-  int exit_code = 0;                    ///< 0, 1 (a prompt failed), 4, 5
+  int exit_code = 0;  ///< 0, 1 (a prompt failed), 4, 5
   std::string failure;
   [[nodiscard]] double tokens_per_second() const {
     return batch_seconds > 0 ? static_cast<double>(generated) / batch_seconds : 0;

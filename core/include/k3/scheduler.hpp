@@ -73,14 +73,14 @@ class Sequence {
 };
 
 struct SchedulerSettings {
-  std::size_t parallel = 1;         ///< sequences active at once
+  std::size_t parallel = 1;  ///< sequences active at once
   /// Prompt tokens one step feeds in all, shared by the sequences being prefilled (the
   /// oldest first, each at most its prefill_chunk), beside every decoding sequence's next
   /// token and drafts: a long prompt shares steps with the decoding sequences instead of
   /// stalling them.
   std::size_t prefill_budget = 64;
-  std::int64_t context = 4096;      ///< positions of the sessions (the run buffers' MLA scores)
-  std::size_t max_draft = 0;        ///< drafts per decoding sequence at most (the rows a step holds)
+  std::int64_t context = 4096;  ///< positions of the sessions (the run buffers' MLA scores)
+  std::size_t max_draft = 0;    ///< drafts per decoding sequence at most (the rows a step holds)
 };
 
 /// The rows one step holds at most: every decoding sequence's token and drafts, or all but
@@ -89,10 +89,10 @@ struct SchedulerSettings {
 
 /// One step's work (StepScheduler::last()).
 struct StepStats {
-  std::size_t sequences = 0;   ///< in the pass
-  std::size_t decoding = 0;    ///< of those, generating
-  std::size_t rows = 0;        ///< tokens fed (prompt chunks, tokens and drafts)
-  double seconds = 0;          ///< the step, pass and sampling
+  std::size_t sequences = 0;  ///< in the pass
+  std::size_t decoding = 0;   ///< of those, generating
+  std::size_t rows = 0;       ///< tokens fed (prompt chunks, tokens and drafts)
+  double seconds = 0;         ///< the step, pass and sampling
   /// Passes in flight when this step's pass was collected, its own included: 1 on a whole
   /// model, up to the ranks on rank 0 of a split one.
   std::size_t in_flight = 0;

@@ -33,23 +33,23 @@ struct ServeOptions {
   /// but a loopback address (127.0.0.0/8, ::1, localhost) is refused (UsageError) unless
   /// api_key is set.
   std::string host = "127.0.0.1";
-  int port = 8080;                ///< 0: any free port (Server::port() tells which)
+  int port = 8080;  ///< 0: any free port (Server::port() tells which)
   /// Clients must send "Authorization: Bearer <api_key>" to /v1/* and /metrics; empty: no
   /// key. Never logged.
   std::string api_key;
   /// The model id of /v1/models and the responses; empty: the checkpoint folder's name.
   std::string model_name;
-  std::size_t queue = 4;                      ///< requests that may wait for a sequence slot, 0..256
-  std::size_t max_body_bytes = 1u << 20;      ///< larger request bodies get 413
-  double header_timeout_seconds = 10;         ///< receiving the request line and every header field
-  double read_timeout_seconds = 30;           ///< receiving a request's body
-  double write_timeout_seconds = 30;          ///< writing a piece of a response
-  double request_timeout_seconds = 600;       ///< queue wait + generation of one request
-  std::size_t max_header_bytes = 16384;       ///< request line + header fields; more gets 431
-  std::size_t max_header_fields = 100;        ///< more header fields get 431
-  std::size_t max_client_connections = 16;    ///< open at once from one address; more are refused (429)
-  std::size_t max_connections = 256;          ///< open at once in all; more are refused (503)
-  std::int64_t default_max_tokens = 256;      ///< when a request gives no max_tokens
+  std::size_t queue = 4;                    ///< requests that may wait for a sequence slot, 0..256
+  std::size_t max_body_bytes = 1u << 20;    ///< larger request bodies get 413
+  double header_timeout_seconds = 10;       ///< receiving the request line and every header field
+  double read_timeout_seconds = 30;         ///< receiving a request's body
+  double write_timeout_seconds = 30;        ///< writing a piece of a response
+  double request_timeout_seconds = 600;     ///< queue wait + generation of one request
+  std::size_t max_header_bytes = 16384;     ///< request line + header fields; more gets 431
+  std::size_t max_header_fields = 100;      ///< more header fields get 431
+  std::size_t max_client_connections = 16;  ///< open at once from one address; more are refused (429)
+  std::size_t max_connections = 256;        ///< open at once in all; more are refused (503)
+  std::int64_t default_max_tokens = 256;    ///< when a request gives no max_tokens
   /// Prefix reuse (docs/serve.md, "Prefix reuse"): snapshots of the session state at turn
   /// boundaries and every snapshot_interval tokens, within snapshot_budget_bytes (least
   /// recently used dropped first; unset: room for 4 snapshots of a full context, which the

@@ -42,12 +42,12 @@ inline constexpr std::uint64_t kK3ExpertBytes = 17'547'264;
 /// Facts about a trace the simulator needs.
 struct TraceStats {
   std::uint64_t requests = 0;
-  std::uint64_t tokens = 0;          ///< token forwards: tokens passing the lowest requested layer (0 for an empty trace)
-  std::uint64_t groups = 0;          ///< serving groups (chunk-layers)
-  std::uint64_t distinct_keys = 0;   ///< distinct (layer, expert) pairs requested
-  std::uint32_t layers_used = 0;     ///< distinct layers with at least one request
-  std::uint32_t max_group = 0;       ///< most distinct experts one serving group asks for
-  std::uint64_t working_set = 0;     ///< one token's working set: layers_used x top-k (slots)
+  std::uint64_t tokens = 0;  ///< token forwards: tokens passing the lowest requested layer (0 for an empty trace)
+  std::uint64_t groups = 0;  ///< serving groups (chunk-layers)
+  std::uint64_t distinct_keys = 0;  ///< distinct (layer, expert) pairs requested
+  std::uint32_t layers_used = 0;    ///< distinct layers with at least one request
+  std::uint32_t max_group = 0;      ///< most distinct experts one serving group asks for
+  std::uint64_t working_set = 0;    ///< one token's working set: layers_used x top-k (slots)
 };
 TraceStats trace_stats(const Trace& trace);
 

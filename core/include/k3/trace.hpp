@@ -62,13 +62,13 @@ inline constexpr std::uint64_t kTraceMaxRecords = 125'000'000;
 inline constexpr std::uint64_t kTraceMaxFileBytes = kTraceHeaderBytes + kTraceMaxRecords * kTraceRecordBytes;
 
 struct TraceHeader {
-  std::uint32_t layers = 0;             ///< decoder layers (records carry the model's 0-based layer index)
-  std::uint32_t experts_per_layer = 0;  ///< routed experts per layer
-  std::uint32_t top_k = 0;              ///< experts routed per token and layer
-  std::uint64_t arch_fingerprint = 0;   ///< the model's architecture fingerprint, from the caller
-  std::uint64_t prompt_hash = 0;        ///< hash of the prompt ids, from the caller
-  std::uint64_t expert_bytes = 0;       ///< bytes of one routed expert (0 = unknown)
-  std::uint64_t record_count = 0;       ///< set by the writer on close / by the reader
+  std::uint32_t layers = 0;               ///< decoder layers (records carry the model's 0-based layer index)
+  std::uint32_t experts_per_layer = 0;    ///< routed experts per layer
+  std::uint32_t top_k = 0;                ///< experts routed per token and layer
+  std::uint64_t arch_fingerprint = 0;     ///< the model's architecture fingerprint, from the caller
+  std::uint64_t prompt_hash = 0;          ///< hash of the prompt ids, from the caller
+  std::uint64_t expert_bytes = 0;         ///< bytes of one routed expert (0 = unknown)
+  std::uint64_t record_count = 0;         ///< set by the writer on close / by the reader
   std::uint64_t checkpoint_identity = 0;  ///< the checkpoint that routed it, from the caller; 0 = none
 };
 

@@ -32,27 +32,19 @@ const BenchMetricInfo& bench_metric_info(BenchMetric m) { return metric_table[st
 double bench_metric(const BenchSample& s, BenchMetric m) {
   const auto forwards = static_cast<double>(s.decode.forwards);
   switch (m) {
-    case BenchMetric::prefill_tokens_per_second:
-      return per(static_cast<double>(s.prompt_tokens), s.prefill_seconds);
-    case BenchMetric::decode_tokens_per_second:
-      return per(forwards, s.decode.seconds);
-    case BenchMetric::seconds_per_token:
-      return per(s.decode.seconds, forwards);
-    case BenchMetric::io_wait_per_token:
-      return per(s.decode_io.io_wait_seconds, forwards);
+    case BenchMetric::prefill_tokens_per_second: return per(static_cast<double>(s.prompt_tokens), s.prefill_seconds);
+    case BenchMetric::decode_tokens_per_second: return per(forwards, s.decode.seconds);
+    case BenchMetric::seconds_per_token: return per(s.decode.seconds, forwards);
+    case BenchMetric::io_wait_per_token: return per(s.decode_io.io_wait_seconds, forwards);
     case BenchMetric::hit_rate:
       // A resident model asks no cache for experts: there is no rate, not a rate of 0.
       return per(static_cast<double>(s.decode_io.expert_hits), static_cast<double>(s.decode_io.expert_requests));
     case BenchMetric::prefetch_hit_rate:
       return per(static_cast<double>(s.decode_io.prefetch_hits), static_cast<double>(s.decode_io.expert_requests));
-    case BenchMetric::expert_bytes_per_token:
-      return per(static_cast<double>(s.decode_io.expert_bytes), forwards);
-    case BenchMetric::trunk_bytes_per_token:
-      return per(static_cast<double>(s.decode_io.trunk_bytes), forwards);
-    case BenchMetric::table_bytes_per_token:
-      return per(static_cast<double>(s.decode_io.table_bytes), forwards);
-    case BenchMetric::peak_rss_bytes:
-      return static_cast<double>(s.peak_rss);
+    case BenchMetric::expert_bytes_per_token: return per(static_cast<double>(s.decode_io.expert_bytes), forwards);
+    case BenchMetric::trunk_bytes_per_token: return per(static_cast<double>(s.decode_io.trunk_bytes), forwards);
+    case BenchMetric::table_bytes_per_token: return per(static_cast<double>(s.decode_io.table_bytes), forwards);
+    case BenchMetric::peak_rss_bytes: return static_cast<double>(s.peak_rss);
   }
   return nan_value;
 }

@@ -151,8 +151,9 @@ std::string columns(const std::vector<std::vector<std::string>>& rows, std::size
 std::string describe(const BenchPipelineResult& p) {
   const BenchInfo& i = p.info;
   std::ostringstream o;
-  o << p.label << ": " << p.config << " — " << (i.streaming ? "streaming, cache " + i.cache_policy : std::string("resident"))
-    << ", kernels " << i.kernels << ", " << i.threads << " thread" << (i.threads == 1 ? "" : "s") << ", plan "
+  o << p.label << ": " << p.config << " — "
+    << (i.streaming ? "streaming, cache " + i.cache_policy : std::string("resident")) << ", kernels " << i.kernels
+    << ", " << i.threads << " thread" << (i.threads == 1 ? "" : "s") << ", plan "
     << bytes_text(static_cast<double>(i.plan_bytes)) << ", loaded in " << number(i.load_seconds) << " s\n   prompt "
     << i.prompt_ids.size() << " tokens, " << i.new_tokens << " new tokens per repetition (" << i.new_tokens - 1
     << " decode forward passes), warm-up " << i.warmup_tokens << " tokens";
@@ -181,8 +182,7 @@ std::string bench_table(const BenchResult& r) {
   std::ostringstream o;
   const std::size_t n = r.pipelines.size();
   o << "k3host bench: " << n << " pipeline" << (n == 1 ? "" : "s") << ", " << r.repetitions << " repetition"
-    << (r.repetitions == 1 ? "" : "s") << " each"
-    << (n > 1 ? ", interleaved" : "")
+    << (r.repetitions == 1 ? "" : "s") << " each" << (n > 1 ? ", interleaved" : "")
     << (r.reload ? "; every repetition in a freshly loaded process with its own warm-up"
                  : "; each pipeline loaded once in its own process, its expert cache kept between repetitions")
     << (r.interrupted ? "; INTERRUPTED, " + std::to_string(r.order.size()) + " runs done" : std::string()) << "\n";
@@ -197,7 +197,8 @@ std::string bench_table(const BenchResult& r) {
     const auto& [pi, rep] = r.order[k];
     const BenchPipelineResult& p = r.pipelines[pi];
     std::vector<std::string> row{std::to_string(k + 1), p.label + std::to_string(rep + 1)};
-    for (int m = 0; m < bench_metric_count; ++m) row.push_back(cell(metric_at(m), bench_metric(p.samples[rep], metric_at(m))));
+    for (int m = 0; m < bench_metric_count; ++m)
+      row.push_back(cell(metric_at(m), bench_metric(p.samples[rep], metric_at(m))));
     rows.push_back(row);
   }
   o << columns(rows, 2) << "\n";

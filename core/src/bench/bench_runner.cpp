@@ -184,8 +184,8 @@ BenchRunner::BenchRunner(const Pipeline& p, const BenchSettings& settings, const
 
   info.new_tokens = settings.new_tokens > 0 ? settings.new_tokens : p.get_int("job.max_new_tokens");
   if (info.new_tokens < 2)
-    throw UsageError("bench: " + std::to_string(info.new_tokens) + " new token(s) per repetition (job.max_new_tokens from " +
-                     p.where("job.max_new_tokens") +
+    throw UsageError("bench: " + std::to_string(info.new_tokens) +
+                     " new token(s) per repetition (job.max_new_tokens from " + p.where("job.max_new_tokens") +
                      "): a repetition needs at least 2, so that there is a decode forward pass to time");
   info.warmup_tokens = settings.warmup_tokens < 0 ? info.new_tokens : settings.warmup_tokens;
   info.streams = streams;

@@ -4,9 +4,9 @@ namespace k3 {
 namespace {
 
 nlohmann::json io_json(const BenchIo& io) {
-  return {{"expert_bytes", io.expert_bytes}, {"trunk_bytes", io.trunk_bytes},       {"table_bytes", io.table_bytes},
-          {"expert_requests", io.expert_requests}, {"expert_hits", io.expert_hits},
-          {"prefetch_hits", io.prefetch_hits}, {"io_wait_seconds", io.io_wait_seconds}};
+  return {{"expert_bytes", io.expert_bytes},       {"trunk_bytes", io.trunk_bytes}, {"table_bytes", io.table_bytes},
+          {"expert_requests", io.expert_requests}, {"expert_hits", io.expert_hits}, {"prefetch_hits", io.prefetch_hits},
+          {"io_wait_seconds", io.io_wait_seconds}};
 }
 
 BenchIo io_of(const nlohmann::json& j) {
@@ -64,16 +64,11 @@ void from_json(const nlohmann::json& j, BenchInfo& i) {
 }
 
 void to_json(nlohmann::json& j, const BenchSample& s) {
-  j = {{"prompt_tokens", s.prompt_tokens},
-       {"generated_ids", s.generated},
-       {"prefill_seconds", s.prefill_seconds},
-       {"decode_seconds", s.decode.seconds},
-       {"decode_forwards", s.decode.forwards},
-       {"prefill_io", io_json(s.prefill_io)},
-       {"decode_io", io_json(s.decode_io)},
-       {"peak_rss_bytes", s.peak_rss},
-       {"interrupted", s.interrupted},
-       {"expert_failures", s.expert_failures}};
+  j = {{"prompt_tokens", s.prompt_tokens},     {"generated_ids", s.generated},
+       {"prefill_seconds", s.prefill_seconds}, {"decode_seconds", s.decode.seconds},
+       {"decode_forwards", s.decode.forwards}, {"prefill_io", io_json(s.prefill_io)},
+       {"decode_io", io_json(s.decode_io)},    {"peak_rss_bytes", s.peak_rss},
+       {"interrupted", s.interrupted},         {"expert_failures", s.expert_failures}};
 }
 
 void from_json(const nlohmann::json& j, BenchSample& s) {

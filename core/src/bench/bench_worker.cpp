@@ -67,7 +67,9 @@ class SharedFlag {
 
 /// One message: JSON on one line (text that is not UTF-8, such as a prompt cut inside a
 /// character, is replaced rather than refused).
-std::string message(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string message(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 /// Writes a whole line; false when the other side is gone.
 bool write_line(int fd, const std::string& text) {
@@ -111,7 +113,8 @@ bool read_line(int fd, std::string& buffer, std::string& line, Idle&& idle) {
 
 /// One message read back: our own JSON, but held to the one nesting bound like every JSON read.
 nlohmann::json parse_message(const std::string& line) {
-  if (const auto deep = sdk::json_too_deep(line)) throw RuntimeError(sdk::json_depth_message("bench: a worker message", *deep));
+  if (const auto deep = sdk::json_too_deep(line))
+    throw RuntimeError(sdk::json_depth_message("bench: a worker message", *deep));
   return nlohmann::json::parse(line);
 }
 

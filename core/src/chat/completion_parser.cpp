@@ -74,7 +74,8 @@ struct CompletionParser::State {
     const std::size_t n = all ? held.size() : util::whole_utf8_prefix(held);
     if (n == 0) return;
     events.push_back({phase == Phase::think ? StreamEvent::Kind::think_text : StreamEvent::Kind::response_text,
-                      held.substr(0, n), {}});
+                      held.substr(0, n),
+                      {}});
     held.erase(0, n);
   }
 
@@ -147,8 +148,7 @@ struct CompletionParser::State {
         expect(is(false, "message"), sep_id, "<|close|>message<|sep|>", got);
         phase = Phase::last;
         break;
-      default:
-        fail(sep_id, "unexpected tag " + got);
+      default: fail(sep_id, "unexpected tag " + got);
     }
   }
 
@@ -182,8 +182,10 @@ struct CompletionParser::State {
         argument_is_json = call_has_json = true;
       }
     }
-    expect(ok, id, "<|open|>argument key=\"...\" type=\"...\"<|sep|>, <|open|>json type=\"object\"<|sep|> or <|close|>call<|sep|>",
-           got);
+    expect(
+        ok, id,
+        "<|open|>argument key=\"...\" type=\"...\"<|sep|>, <|open|>json type=\"object\"<|sep|> or <|close|>call<|sep|>",
+        got);
     phase = Phase::argument;
   }
 
@@ -219,7 +221,8 @@ struct CompletionParser::State {
       }
     } else if (phase == Phase::last) {
       channel = Channel::structure;
-      if (!tokens->is_stop(id)) fail(id, "expected <|end_of_msg|> or [EOS] after <|close|>message<|sep|>, got " + token_text(id));
+      if (!tokens->is_stop(id))
+        fail(id, "expected <|end_of_msg|> or [EOS] after <|close|>message<|sep|>, got " + token_text(id));
       stop_id = id;
       phase = Phase::done;
       events.push_back({StreamEvent::Kind::done, {}, {}});
@@ -235,7 +238,8 @@ struct CompletionParser::State {
       }
     } else {
       channel = Channel::structure;
-      if (!control) fail(id, std::string("expected <|open|> or <|close|> in ") + phase_name(phase) + ", got " + token_text(id));
+      if (!control)
+        fail(id, std::string("expected <|open|> or <|close|> in ") + phase_name(phase) + ", got " + token_text(id));
       begin_tag(id == tokens->open);
     }
     ++position;
@@ -310,15 +314,39 @@ std::vector<Segment> CompletionParser::closing() const {
   // Each phase's way out, in the order the format nests them.
   while (p != Phase::done) {
     switch (p) {
-      case Phase::think: tag("<|close|>", "think"); p = Phase::after_think; break;
-      case Phase::after_think: tag("<|open|>", "response"); p = Phase::response; break;
-      case Phase::response: tag("<|close|>", "response"); p = Phase::after_response; break;
-      case Phase::argument: tag("<|close|>", s.argument_is_json ? "json" : "argument"); p = Phase::call; break;
-      case Phase::call: tag("<|close|>", "call"); p = Phase::tools; break;
-      case Phase::tools: tag("<|close|>", "tools"); p = Phase::after_tools; break;
+      case Phase::think:
+        tag("<|close|>", "think");
+        p = Phase::after_think;
+        break;
+      case Phase::after_think:
+        tag("<|open|>", "response");
+        p = Phase::response;
+        break;
+      case Phase::response:
+        tag("<|close|>", "response");
+        p = Phase::after_response;
+        break;
+      case Phase::argument:
+        tag("<|close|>", s.argument_is_json ? "json" : "argument");
+        p = Phase::call;
+        break;
+      case Phase::call:
+        tag("<|close|>", "call");
+        p = Phase::tools;
+        break;
+      case Phase::tools:
+        tag("<|close|>", "tools");
+        p = Phase::after_tools;
+        break;
       case Phase::after_response:
-      case Phase::after_tools: tag("<|close|>", "message"); p = Phase::last; break;
-      case Phase::last: out.push_back({"<|end_of_msg|>", true}); p = Phase::done; break;
+      case Phase::after_tools:
+        tag("<|close|>", "message");
+        p = Phase::last;
+        break;
+      case Phase::last:
+        out.push_back({"<|end_of_msg|>", true});
+        p = Phase::done;
+        break;
       case Phase::done: break;
     }
   }

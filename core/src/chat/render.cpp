@@ -57,8 +57,8 @@ std::vector<Message> results_in_call_order(std::span<const Message> messages) {
     if (all_matched) {
       std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(i), out.begin() + static_cast<std::ptrdiff_t>(end),
                        [&](const Message& a, const Message& b) {
-                         return calls.at(a.tool_call_id).first < calls.at(b.tool_call_id).first;
-                       });
+        return calls.at(a.tool_call_id).first < calls.at(b.tool_call_id).first;
+      });
       for (std::size_t k = i; k < end; ++k) out[k].name = calls.at(out[k].tool_call_id).second;
     }
     i = end;
@@ -172,11 +172,12 @@ std::vector<Segment> render(std::span<const Message> messages, const RenderOptio
   }
 
   if (options.tool_choice == ToolChoice::required)
-    w.internal_system_message("tool-choice",
-                              "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
+    w.internal_system_message(
+        "tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
   if (options.tool_choice == ToolChoice::none)
     w.internal_system_message(
-        "tool-choice", "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.");
+        "tool-choice",
+        "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.");
 
   if (options.generation_prompt) {
     w.open("message", {{"role", "assistant"}});

@@ -74,9 +74,7 @@ std::string type_of(const json& v) {
   return "array";
 }
 
-std::string dump_string(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump_string(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
 

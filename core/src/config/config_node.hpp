@@ -12,11 +12,11 @@ namespace k3::config {
 
 /// Where a value (or a key) came from.
 struct Origin {
-  std::string file;            ///< display path ("presets/laptop.yaml"); empty for --set and defaults
-  int line = 0;                ///< 1-based; 0 when there is no file position
-  int column = 0;              ///< 1-based
-  std::string label;           ///< "--set a.b=c", "--max-tokens 8" (a flag) or "default" when `file` is empty
-  std::filesystem::path dir;   ///< absolute folder relative paths resolve against
+  std::string file;           ///< display path ("presets/laptop.yaml"); empty for --set and defaults
+  int line = 0;               ///< 1-based; 0 when there is no file position
+  int column = 0;             ///< 1-based
+  std::string label;          ///< "--set a.b=c", "--max-tokens 8" (a flag) or "default" when `file` is empty
+  std::filesystem::path dir;  ///< absolute folder relative paths resolve against
 
   /// "presets/laptop.yaml:12:5", "--set a.b=c" or "default".
   [[nodiscard]] std::string str() const;
@@ -36,12 +36,12 @@ struct ConfigNode {
   ConfigNode& operator=(ConfigNode&&) noexcept;
 
   Kind kind = Kind::null;
-  std::string text;          ///< scalar text (after ${VAR} expansion once that has run)
-  std::string tag;           ///< explicit YAML tag, e.g. "!path"; empty when none
-  bool expand_env = true;    ///< false for --set values (the shell already expanded them)
-  Origin origin;             ///< where the value starts
-  Origin key_origin;         ///< where the key that holds it is written
-  std::vector<ConfigNode> items;                         ///< sequence items
+  std::string text;               ///< scalar text (after ${VAR} expansion once that has run)
+  std::string tag;                ///< explicit YAML tag, e.g. "!path"; empty when none
+  bool expand_env = true;         ///< false for --set values (the shell already expanded them)
+  Origin origin;                  ///< where the value starts
+  Origin key_origin;              ///< where the key that holds it is written
+  std::vector<ConfigNode> items;  ///< sequence items
   std::vector<std::pair<std::string, ConfigNode>> entries;  ///< map entries, in file order
 
   [[nodiscard]] bool is_map() const noexcept { return kind == Kind::map; }

@@ -87,15 +87,11 @@ void emit_value(YAML::Emitter& out, const KeySpec& spec, const ConfigNode& node)
     case ValueType::integer:
     case ValueType::number:
     case ValueType::boolean:
-    case ValueType::budget:
-      out << node.text;
-      break;
+    case ValueType::budget: out << node.text; break;
     case ValueType::string:
     case ValueType::name:
     case ValueType::choice:
-    case ValueType::path:
-      emit_text(out, node.text);
-      break;
+    case ValueType::path: emit_text(out, node.text); break;
     case ValueType::path_list:
     case ValueType::int_list:
       out << YAML::Flow << YAML::BeginSeq;

@@ -52,8 +52,7 @@ std::string expand_env(std::string_view text, const Origin& where, std::string_v
       continue;
     }
     const std::size_t close = closing_brace(text, i + 2);
-    if (close == std::string_view::npos)
-      fail(where, key, "'${' without a closing '}' (write $${ for a literal ${)");
+    if (close == std::string_view::npos) fail(where, key, "'${' without a closing '}' (write $${ for a literal ${)");
     const std::string_view body = text.substr(i + 2, close - i - 2);
     const std::size_t sep = body.find(":-");
     const std::string_view name = body.substr(0, sep);
@@ -63,8 +62,9 @@ std::string expand_env(std::string_view text, const Origin& where, std::string_v
     const char* value = std::getenv(std::string(name).c_str());
     if (sep == std::string_view::npos) {
       if (value == nullptr)
-        fail(where, key, "environment variable " + std::string(name) + " is not set (write ${" + std::string(name) +
-                             ":-default} to give a default)");
+        fail(where, key,
+             "environment variable " + std::string(name) + " is not set (write ${" + std::string(name) +
+                 ":-default} to give a default)");
       out += value;
     } else if (value != nullptr && *value != '\0') {
       out += value;
@@ -87,8 +87,7 @@ void expand_env_tree(ConfigNode& node, const std::string& key) {
     case ConfigNode::Kind::map:
       for (auto& [k, v] : node.entries) expand_env_tree(v, key.empty() ? k : key + "." + k);
       break;
-    case ConfigNode::Kind::null:
-      break;
+    case ConfigNode::Kind::null: break;
   }
 }
 

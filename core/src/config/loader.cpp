@@ -8,9 +8,9 @@
 #include <k3/error.hpp>
 #include <k3/pipeline.hpp>
 
-#include "config/rank_overrides.hpp"
 #include "config/env_expand.hpp"
 #include "config/pipeline_impl.hpp"
+#include "config/rank_overrides.hpp"
 #include "config/schema.hpp"
 #include "config/validate.hpp"
 #include "config/yaml_reader.hpp"
@@ -42,7 +42,8 @@ class ChainLoader {
       fail(*extended_from, "extends", "cycle: " + cycle + display);
     }
     if (extended_from != nullptr && !fs::is_regular_file(path, ec))
-      fail(*extended_from, "extends", "'" + display + "' " + (fs::exists(path, ec) ? "is not a file" : "does not exist"));
+      fail(*extended_from, "extends",
+           "'" + display + "' " + (fs::exists(path, ec) ? "is not a file" : "does not exist"));
 
     ConfigNode node = config::read_pipeline_file(path, display);
     ConfigNode* extends = node.find("extends");
@@ -93,14 +94,16 @@ void check_composes(const ConfigNode& root, const std::string& key, const Config
     const std::string prefix = key.substr(0, dot);
     if (dot == std::string::npos) {
       if (next->is_map() && !value.is_map() && !next->entries.empty() && from_set(next->origin))
-        fail(where, key, "would replace the map that " + next->origin.str() +
-                             " built with a value; give the whole map in one --set, or drop one of them");
+        fail(where, key,
+             "would replace the map that " + next->origin.str() +
+                 " built with a value; give the whole map in one --set, or drop one of them");
       return;
     }
     if (!next->is_map() && !next->is_null())
-      fail(where, key, "goes inside " + prefix + ", which is " + config::describe(*next) + " (from " +
-                           next->origin.str() + "), not a map; set " + prefix + " as a map instead, e.g. --set '" +
-                           prefix + "={" + key.substr(dot + 1) + ": ...}'");
+      fail(where, key,
+           "goes inside " + prefix + ", which is " + config::describe(*next) + " (from " + next->origin.str() +
+               "), not a map; set " + prefix + " as a map instead, e.g. --set '" + prefix + "={" + key.substr(dot + 1) +
+               ": ...}'");
     node = next;
     begin = dot + 1;
   }
@@ -181,7 +184,7 @@ void select_demo(ConfigNode& root, const std::vector<std::string>& files) {
   ConfigNode& path = *config::lookup(root, "model.path");
   path.text = config::lookup(root, "model.demo_path")->text;
   const std::pair<const char*, std::string_view> implied[] = {{"model.geometry", kDemoWord},
-                                                               {"memory.budgets_for", "k3"}};
+                                                              {"memory.budgets_for", "k3"}};
   for (const auto& [key, value] : implied) {
     ConfigNode& node = *config::lookup(root, key);
     if (precedence(node.origin, files) < precedence(path.origin, files)) {

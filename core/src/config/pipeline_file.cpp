@@ -33,8 +33,9 @@ fs::path resolve_pipeline_file(const std::string& name_or_path) {
   std::string known;
   for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
   const std::string near = closest_name(name_or_path, names);
-  throw UsageError("pipeline '" + name_or_path + "' not found" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
-                   ": no file ./" + name_or_path + " and no preset " + preset.string() +
+  throw UsageError("pipeline '" + name_or_path + "' not found" +
+                   (near.empty() ? "" : " (did you mean '" + near + "'?)") + ": no file ./" + name_or_path +
+                   " and no preset " + preset.string() +
                    (known.empty() ? " (the presets folder " + dir.string() + " is missing or empty: a broken install?)"
                                   : " (presets: " + known + ")"));
 }

@@ -11,9 +11,9 @@
 namespace k3 {
 
 struct Pipeline::Impl {
-  std::filesystem::path file;          ///< as given to load_pipeline
-  std::vector<std::string> files;      ///< the extends chain, most basic first, as displayed
-  config::ConfigNode root;             ///< every schema key present, canonical values
+  std::filesystem::path file;      ///< as given to load_pipeline
+  std::vector<std::string> files;  ///< the extends chain, most basic first, as displayed
+  config::ConfigNode root;         ///< every schema key present, canonical values
 };
 
 }  // namespace k3

@@ -305,7 +305,8 @@ const KeySpec* find_key(std::string_view dotted) {
 
 bool is_section(std::string_view dotted) {
   for (const auto& spec : schema())
-    if (spec.key.size() > dotted.size() && spec.key.substr(0, dotted.size()) == dotted && spec.key[dotted.size()] == '.')
+    if (spec.key.size() > dotted.size() && spec.key.substr(0, dotted.size()) == dotted &&
+        spec.key[dotted.size()] == '.')
       return true;
   return false;
 }

@@ -10,17 +10,17 @@
 namespace k3::config {
 
 enum class ValueType {
-  string,       ///< any text
-  name,         ///< a plugin or geometry name: [A-Za-z0-9][A-Za-z0-9_.-]*
-  choice,       ///< one of KeySpec::choices
-  integer,      ///< int64
-  number,       ///< finite double (integers accepted)
-  boolean,      ///< true/false (yes/no, on/off accepted)
-  budget,       ///< GB as a number, or "fit" (sized from available memory)
-  path,         ///< a file or folder; relative = relative to the file that set it
-  path_list,    ///< list of paths, each resolved like `path`
-  int_list,     ///< list of integers (written as numbers or as strings)
-  params,       ///< free-form map handed to a plugin as key -> string
+  string,     ///< any text
+  name,       ///< a plugin or geometry name: [A-Za-z0-9][A-Za-z0-9_.-]*
+  choice,     ///< one of KeySpec::choices
+  integer,    ///< int64
+  number,     ///< finite double (integers accepted)
+  boolean,    ///< true/false (yes/no, on/off accepted)
+  budget,     ///< GB as a number, or "fit" (sized from available memory)
+  path,       ///< a file or folder; relative = relative to the file that set it
+  path_list,  ///< list of paths, each resolved like `path`
+  int_list,   ///< list of integers (written as numbers or as strings)
+  params,     ///< free-form map handed to a plugin as key -> string
 };
 
 /// Bounds for integer, number, budget and int_list items.
@@ -32,14 +32,14 @@ struct Range {
 };
 
 struct KeySpec {
-  std::string_view key;           ///< dotted: "memory.trunk_gb"
+  std::string_view key;  ///< dotted: "memory.trunk_gb"
   ValueType type;
   std::string_view default_yaml;  ///< the default, as YAML text ("''" is the empty string)
   Range range;
   std::vector<std::string_view> choices;  ///< for ValueType::choice
-  std::string_view doc;           ///< one line: what it means, with units
-  std::string_view why;           ///< why the default is what it is
-  bool file_only = false;         ///< read while loading files; not part of the merged pipeline
+  std::string_view doc;                   ///< one line: what it means, with units
+  std::string_view why;                   ///< why the default is what it is
+  bool file_only = false;                 ///< read while loading files; not part of the merged pipeline
 };
 
 /// Every key, in the order dump() and the docs list them.

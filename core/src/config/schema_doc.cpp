@@ -29,8 +29,8 @@ std::string pipeline_schema_markdown() {
   for (const auto& spec : config::schema()) {
     const std::string range = config::range_text(spec);
     out += "| `" + std::string(spec.key) + "` | " + std::string(config::type_name(spec.type)) + " | " +
-           shown_default(spec) + " | " + range + " | " + std::string(spec.doc) + ". *Default: " +
-           std::string(spec.why) + ".* |\n";
+           shown_default(spec) + " | " + range + " | " + std::string(spec.doc) +
+           ". *Default: " + std::string(spec.why) + ".* |\n";
   }
   return out;
 }

@@ -34,8 +34,7 @@ bool in_range(const Range& r, double v) {
 }
 
 void check_range(const KeySpec& spec, const ConfigNode& node, std::string_view key, double v) {
-  if (!in_range(spec.range, v))
-    fail(node.origin, key, "must be in " + range_text(spec) + " (got " + node.text + ")");
+  if (!in_range(spec.range, v)) fail(node.origin, key, "must be in " + range_text(spec) + " (got " + node.text + ")");
 }
 
 const ConfigNode& require_scalar(const ConfigNode& node, std::string_view key, std::string_view expected) {
@@ -108,8 +107,7 @@ void check_list(const KeySpec& spec, ConfigNode& node, std::string_view key) {
     node.kind = ConfigNode::Kind::sequence;
     return;
   }
-  if (!node.is_sequence())
-    fail(node.origin, key, "expected a list (e.g. [a, b]), got " + describe(node));
+  if (!node.is_sequence()) fail(node.origin, key, "expected a list (e.g. [a, b]), got " + describe(node));
   for (auto& item : node.items) {
     refuse_tag(item, key);
     if (spec.type == ValueType::int_list) {

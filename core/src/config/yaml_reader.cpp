@@ -27,8 +27,8 @@ constexpr std::size_t kMaxFileBytes = 1'000'000;
 
 struct FileContext {
   std::string display;
-  fs::path dir;  // absolute folder of the file
-  std::size_t* nodes;  // values converted so far
+  fs::path dir;                   // absolute folder of the file
+  std::size_t* nodes;             // values converted so far
   std::vector<YAML::Node>* open;  // the maps and lists being converted, outermost first
 };
 
@@ -74,9 +74,7 @@ ConfigNode convert(const YAML::Node& node, const FileContext& ctx, const Origin&
   if (!tag.empty() && tag != "?" && tag != "!") out.tag = tag;
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null:
-      out.kind = ConfigNode::Kind::null;
-      break;
+    case YAML::NodeType::Null: out.kind = ConfigNode::Kind::null; break;
     case YAML::NodeType::Scalar:
       out.kind = ConfigNode::Kind::scalar;
       out.text = node.Scalar();
@@ -92,8 +90,8 @@ ConfigNode convert(const YAML::Node& node, const FileContext& ctx, const Origin&
         if (!entry.first.IsScalar()) fail_at(key_at, "a key must be a plain name, not a list or map");
         const std::string& key = entry.first.Scalar();
         if (const ConfigNode* first = out.find(key))
-          fail_at(key_at, "duplicate key '" + key + "' (first set at line " + std::to_string(first->key_origin.line) +
-                              ")");
+          fail_at(key_at,
+                  "duplicate key '" + key + "' (first set at line " + std::to_string(first->key_origin.line) + ")");
         out.entries.emplace_back(key, convert(entry.second, ctx, key_at));
       }
       break;

@@ -75,8 +75,9 @@ std::size_t Conversation::begin_reply(std::span<const Message> messages, const R
     opts.generation_prompt = false;
     const std::vector<Segment> so_far = render(std::span<const Message>(all.data(), before), opts);
     if (so_far.size() > whole.size() || !std::equal(so_far.begin(), so_far.end(), whole.begin()))
-      throw UsageError("chat: these render options put text after the messages (tool_choice), so the "
-                       "conversation cannot grow turn by turn");
+      throw UsageError(
+          "chat: these render options put text after the messages (tool_choice), so the "
+          "conversation cannot grow turn by turn");
     skip = so_far.size();
   }
   const std::span<const Segment> turn(whole.data() + skip, whole.size() - skip);

@@ -78,7 +78,8 @@ std::string history_record(const Entry& e) {
     if (e.thinking) j["reasoning_content"] = e.message.reasoning_content;
     if (!e.message.tool_calls.empty()) {
       json calls = json::array();
-      for (const auto& c : e.message.tool_calls) calls.push_back({{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+      for (const auto& c : e.message.tool_calls)
+        calls.push_back({{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
       j["tool_calls"] = calls;
     }
     j["thinking"] = e.thinking;

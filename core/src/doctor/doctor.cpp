@@ -18,8 +18,8 @@
 #include <k3/runtime.hpp>
 #include <k3/units.hpp>
 
-#include "doctor/forecast.hpp"
 #include "doctor/context.hpp"
+#include "doctor/forecast.hpp"
 #include "doctor/measure.hpp"
 #include "doctor/report_format.hpp"
 #include "io/uri.hpp"
@@ -40,7 +40,8 @@ const char* to_string(DoctorSeverity s) noexcept {
 int DoctorReport::exit_code() const {
   bool warned = false;
   for (const auto& f : findings) {
-    if (f.severity == DoctorSeverity::error) return f.exit_code != 0 ? f.exit_code : static_cast<int>(ExitCode::runtime);
+    if (f.severity == DoctorSeverity::error)
+      return f.exit_code != 0 ? f.exit_code : static_cast<int>(ExitCode::runtime);
     warned = warned || f.severity == DoctorSeverity::warning;
   }
   return warned ? static_cast<int>(ExitCode::warnings) : 0;
@@ -64,7 +65,9 @@ void check_kernels(const Context& c, PluginHost& host, std::shared_ptr<sdk::Kern
   for (const auto& info : host.plugins())
     if (info.kind == PluginKind::kernels) r.kernel_sets.push_back({info.name, info.score});
   std::stable_sort(r.kernel_sets.begin(), r.kernel_sets.end(),
-                   [](const DoctorReport::KernelSet& a, const DoctorReport::KernelSet& b) { return a.score > b.score; });
+                   [](const DoctorReport::KernelSet& a, const DoctorReport::KernelSet& b) {
+    return a.score > b.score;
+  });
   // What the pipeline asked for, shown beside what it got (even when that fails).
   r.kernels_requested = c.p.get_string("kernels.set");
   try {
@@ -74,7 +77,8 @@ void check_kernels(const Context& c, PluginHost& host, std::shared_ptr<sdk::Kern
     const bool automatic = r.kernels_requested == "auto";
     r.kernels_chosen = name;
     c.add("kernels", DoctorSeverity::ok,
-          "kernel set " + name + (automatic ? " (kernels.set: auto, the highest score this CPU runs)" : " (kernels.set)"));
+          "kernel set " + name +
+              (automatic ? " (kernels.set: auto, the highest score this CPU runs)" : " (kernels.set)"));
   } catch (const Error& e) {
     c.add("kernels", DoctorSeverity::error, e.what(), code_of(e));
   }
@@ -95,8 +99,8 @@ void check_cores(const Context& c) {
     std::snprintf(quota, sizeof quota, "%.2f", *k.cgroup_cpus);
     c.add("cores", DoctorSeverity::warning,
           std::string("the cgroup CPU quota is ") + quota + " CPUs (" + k.cgroup_source + ") but a run starts " +
-              std::to_string(r.threads) + " threads: they wait for each other at every barrier; set threads: " +
-              std::to_string(k.usable()));
+              std::to_string(r.threads) +
+              " threads: they wait for each other at every barrier; set threads: " + std::to_string(k.usable()));
   }
 }
 
@@ -110,13 +114,15 @@ void check_memory(const Context& c) {
     r.usable_memory = r.memory.usable();
     r.usable_source = r.memory.usable_source();
   }
-  if (r.usable_memory == 0) c.add("memory", DoctorSeverity::warning, "the usable memory could not be read (proc/meminfo)");
+  if (r.usable_memory == 0)
+    c.add("memory", DoctorSeverity::warning, "the usable memory could not be read (proc/meminfo)");
 }
 
 void check_openmp(const Context& c) {
   DoctorReport& r = c.r;
   r.openmp = machine::openmp_wait_policy();
-  const bool failed = r.openmp.source == machine::OpenMpWaitPolicy::Source::runtime_default && !r.openmp.reexec_error.empty();
+  const bool failed = r.openmp.source == machine::OpenMpWaitPolicy::Source::runtime_default &&
+                      !r.openmp.reexec_error.empty();
   c.add("openmp", failed ? DoctorSeverity::warning : DoctorSeverity::ok, r.openmp.describe());
 }
 
@@ -138,7 +144,8 @@ fs::path locate_checkpoint(const Context& c) {
   r.model_path = c.p.get_path("model.path").string();
   if (io::has_uri_scheme(c.p.get_string("model.path"))) {
     r.model_path = c.p.get_string("model.path");
-    r.disk_skipped = "model.path is a URL: there is no local disk to test (the storage plugin reads it over the network)";
+    r.disk_skipped =
+        "model.path is a URL: there is no local disk to test (the storage plugin reads it over the network)";
     c.add("disk", DoctorSeverity::warning, r.disk_skipped + "; the forecasts leave out the I/O time");
     return {};
   }
@@ -154,14 +161,14 @@ fs::path locate_checkpoint(const Context& c) {
   if (generates_missing_checkpoint(c.p)) {
     const fs::path scratch = existing_folder(dir);
     c.add("disk", DoctorSeverity::ok,
-          r.model_path + ": no checkpoint yet; the first run writes the synthetic '" + c.p.get_string("model.geometry") +
-              "' checkpoint there (the disk is tested in " + scratch.string() + ")");
+          r.model_path + ": no checkpoint yet; the first run writes the synthetic '" +
+              c.p.get_string("model.geometry") + "' checkpoint there (the disk is tested in " + scratch.string() + ")");
     return scratch;
   }
   // What the run would refuse (core/src/job/runtime.cpp), with the same exit code.
   r.disk_skipped = r.model_path + ": no checkpoint there (no config.json; model.path from " + c.p.where("model.path") +
-                   "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " + r.model_path +
-                   "`";
+                   "): check the path, or write a synthetic one with `k3host make-model -g <geometry> -o " +
+                   r.model_path + "`";
   c.add("disk", DoctorSeverity::error, r.disk_skipped, static_cast<int>(ExitCode::usage));
   return {};
 }
@@ -256,7 +263,8 @@ DoctorForecast forecast_one(const std::string& name, const fs::path& file, bool 
 }
 
 std::string forecast_text(const DoctorForecast& f) {
-  if (f.seconds_per_token > 0) return "forecast " + doctor::fixed(f.seconds_per_token, f.seconds_per_token < 1 ? 3 : 2) + " s/token";
+  if (f.seconds_per_token > 0)
+    return "forecast " + doctor::fixed(f.seconds_per_token, f.seconds_per_token < 1 ? 3 : 2) + " s/token";
   return "no s/token forecast (a rate was not measured)";
 }
 
@@ -266,7 +274,8 @@ std::string auto_note(const DoctorModel& m, const DoctorForecast& chosen) {
   for (const auto& f : m.presets)
     if (!f.fixed_budgets && f.fits && f.error.empty() && f.seconds_per_token > 0 && chosen.seconds_per_token > 0 &&
         f.seconds_per_token < chosen.seconds_per_token)
-      return "; " + f.name + " sizes its budgets to this memory: plan " + format_bytes(f.total_bytes) + ", " + forecast_text(f);
+      return "; " + f.name + " sizes its budgets to this memory: plan " + format_bytes(f.total_bytes) + ", " +
+             forecast_text(f);
   return {};
 }
 
@@ -333,7 +342,8 @@ void forecast_models(const Context& c, std::vector<ModelToForecast>& models) {
 DoctorReport run_doctor(const Pipeline& p, const DoctorOptions& o) {
   if (!(o.seconds > 0) || !std::isfinite(o.seconds)) throw UsageError("doctor: --seconds must be a positive number");
   if (o.io_depth < 1 || o.io_depth > 256) throw UsageError("doctor: --io-depth must be 1..256");
-  if (o.assume_ram_gb && !(*o.assume_ram_gb > 0)) throw UsageError("doctor: --assume-ram must be a positive number of GB");
+  if (o.assume_ram_gb && !(*o.assume_ram_gb > 0))
+    throw UsageError("doctor: --assume-ram must be a positive number of GB");
   std::error_code ec;
   if (!fs::is_directory(o.presets_dir, ec))
     throw UsageError("doctor: presets folder '" + o.presets_dir.string() + "' does not exist (--presets-dir)");

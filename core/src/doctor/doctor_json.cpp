@@ -19,8 +19,11 @@ json forecast_json(const DoctorForecast& f) {
             {"total_bytes", f.total_bytes},
             {"fits", f.fits && f.error.empty()},
             {"resident", f.resident},
-            {"bytes_per_token", {{"trunk", f.trunk_bytes}, {"experts", f.expert_bytes}, {"tables", f.table_bytes},
-                                 {"total", f.bytes_per_token()}}},
+            {"bytes_per_token",
+             {{"trunk", f.trunk_bytes},
+              {"experts", f.expert_bytes},
+              {"tables", f.table_bytes},
+              {"total", f.bytes_per_token()}}},
             {"expert_hit_rate", f.expert_hit_rate},
             {"io_seconds_per_token", f.io_seconds},
             {"compute_seconds_per_token", f.compute_seconds},
@@ -32,7 +35,10 @@ json forecast_json(const DoctorForecast& f) {
 nlohmann::json disk_test_json(const machine::DiskBench& d) {
   nlohmann::json passes = nlohmann::json::array();
   for (const auto& p : d.passes)
-    passes.push_back({{"depth", p.depth}, {"requests", p.requests}, {"bytes", p.bytes}, {"seconds", p.seconds},
+    passes.push_back({{"depth", p.depth},
+                      {"requests", p.requests},
+                      {"bytes", p.bytes},
+                      {"seconds", p.seconds},
                       {"bytes_per_second", p.bytes_per_second()}});
   return {{"folder", d.folder.string()},
           {"filesystem", d.filesystem},
@@ -86,18 +92,22 @@ std::string DoctorReport::json() const {
                 {"threads", threads}};
   j["memory"] = {{"total_bytes", memory.total},
                  {"available_bytes", memory.available},
-                 {"cgroup_limit_bytes", memory.cgroup_limit ? nlohmann::json(*memory.cgroup_limit) : nlohmann::json(nullptr)},
+                 {"cgroup_limit_bytes",
+                  memory.cgroup_limit ? nlohmann::json(*memory.cgroup_limit) : nlohmann::json(nullptr)},
                  {"cgroup_usage_bytes", memory.cgroup_usage},
                  {"cgroup_source", memory.cgroup_source},
                  {"usable_bytes", usable_memory},
                  {"usable_source", usable_source}};
-  j["openmp"] = {{"wait_policy", openmp.effective()},
-                 {"wait_policy_env", openmp.wait_policy.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.wait_policy)},
-                 {"spincount_env", openmp.spincount.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.spincount)},
-                 {"set_by", openmp.set_by()},
-                 {"reexec_error", openmp.reexec_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.reexec_error)},
-                 {"summary", openmp.describe()}};
-  nlohmann::json disk_j = {{"model_path", model_path}, {"checkpoint_present", checkpoint_present}, {"shards", shards.size()}};
+  j["openmp"] = {
+      {"wait_policy", openmp.effective()},
+      {"wait_policy_env", openmp.wait_policy.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.wait_policy)},
+      {"spincount_env", openmp.spincount.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.spincount)},
+      {"set_by", openmp.set_by()},
+      {"reexec_error", openmp.reexec_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(openmp.reexec_error)},
+      {"summary", openmp.describe()}};
+  nlohmann::json disk_j = {{"model_path", model_path},
+                           {"checkpoint_present", checkpoint_present},
+                           {"shards", shards.size()}};
   if (!disks.empty()) {
     // The keys of the pipeline's model's test, then every test (one per expert size).
     disk_j.update(disk_test_json(disks.front()));
@@ -105,7 +115,10 @@ std::string DoctorReport::json() const {
     for (const auto& d : disks) tests.push_back(disk_test_json(d));
     disk_j.update({{"tested", true}, {"tests", tests}, {"skipped", nullptr}});
   } else {
-    disk_j.update({{"tested", false}, {"bytes_per_second", nullptr}, {"tests", nlohmann::json::array()}, {"skipped", disk_skipped}});
+    disk_j.update({{"tested", false},
+                   {"bytes_per_second", nullptr},
+                   {"tests", nlohmann::json::array()},
+                   {"skipped", disk_skipped}});
   }
   j["disk"] = disk_j;
   j["page_cache"] = {{"files", page_cache.files},
@@ -125,20 +138,23 @@ std::string DoctorReport::json() const {
   for (const auto& m : models) {
     nlohmann::json presets = nlohmann::json::array();
     for (const auto& f : m.presets) presets.push_back(forecast_json(f));
-    models_j.push_back({{"name", m.name},
-                        {"source", m.source},
-                        {"primary", m.primary},
-                        {"measured", measured_json(m.measured)},
-                        {"presets", presets},
-                        {"pipeline", forecast_json(m.pipeline)},
-                        {"recommended", m.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.recommended)}});
+    models_j.push_back(
+        {{"name", m.name},
+         {"source", m.source},
+         {"primary", m.primary},
+         {"measured", measured_json(m.measured)},
+         {"presets", presets},
+         {"pipeline", forecast_json(m.pipeline)},
+         {"recommended", m.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.recommended)}});
   }
   j["models"] = models_j;
   const std::string rec = recommended();
   j["recommended_preset"] = rec.empty() ? nlohmann::json(nullptr) : nlohmann::json(rec);
   nlohmann::json findings_j = nlohmann::json::array();
   for (const auto& f : findings)
-    findings_j.push_back({{"section", f.section}, {"severity", to_string(f.severity)}, {"message", f.message},
+    findings_j.push_back({{"section", f.section},
+                          {"severity", to_string(f.severity)},
+                          {"message", f.message},
                           {"exit_code", f.exit_code}});
   j["findings"] = findings_j;
   j["exit_code"] = exit_code();

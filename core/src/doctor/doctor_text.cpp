@@ -50,19 +50,22 @@ std::string DoctorReport::text() const {
   out += missing.empty() ? "\n" : "\n  not available:" + missing + "\n";
 
   out += "\nKernel sets\n ";
-  for (const auto& k : kernel_sets) out += " " + k.name + " (score " + std::to_string(k.score) + (k.score ? ")" : ", cannot run)");
-  out += "\n  kernels.set: " + kernels_requested + " -> " + (kernels_chosen.empty() ? "none usable" : kernels_chosen) + "\n";
+  for (const auto& k : kernel_sets)
+    out += " " + k.name + " (score " + std::to_string(k.score) + (k.score ? ")" : ", cannot run)");
+  out += "\n  kernels.set: " + kernels_requested + " -> " + (kernels_chosen.empty() ? "none usable" : kernels_chosen) +
+         "\n";
 
   out += "\nCores\n  " + std::to_string(cores.logical) + " logical CPUs, " +
          (cores.physical ? std::to_string(cores.physical) + " physical cores" : "physical cores unknown") +
          "; affinity " + std::to_string(cores.affinity) + " CPUs (" + cores.affinity_list + ")";
   out += cores.cgroup_cpus ? "; cgroup quota " + fixed(*cores.cgroup_cpus, 2) + " CPUs (" + cores.cgroup_source + ")"
                            : std::string("; no cgroup CPU quota");
-  out += "\n  usable at once: " + std::to_string(cores.usable()) + "; a run starts " + std::to_string(threads) + " threads\n";
+  out += "\n  usable at once: " + std::to_string(cores.usable()) + "; a run starts " + std::to_string(threads) +
+         " threads\n";
 
   out += "\nMemory\n  total " + format_bytes(memory.total) + ", available " + format_bytes(memory.available);
-  out += memory.cgroup_limit ? ", cgroup limit " + format_bytes(*memory.cgroup_limit) + " (" + format_bytes(memory.cgroup_usage) +
-                                   " used; " + memory.cgroup_source + ")"
+  out += memory.cgroup_limit ? ", cgroup limit " + format_bytes(*memory.cgroup_limit) + " (" +
+                                   format_bytes(memory.cgroup_usage) + " used; " + memory.cgroup_source + ")"
                              : std::string(", no cgroup memory limit");
   out += "\n  usable: " + format_bytes(usable_memory) + " (" + usable_source + ")\n";
 
@@ -73,7 +76,8 @@ std::string DoctorReport::text() const {
     std::string who;  // the models read in this request size
     for (const auto& m : models)
       if (m.measured.disk_request_bytes == d.request_bytes) who += (who.empty() ? "" : " and ") + m.name;
-    out += "  " + (d.temporary_file ? std::string("a temporary file") : std::to_string(shards.size()) + " shard files") +
+    out += "  " +
+           (d.temporary_file ? std::string("a temporary file") : std::to_string(shards.size()) + " shard files") +
            " in " + d.folder.string() + " on " + d.filesystem + ", " + (d.o_direct ? "O_DIRECT" : "buffered") +
            " random reads of " + format_bytes(d.request_bytes) + (who.empty() ? "" : " (one expert of " + who + ")") +
            " over " + format_bytes(d.span_bytes) + "\n";
@@ -88,8 +92,12 @@ std::string DoctorReport::text() const {
   }
   if (disks.empty()) out += "  not measured: " + disk_skipped + "\n";
   if (page_cache.files != 0)
-    out += "  page cache: " + format_bytes(page_cache.resident) + " of " + format_bytes(page_cache.bytes) + " resident (" +
-           fixed(page_cache.bytes ? 100.0 * static_cast<double>(page_cache.resident) / static_cast<double>(page_cache.bytes) : 0, 1) +
+    out += "  page cache: " + format_bytes(page_cache.resident) + " of " + format_bytes(page_cache.bytes) +
+           " resident (" +
+           fixed(page_cache.bytes
+                     ? 100.0 * static_cast<double>(page_cache.resident) / static_cast<double>(page_cache.bytes)
+                     : 0,
+                 1) +
            "%)\n";
 
   out += "\nCompute\n  " + (kernels_chosen.empty() ? std::string("no kernel set") : kernels_chosen) + " on " +
@@ -106,8 +114,10 @@ std::string DoctorReport::text() const {
   for (const auto& m : models) {
     out += "\nPresets for " + m.name + " (" + m.source + "); fits = plan <= " + fixed(100 * kDoctorMemoryMargin, 0) +
            "% of " + format_bytes(usable_memory) + "\n  rates: disk " + rate(m.measured.disk_bytes_per_second) +
-           (m.measured.disk_request_bytes ? " (" + format_bytes(m.measured.disk_request_bytes) + " reads)" : std::string()) +
-           ", BF16 " + rate(m.measured.bf16_bytes_per_second) + ", MXFP4 " + rate(m.measured.mxfp4_bytes_per_second) + "\n";
+           (m.measured.disk_request_bytes ? " (" + format_bytes(m.measured.disk_request_bytes) + " reads)"
+                                          : std::string()) +
+           ", BF16 " + rate(m.measured.bf16_bytes_per_second) + ", MXFP4 " + rate(m.measured.mxfp4_bytes_per_second) +
+           "\n";
     char head[240];
     std::snprintf(head, sizeof head, "  %-12s %10s  %-4s  %10s  %6s  %9s  %9s  %9s\n", "preset", "plan", "fits",
                   "read/token", "hits", "I/O s", "compute s", "s/token");

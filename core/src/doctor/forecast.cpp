@@ -23,16 +23,16 @@ void forecast(DoctorForecast& f, const ModelConfig& c, const MemoryPlan& p, cons
   const U E = static_cast<U>(c.hidden_size), V = static_cast<U>(c.vocab_size);
   const U routed_per_token = moe_layers * top_k;
 
-  f.expert_hit_rate = p.experts_total == 0 ? 1.0
-                                           : std::min(1.0, static_cast<double>(p.expert_slots) /
-                                                               static_cast<double>(p.experts_total));
+  f.expert_hit_rate = p.experts_total == 0
+                          ? 1.0
+                          : std::min(1.0, static_cast<double>(p.expert_slots) / static_cast<double>(p.experts_total));
   f.trunk_bytes = p.streamed_trunk_bytes;
-  f.expert_bytes = static_cast<U>(static_cast<double>(routed_per_token * p.expert_slot_bytes) * (1.0 - f.expert_hit_rate));
+  f.expert_bytes =
+      static_cast<U>(static_cast<double>(routed_per_token * p.expert_slot_bytes) * (1.0 - f.expert_hit_rate));
   const bool embedding_resident = p.embedding_bytes >= V * E * 2;
   f.table_bytes = (embedding_resident ? 0 : E * 2) + (p.lm_head_chunk_rows != 0 ? V * E * 2 : 0);
 
-  if (r.disk_bytes_per_second > 0)
-    f.io_seconds = static_cast<double>(f.bytes_per_token()) / r.disk_bytes_per_second;
+  if (r.disk_bytes_per_second > 0) f.io_seconds = static_cast<double>(f.bytes_per_token()) / r.disk_bytes_per_second;
   const U trunk_all = std::accumulate(p.layer_bytes.begin(), p.layer_bytes.end(), U{0});
   const U bf16_bytes = trunk_all + V * E * 2;  // every layer's matrices and the head
   const U mxfp4_bytes = routed_per_token * p.expert_slot_bytes;

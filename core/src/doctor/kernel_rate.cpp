@@ -104,7 +104,9 @@ KernelRates measure_kernel_rates(const sdk::KernelSet& k, const DoctorKernelShap
     }
     out.bf16_bytes_per_second = rate(bf16_pool, bf16_each * 2, seconds / 2, [&](std::size_t i) {
       const std::uint16_t* w = bf16.data() + i * bf16_each;
-      parallel_rows(rows, threads, [&](std::size_t b, std::size_t e) { k.matmul_bf16(w, rows, cols, {b, e}, x.data(), 1, y.data()); });
+      parallel_rows(rows, threads, [&](std::size_t b, std::size_t e) {
+        k.matmul_bf16(w, rows, cols, {b, e}, x.data(), 1, y.data());
+      });
     });
   }
 
@@ -129,7 +131,9 @@ KernelRates measure_kernel_rates(const sdk::KernelSet& k, const DoctorKernelShap
     const std::uint8_t* p = mx.data() + e * expert_each;
     for (const auto& m : s.expert) {
       const sdk::Mxfp4Matrix w{p, p + packed_bytes(m), m.rows, m.cols};
-      parallel_rows(m.rows, threads, [&](std::size_t b, std::size_t end) { k.matmul_mxfp4(w, {b, end}, x.data(), 1, y.data()); });
+      parallel_rows(m.rows, threads, [&](std::size_t b, std::size_t end) {
+        k.matmul_mxfp4(w, {b, end}, x.data(), 1, y.data());
+      });
       p += packed_bytes(m) + scale_bytes(m);
     }
   });

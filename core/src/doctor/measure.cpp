@@ -63,7 +63,8 @@ void measure_disks(const Context& c, const fs::path& folder, std::vector<ModelTo
   bo.depths = {1, c.o.io_depth};
   std::string what;
   for (const auto s : sizes) {
-    const std::string who = names_of(models, [&](const ModelToForecast& m) { return m.info.measured.disk_request_bytes == s; });
+    const std::string who =
+        names_of(models, [&](const ModelToForecast& m) { return m.info.measured.disk_request_bytes == s; });
     what += (what.empty() ? "" : ", ") + format_bytes(s) + (who.empty() ? "" : " requests (" + who + ")");
   }
   c.status("reading " + folder.string() + " for " + fixed(c.o.seconds, 1) + " s: " + what + ", O_DIRECT");
@@ -84,7 +85,8 @@ void measure_disks(const Context& c, const fs::path& folder, std::vector<ModelTo
                              " on " + d.filesystem + ": " + per_second(d.best_bytes_per_second()) +
                              (in_memory ? " (this file system is memory)" : "");
     if (d.direct_refused)
-      c.add("disk", DoctorSeverity::warning, "the checkpoint's shards cannot be read with O_DIRECT: " + d.note + "; " + line);
+      c.add("disk", DoctorSeverity::warning,
+            "the checkpoint's shards cannot be read with O_DIRECT: " + d.note + "; " + line);
     else
       c.add("disk", DoctorSeverity::ok, line + (d.temporary_file ? " (" + d.note + ")" : ""));
     for (auto& m : models)
@@ -114,9 +116,10 @@ void measure_compute(const Context& c, const sdk::KernelSet& kernels, std::vecto
     const DoctorKernelShapes& s = m.shapes;
     std::string experts;
     for (const auto& e : s.expert) experts += (experts.empty() ? "" : ", ") + shape_text(e);
-    const std::string shapes = "BF16 " + shape_text(s.bf16) +
-                               (s.bf16.rows < s.bf16_rows_of_model ? " (of " + std::to_string(s.bf16_rows_of_model) + " rows)" : "") +
-                               ", MXFP4 experts of " + experts;
+    const std::string shapes =
+        "BF16 " + shape_text(s.bf16) +
+        (s.bf16.rows < s.bf16_rows_of_model ? " (of " + std::to_string(s.bf16_rows_of_model) + " rows)" : "") +
+        ", MXFP4 experts of " + experts;
     c.status("measuring kernel set " + r.kernels_chosen + " on " + std::to_string(r.threads) + " threads, " +
              models[i].info.name + "'s shapes: " + shapes);
     const KernelRates k = measure_kernel_rates(kernels, s, r.threads, c.o.compute_seconds);

@@ -20,11 +20,11 @@ struct BatchForward::Impl {
   std::int64_t positions;
   maths::RunBuffers buffers;
   std::vector<maths::SeqSlice> slices;
-  std::vector<std::uint32_t> tokens;       ///< every row's id, slices in order
+  std::vector<std::uint32_t> tokens;        ///< every row's id, slices in order
   std::vector<RoutingListener*> listeners;  ///< per slice
-  std::vector<std::int64_t> pos0;          ///< per slice: its position before the pass
+  std::vector<std::int64_t> pos0;           ///< per slice: its position before the pass
   SliceListeners observer;
-  std::vector<float> activations;  ///< rank 0 of a split model: what goes to the next rank
+  std::vector<float> activations;   ///< rank 0 of a split model: what goes to the next rank
   std::vector<LinkedSlice> linked;  ///< and each sequence's part of it
   /// Rank 0: a pass launched and not collected, with its tentative feeds (session,
   /// position before the pass), which keep nothing if it fails.
@@ -47,10 +47,18 @@ struct BatchForward::Impl {
 BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t positions, std::size_t sequences) {
   if (rows == 0 || positions < 1 || sequences == 0)
     throw UsageError("a batched pass needs room for at least one token of one sequence");
-  impl_ = std::make_unique<Impl>(Impl{model, positions,
-                                      maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
-                                                                         positions)),
-                                      {}, {}, {}, {}, {}, {}, {}, {}});
+  impl_ = std::make_unique<Impl>(
+      Impl{model,
+           positions,
+           maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows), positions)),
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {}});
   impl_->slices.reserve(sequences);
   impl_->tokens.reserve(rows);
   impl_->listeners.reserve(sequences);
@@ -142,8 +150,8 @@ void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const f
       throw RuntimeError("a batched pass over a session of " + std::to_string(s.max_positions) +
                          " positions, more than its buffers' " + std::to_string(b.positions));
     engine::check_feed(s, f.tokens);
-    b.slices.push_back({&s.state, rows, f.tokens.size(), f.all_positions || f.tentative,
-                        f.tentative ? &s.tentative : nullptr});
+    b.slices.push_back(
+        {&s.state, rows, f.tokens.size(), f.all_positions || f.tentative, f.tentative ? &s.tentative : nullptr});
     b.tokens.insert(b.tokens.end(), f.tokens.begin(), f.tokens.end());
     b.listeners.push_back(s.listener);
     b.pos0.push_back(s.state.position);
@@ -159,7 +167,7 @@ void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const f
   b.observer.set(b.listeners);
   b.observer.set_rows(b.slices);
   Model::Impl& m = b.model.impl();
-  maths::ForwardContext ctx{c, *m.ops, m.weight_source(), m.expert_source(), listening ? &b.observer : nullptr,
+  maths::ForwardContext ctx{c,        *m.ops, m.weight_source(), m.expert_source(), listening ? &b.observer : nullptr,
                             b.buffers};
   for (std::size_t i = 0; i < feeds.size(); ++i)
     if (feeds[i].tentative) feeds[i].session->impl().open_tentative = b.pos0[i];

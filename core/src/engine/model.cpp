@@ -24,19 +24,19 @@ ModelPlugins create_model_plugins(PluginHost& host, const ModelSettings& setting
 }
 
 Model::Model(const std::string& uri, PluginHost& host, const ModelSettings& settings)
-    : Model(uri, [&] { return create_model_plugins(host, settings); }, settings) {}
+    : Model(
+          uri, [&] { return create_model_plugins(host, settings); }, settings) {}
 
 Model::Model(const std::string& uri, ModelPlugins plugins, const ModelSettings& settings)
-    : Model(uri, [&] { return std::move(plugins); }, settings) {}
+    : Model(
+          uri, [&] { return std::move(plugins); }, settings) {}
 
-Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins,
-             const ModelSettings& settings)
+Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_plugins, const ModelSettings& settings)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.uri = uri;
   ModelPlugins plugins = make_plugins();
-  if (!plugins.storage || !plugins.kernels)
-    throw UsageError("a model needs a storage backend and a kernel set");
+  if (!plugins.storage || !plugins.kernels) throw UsageError("a model needs a storage backend and a kernel set");
   m.storage_name = std::move(plugins.storage_name);
   m.cache_name = std::move(plugins.cache_name);
   // Every byte of the checkpoint, config.json first, comes through the storage plugin, so
@@ -51,13 +51,14 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   // a trace) must carry the same identity.
   m.identity = {checkpoint_identity(m.config, *m.index), m.index->files().size(), m.index->sampled_bytes(),
                 m.index->digest_seconds()};
-  log(LogLevel::debug, "", "checkpoint identity " + identity_hex(m.identity.value) + " of " + uri + " (" +
-                               std::to_string(m.identity.shards) + " shards, " +
-                               std::to_string(m.identity.sampled_bytes) + " bytes sampled)");
+  log(LogLevel::debug, "",
+      "checkpoint identity " + identity_hex(m.identity.value) + " of " + uri + " (" +
+          std::to_string(m.identity.shards) + " shards, " + std::to_string(m.identity.sampled_bytes) +
+          " bytes sampled)");
   // Then the plan: a model that does not fit is refused before the weights are allocated.
   PlanInputs memory = settings.memory;
   memory.lookahead = settings.prefetch_depth > 0;  // router copies serve the lookahead alone
-  if (settings.layers) {  // a rank of a model split over ranks holds its range only
+  if (settings.layers) {                           // a rank of a model split over ranks holds its range only
     const auto [first, last] = settings.layers(m.config);
     memory.first_layer = first;
     memory.last_layer = last;
@@ -81,7 +82,8 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
       throw UsageError("cache policy '" + m.cache_name +
                        "' needs the future request stream of this run (cache.future): record it first with "
                        "--set trace.out=FILE in a run of the same pipeline, then set cache.future: FILE");
-    future = std::make_shared<const streaming::CacheFuture>(streaming::load_cache_future(settings.cache_future, m.config, m.identity.value));
+    future = std::make_shared<const streaming::CacheFuture>(
+        streaming::load_cache_future(settings.cache_future, m.config, m.identity.value));
   } else if (!settings.cache_future.empty()) {
     streaming::check_cache_future(settings.cache_future, m.config, m.identity.value);
   }
@@ -89,20 +91,21 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   // refused when it was packed from another checkpoint; its bytes are checked as they are read.
   // A partial pack (pack-trunk --layers) holds some layers: the rest come from the shards.
   if (!settings.packed_trunk.empty())
-    m.packed = std::make_unique<streaming::PackedLocations>(streaming::PackedLocations::of(
-        PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value, uri, m.config.num_hidden_layers)));
+    m.packed = std::make_unique<streaming::PackedLocations>(
+        streaming::PackedLocations::of(PackedTrunk::open(*m.storage, settings.packed_trunk.string(), m.identity.value,
+                                                         uri, m.config.num_hidden_layers)));
   if (m.plan.resident()) {
     m.weights = std::make_unique<streaming::ResidentWeights>(m.config, *m.index, *m.storage, m.packed.get(),
-                                                         m.plan.first_layer, m.plan.last_layer);
+                                                             m.plan.first_layer, m.plan.last_layer);
     m.source = std::make_unique<ResidentSource>(*m.weights, static_cast<std::size_t>(m.config.num_experts));
     return;
   }
-  m.trunk = std::make_unique<streaming::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters,
-                                                     m.packed.get());
+  m.trunk =
+      std::make_unique<streaming::StreamedTrunk>(m.config, *m.index, *m.storage, m.plan, *m.counters, m.packed.get());
   m.expert_cache = std::make_unique<streaming::ExpertCache>(m.config, *m.index, *m.storage, std::move(policy),
-                                                        std::move(future), m.plan.expert_slots,
-                                                        m.plan.expert_slot_bytes, settings.expert_read_attempts,
-                                                        *m.counters);
+                                                            std::move(future), m.plan.expert_slots,
+                                                            m.plan.expert_slot_bytes, settings.expert_read_attempts,
+                                                            *m.counters);
   m.expert_cache->set_prefetch(settings.prefetch_depth, settings.prefetch_bytes_per_token);
   m.streamed_experts = std::make_unique<streaming::StreamedExperts>(*m.expert_cache);
 }

@@ -8,12 +8,12 @@
 
 #include <k3/plan.hpp>
 
-#include "streaming/expert_cache.hpp"
 #include "maths/forward.hpp"
-#include "streaming/tensor_reader.hpp"
+#include "streaming/expert_cache.hpp"
 #include "streaming/layer_loader.hpp"
 #include "streaming/stream_counters.hpp"
 #include "streaming/streamed_trunk.hpp"
+#include "streaming/tensor_reader.hpp"
 
 namespace k3 {
 

@@ -12,8 +12,16 @@ namespace k3 {
 
 Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
-  impl_ = std::make_unique<Impl>(Impl{model, max_positions, maths::make_state(model.config(), max_positions), {}, {}, {},
-                                      {}, std::nullopt, nullptr, {}});
+  impl_ = std::make_unique<Impl>(Impl{model,
+                                      max_positions,
+                                      maths::make_state(model.config(), max_positions),
+                                      {},
+                                      {},
+                                      {},
+                                      {},
+                                      std::nullopt,
+                                      nullptr,
+                                      {}});
   impl_->keep_buffers.bk.assign(static_cast<std::size_t>(model.config().kda_head_dim), 0.0);
 }
 
@@ -30,10 +38,8 @@ void check_feed(const Session::Impl& s, std::span<const std::uint32_t> tokens) {
                        std::to_string(c.vocab_size) + " ids");
   if (s.state.position + static_cast<std::int64_t>(tokens.size()) > s.max_positions)
     throw UsageError("context full: " + std::to_string(s.state.position) + " + " + std::to_string(tokens.size()) +
-                     " tokens exceed the context of " + std::to_string(s.max_positions) +
-                     " (raise memory.context)");
-  if (s.open_tentative)
-    throw RuntimeError("feed: the session's tentative chunk waits for keep_tentative()");
+                     " tokens exceed the context of " + std::to_string(s.max_positions) + " (raise memory.context)");
+  if (s.open_tentative) throw RuntimeError("feed: the session's tentative chunk waits for keep_tentative()");
 }
 
 void keep_tentative(Session::Impl& s, std::int64_t pos0, std::size_t keep) {
@@ -82,8 +88,9 @@ void run_one(Session::Impl& s, std::span<const std::uint32_t> tokens, bool all_p
   const maths::SeqSlice slice{&s.state, 0, tokens.size(), all_positions, tentative};
   listeners.set(one);
   listeners.set_rows({&slice, 1});
-  maths::ForwardContext ctx{s.model.config(), *m.ops, m.weight_source(), m.expert_source(),
-                            s.listener != nullptr ? &listeners : nullptr, s.buffers};
+  maths::ForwardContext ctx{
+      s.model.config(), *m.ops, m.weight_source(), m.expert_source(), s.listener != nullptr ? &listeners : nullptr,
+      s.buffers};
   maths::forward_pass(ctx, {&slice, 1}, tokens, logits);
 }
 
@@ -158,7 +165,7 @@ void Session::save(const std::filesystem::path& file, std::string_view unsound) 
 
 void Session::load(const std::filesystem::path& file, bool accept_unsound) {
   engine::SavedState saved = engine::load_state(file, impl_->model.config(), impl_->max_positions,
-                                              impl_->model.identity().value, impl_->model.uri());
+                                                impl_->model.identity().value, impl_->model.uri());
   if (!saved.unsound.empty() && !accept_unsound)
     throw UsageError(file.string() + ": the state is unsound (" + saved.unsound +
                      "); continuing it would continue another conversation than the model's, so it is refused "
@@ -175,8 +182,8 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
 }
 
 struct SessionSnapshot::Impl {
-  std::uint64_t identity = 0;     ///< the checkpoint identity of the model it came from
-  maths::SequenceState state;     ///< exactly sized (no reserved room)
+  std::uint64_t identity = 0;          ///< the checkpoint identity of the model it came from
+  maths::SequenceState state;          ///< exactly sized (no reserved room)
   std::vector<std::uint32_t> pending;  ///< Session::pending
   std::string unsound;                 ///< Session's unsound reason
   std::size_t bytes = 0;

@@ -46,8 +46,8 @@ struct SavedState {
 
 /// `identity`: the checkpoint identity of the model that computed it. `unsound`: empty for a
 /// sound state, else the reason it is not (recorded in the file).
-void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const maths::SequenceState& st,
-                std::span<const std::uint32_t> pending, std::string_view unsound = {});
+void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity,
+                const maths::SequenceState& st, std::span<const std::uint32_t> pending, std::string_view unsound = {});
 /// The most bytes a state file of `c` holding up to `max_positions` ids can have (the
 /// unsound reason counted at its cap).
 std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions);

@@ -12,8 +12,8 @@
 #include <k3/error.hpp>
 #include <k3/user_files.hpp>
 
-#include "maths/forward.hpp"
 #include "engine/session_impl.hpp"
+#include "maths/forward.hpp"
 #include "util/atomic_file.hpp"
 
 namespace k3::engine {
@@ -81,8 +81,8 @@ class Reader {
 
 }  // namespace
 
-void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity, const maths::SequenceState& st,
-                std::span<const std::uint32_t> pending, std::string_view unsound) {
+void save_state(const std::filesystem::path& file, const ModelConfig& c, std::uint64_t identity,
+                const maths::SequenceState& st, std::span<const std::uint32_t> pending, std::string_view unsound) {
   Writer w;
   w.put(st.position);
   w.put(static_cast<std::uint64_t>(st.tokens.size()));
@@ -131,7 +131,8 @@ std::uint64_t max_state_bytes(const ModelConfig& c, std::int64_t max_positions) 
     if (c.is_mla(static_cast<std::int64_t>(i)))
       bytes += 8 + 4 * n * static_cast<std::uint64_t>(c.kv_lora_rank + c.qk_rope_head_dim);
     else
-      bytes += 4 * (one.kda[i].S.size() + one.kda[i].conv_q.size() + one.kda[i].conv_k.size() + one.kda[i].conv_v.size());
+      bytes += 4 *
+               (one.kda[i].S.size() + one.kda[i].conv_q.size() + one.kda[i].conv_k.size() + one.kda[i].conv_v.size());
   }
   return bytes;
 }

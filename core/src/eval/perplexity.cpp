@@ -45,8 +45,10 @@ double token_nll(std::span<const float> logits, std::uint32_t target) {
 
 std::int64_t checked_stride(const PerplexitySettings& settings) {
   if (settings.stride < 0)
-    throw UsageError("perplexity: the stride must be 0 (half the window) or more, got " + std::to_string(settings.stride));
-  if (settings.chunk < 1) throw UsageError("perplexity: the chunk must be at least 1 id, got " + std::to_string(settings.chunk));
+    throw UsageError("perplexity: the stride must be 0 (half the window) or more, got " +
+                     std::to_string(settings.stride));
+  if (settings.chunk < 1)
+    throw UsageError("perplexity: the chunk must be at least 1 id, got " + std::to_string(settings.chunk));
   const std::int64_t stride = settings.stride > 0 ? settings.stride : std::max<std::int64_t>(1, settings.window / 2);
   (void)perplexity_windows(2, settings.window, stride);  // refuses a window or stride that leaves ids unscored
   return stride;
@@ -62,7 +64,8 @@ PerplexityResult perplexity(Model& model, std::span<const std::uint32_t> ids, co
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   const std::int64_t stride = checked_stride(settings);
-  if (n < 2) throw UsageError("perplexity: the text has " + std::to_string(n) + " token(s) with BOS; at least 2 are needed");
+  if (n < 2)
+    throw UsageError("perplexity: the text has " + std::to_string(n) + " token(s) with BOS; at least 2 are needed");
   const std::vector<PerplexityWindow> windows = perplexity_windows(n, settings.window, stride);
   const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
   for (std::int64_t i = 0; i < n; ++i)

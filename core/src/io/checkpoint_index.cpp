@@ -304,8 +304,9 @@ CheckpointIndex CheckpointIndex::open(sdk::StorageBackend& storage, const std::s
     idx.sampled_bytes_ += shards.digests[i].sampled_bytes;
     idx.digest_seconds_ += shards.digest_seconds[i];
   }
-  idx.content_digest_ = io::content_digest(
-      index_json ? std::string_view(index_json->data(), index_json->size()) : std::string_view(), shard_digests);
+  idx.content_digest_ =
+      io::content_digest(index_json ? std::string_view(index_json->data(), index_json->size()) : std::string_view(),
+                         shard_digests);
   return idx;
 }
 
@@ -328,7 +329,8 @@ const TensorInfo& CheckpointIndex::require(std::string_view name, DType dtype,
   if (!t) throw UsageError(uri_ + ": tensor '" + std::string(name) + "': missing from the checkpoint");
   const std::string& file = files_[t->file].uri;
   if (t->dtype != dtype)
-    throw UsageError(file + ": tensor '" + t->name + "': dtype " + to_string(t->dtype) + ", expected " + to_string(dtype));
+    throw UsageError(file + ": tensor '" + t->name + "': dtype " + to_string(t->dtype) + ", expected " +
+                     to_string(dtype));
   if (t->shape != shape)
     throw UsageError(file + ": tensor '" + t->name + "': shape " + shape_string(t->shape) + ", expected " +
                      shape_string(shape));

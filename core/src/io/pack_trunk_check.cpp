@@ -45,8 +45,9 @@ void TensorCheck::rows_at(const std::byte* data, std::uint64_t first, std::uint6
     if (h == rows[first + r]) continue;
     throw RuntimeError(file + ": run '" + run + "', tensor '" + tensor + "', row " + std::to_string(first + r) +
                        ": the " + std::to_string(row_bytes) + " bytes at offset " +
-                       std::to_string(offset + (first + r) * row_bytes) + " have xxh3 " + hex(h) + ", trunk.json says " +
-                       hex(rows[first + r]) + ": the packed trunk is damaged (repack it with k3host pack-trunk)");
+                       std::to_string(offset + (first + r) * row_bytes) + " have xxh3 " + hex(h) +
+                       ", trunk.json says " + hex(rows[first + r]) +
+                       ": the packed trunk is damaged (repack it with k3host pack-trunk)");
   }
 }
 

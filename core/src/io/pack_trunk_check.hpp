@@ -15,12 +15,12 @@ namespace k3::io::trunk_check {
 
 /// What a packed trunk says one tensor's bytes hash to.
 struct TensorCheck {
-  std::string file;    ///< trunk.bin's URI
-  std::string run;     ///< "layer 3", or the global tensor's name
-  std::string tensor;  ///< the tensor's name
-  std::uint64_t offset = 0;  ///< of the tensor's bytes (its coded stream, when coded) in trunk.bin
-  bool coded = false;        ///< its bytes are decoded from a coded stream
-  std::uint64_t xxh3 = 0;    ///< of its (decoded) bytes
+  std::string file;                     ///< trunk.bin's URI
+  std::string run;                      ///< "layer 3", or the global tensor's name
+  std::string tensor;                   ///< the tensor's name
+  std::uint64_t offset = 0;             ///< of the tensor's bytes (its coded stream, when coded) in trunk.bin
+  bool coded = false;                   ///< its bytes are decoded from a coded stream
+  std::uint64_t xxh3 = 0;               ///< of its (decoded) bytes
   std::span<const std::uint64_t> rows;  ///< its rows' checksums; empty when it has none
   std::uint64_t row_bytes = 0;
 

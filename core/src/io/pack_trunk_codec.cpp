@@ -17,8 +17,8 @@
 #include <k3/packed_trunk.hpp>
 
 #include "io/read_failure.hpp"
-#include "util/reader_thread.hpp"
 #include "util/little_endian.hpp"
+#include "util/reader_thread.hpp"
 
 namespace k3::io::trunk_codec {
 namespace {
@@ -72,7 +72,9 @@ void join(const std::uint8_t* exp, const std::uint8_t* sm, std::size_t n, std::u
   }
 }
 
-std::string zstd_error(const char* what, std::size_t code) { return std::string(what) + ": " + ZSTD_getErrorName(code); }
+std::string zstd_error(const char* what, std::size_t code) {
+  return std::string(what) + ": " + ZSTD_getErrorName(code);
+}
 
 }  // namespace
 
@@ -198,11 +200,14 @@ struct ReadAhead::State {
 
 ReadAhead::ReadAhead() : s_(std::make_unique<State>()) {
   s_->thread.start(
-      1, [](State::Piece& p) { p.status = p.file->read({&p.request, 1}); },
+      1,
+      [](State::Piece& p) {
+    p.status = p.file->read({&p.request, 1});
+      },
       [state = s_.get()](State::Piece& p, std::exception_ptr) {  // read() is noexcept: no error to hand on
-        state->status = std::move(p.status);
-        state->done = true;
-      });
+    state->status = std::move(p.status);
+    state->done = true;
+  });
 }
 
 ReadAhead::~ReadAhead() = default;  // the thread stops (and joins) with State
@@ -247,14 +252,15 @@ std::uint64_t FileInput::take() {
   const std::uint64_t offset = next_;
   sdk::Status st = ahead_ != nullptr ? ahead_->wait() : std::move(sync_status_);
   pending_ = 0;
-  for (int attempt = 1; attempt < 3 && !st.ok() && io::worth_retrying(st.code); ++attempt) {  // EIO, a short read recovers
+  for (int attempt = 1; attempt < 3 && !st.ok() && io::worth_retrying(st.code);
+       ++attempt) {  // EIO, a short read recovers
     sdk::ReadRequest r{offset, n, spare_->data() + kHead, sdk::StatusCode::ok};
     ++reads_;
     st = file_.read({&r, 1});
   }
   if (!st.ok())
-    io::throw_read_failure(st.code, "reading " + std::to_string(n) + " coded bytes at offset " + std::to_string(offset) +
-                       " failed: " + st.detail);
+    io::throw_read_failure(st.code, "reading " + std::to_string(n) + " coded bytes at offset " +
+                                        std::to_string(offset) + " failed: " + st.detail);
   next_ += n;
   return n;
 }
@@ -315,7 +321,8 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     throw CodecError("stream version " + std::to_string(std::to_integer<int>(h[4])) + ", this k3host reads " +
                      std::to_string(kStreamVersion));
   const int kind = std::to_integer<int>(h[5]);
-  if (kind != kStored && kind != kSplit && kind != kSplitHuffman) throw CodecError("unknown block kind " + std::to_string(kind));
+  if (kind != kStored && kind != kSplit && kind != kSplitHuffman)
+    throw CodecError("unknown block kind " + std::to_string(kind));
   if (kind != kStored && !bf16) throw CodecError("bf16 split blocks in a tensor that is not BF16");
   if (h[6] != std::byte{0} || h[7] != std::byte{0}) throw CodecError("reserved header bytes are not zero");
   const std::uint32_t block_raw = util::load_le32(h + 8);
@@ -325,7 +332,8 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
   if (block_raw % 2 != 0 || block_raw < kMinBlockRaw || block_raw > kMaxBlockRaw)
     throw CodecError("bad block size " + std::to_string(block_raw));
   if (raw_bytes != out.size())
-    throw CodecError("stream holds " + std::to_string(raw_bytes) + " bytes, the tensor has " + std::to_string(out.size()));
+    throw CodecError("stream holds " + std::to_string(raw_bytes) + " bytes, the tensor has " +
+                     std::to_string(out.size()));
   if (n_blocks != (raw_bytes + block_raw - 1) / block_raw)
     throw CodecError(std::to_string(n_blocks) + " blocks do not cover " + std::to_string(raw_bytes) + " bytes of " +
                      std::to_string(block_raw));
@@ -343,10 +351,12 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
     const std::byte* e = table_.data() + std::size_t{kEntryBytes} * b;
     const std::uint32_t coded = util::load_le32(e), exp_len = util::load_le32(e + 4);
     const std::uint64_t lo = std::uint64_t{b} * block_raw, len = std::min<std::uint64_t>(block_raw, raw_bytes - lo);
-    const auto where = [b] { return "block " + std::to_string(b) + ": "; };  // only on an error: no allocation per block
+    const auto where = [b] {
+      return "block " + std::to_string(b) + ": ";
+    };  // only on an error: no allocation per block
     if (exp_len == 0 ? coded != len : (kind == kStored || len % 2 != 0 || coded != exp_len + len / 2))
-      throw CodecError(where() + "bad length (coded " + std::to_string(coded) + ", exponent frame " + std::to_string(exp_len) +
-                       ", raw " + std::to_string(len) + ")");
+      throw CodecError(where() + "bad length (coded " + std::to_string(coded) + ", exponent frame " +
+                       std::to_string(exp_len) + ", raw " + std::to_string(len) + ")");
     const std::byte* p = in.need(coded);
     if (XXH3_64bits(p, coded) != util::load_le64(e + 8)) throw CodecError(where() + "checksum mismatch (damaged)");
     std::byte* dst = out.data() + lo;
@@ -364,7 +374,9 @@ std::uint64_t Decoder::decode(Input& in, std::span<std::byte> out, bool bf16) {
       } else {
         const std::size_t r = ZSTD_decompressDCtx(dctx_.get(), exp_.data(), n, p, exp_len);
         if (ZSTD_isError(r)) throw CodecError(where() + zstd_error("exponent frame", r));
-        if (r != n) throw CodecError(where() + "exponent frame holds " + std::to_string(r) + " bytes, expected " + std::to_string(n));
+        if (r != n)
+          throw CodecError(where() + "exponent frame holds " + std::to_string(r) + " bytes, expected " +
+                           std::to_string(n));
       }
       join(reinterpret_cast<const std::uint8_t*>(exp_.data()), reinterpret_cast<const std::uint8_t*>(p + exp_len), n,
            reinterpret_cast<std::uint8_t*>(dst));

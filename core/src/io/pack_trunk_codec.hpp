@@ -159,7 +159,7 @@ class FileInput final : public Input {
 
  private:
   void fill();
-  void start();  ///< the next piece into spare_ at kHead (on `ahead`, or now)
+  void start();          ///< the next piece into spare_ at kHead (on `ahead`, or now)
   std::uint64_t take();  ///< waits for it; its length
   sdk::StorageFile& file_;
   std::uint64_t next_, end_;  ///< the file offset of the next byte not yet requested, the end

@@ -21,7 +21,8 @@ struct StateFree {
   void operator()(XXH3_state_t* s) const noexcept { XXH3_freeState(s); }
 };
 
-void read_piece(sdk::StorageFile& file, const std::string& what, std::uint64_t offset, std::uint64_t n, std::byte* dest) {
+void read_piece(sdk::StorageFile& file, const std::string& what, std::uint64_t offset, std::uint64_t n,
+                std::byte* dest) {
   sdk::ReadRequest request{offset, n, dest};
   const sdk::Status st = file.read({&request, 1});
   if (!st.ok()) throw RuntimeError(what + ": " + st.detail);
@@ -115,7 +116,8 @@ void verify_run(sdk::StorageFile& file, const std::string& what, const PackedRun
   };
   for (const PackedTensor& t : run.tensors) {
     if (t.offset > position) read(position, t.offset - position);  // the padding before it
-    io::trunk_check::TensorCheck check{what, run.name, t.name, run.file_offset + t.offset, false, t.xxh3, {}, t.row_bytes()};
+    io::trunk_check::TensorCheck check{what,  run.name, t.name, run.file_offset + t.offset,
+                                       false, t.xxh3,   {},     t.row_bytes()};
     const bool rows = t.row_sums >= 0 && check.row_bytes > 0;
     if (rows) check.rows = row_sums.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
     const std::uint64_t piece = rows ? std::max<std::uint64_t>(1, kChunk / check.row_bytes) * check.row_bytes : kChunk;

@@ -160,7 +160,8 @@ void HuffmanDecoder::decode(std::span<const std::byte> section, std::span<std::u
 void HuffmanDecoder::build_single(std::span<const std::byte> lengths) {
   std::array<std::uint8_t, 256> len{};
   for (int s = 0; s < 256; ++s) {
-    len[s] = static_cast<std::uint8_t>(std::to_integer<unsigned>(lengths[static_cast<std::size_t>(s / 2)]) >> (4 * (s % 2)) & 15u);
+    len[s] = static_cast<std::uint8_t>(
+        std::to_integer<unsigned>(lengths[static_cast<std::size_t>(s / 2)]) >> (4 * (s % 2)) & 15u);
     if (len[s] > kMaxBits) throw CodecError("Huffman code length " + std::to_string(len[s]) + " over 11");
   }
   std::array<std::uint16_t, 256> code{};

@@ -10,8 +10,8 @@
 //   4 streams: stream i codes symbols [i·q, (i+1)·q) (q = n/4; stream 3 to n), LSB-first,
 //              followed by 8 zero bytes (so a decoder may always load 8 bytes at once).
 #pragma once
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -38,8 +38,8 @@ class HuffmanDecoder {
   void build_multi();
   void decode_streams(std::span<const std::byte> section, std::span<std::uint8_t> out, bool multi);
   // Sized once (2048 entries each): decoding allocates nothing after the first block.
-  std::vector<Entry> single_;  ///< one symbol an entry
-  std::vector<Entry> table_;   ///< up to four symbols an entry
+  std::vector<Entry> single_;             ///< one symbol an entry
+  std::vector<Entry> table_;              ///< up to four symbols an entry
   std::array<std::byte, 128> lengths_{};  ///< the code lengths the tables were built for
   bool single_ok_ = false, multi_ok_ = false;
 };

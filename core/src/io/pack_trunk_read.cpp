@@ -49,7 +49,8 @@ class Reader {
   }
   std::uint64_t hex(const json& obj, const char* key, const std::string& where) const {
     std::uint64_t out = 0;
-    if (!io::trunk_format::parse_hex64(str(obj, key, where), out)) fail(where + ": \"" + key + "\" must be 16 hex digits");
+    if (!io::trunk_format::parse_hex64(str(obj, key, where), out))
+      fail(where + ": \"" + key + "\" must be 16 hex digits");
     return out;
   }
 
@@ -66,7 +67,8 @@ class Reader {
       r.coded_bytes = u64(j, "coded_bytes", where);
       if (r.coded_bytes == 0) fail(where + ": \"coded_bytes\" must be positive");
     }
-    if (r.file_offset % kTrunkAlign != 0) fail(where + ": file_off " + std::to_string(r.file_offset) + " is not 4096-aligned");
+    if (r.file_offset % kTrunkAlign != 0)
+      fail(where + ": file_off " + std::to_string(r.file_offset) + " is not 4096-aligned");
     if (r.file_offset > bin_bytes || r.stored_bytes() > bin_bytes - r.file_offset)
       fail(where + ": run [" + std::to_string(r.file_offset) + ", +" + std::to_string(r.stored_bytes()) +
            ") lies outside trunk.bin (" + std::to_string(bin_bytes) + " bytes)");
@@ -120,10 +122,13 @@ class Reader {
   void coded_tensor(const json& t, const std::string& tw, const PackedRun& r, PackedTensor& p) const {
     p.coded_offset = u64(t, "coded_off", tw);
     p.coded_bytes = u64(t, "coded_bytes", tw);
-    const auto next = [](std::uint64_t end) { return (end + kTrunkTensorAlign - 1) / kTrunkTensorAlign * kTrunkTensorAlign; };
+    const auto next = [](std::uint64_t end) {
+      return (end + kTrunkTensorAlign - 1) / kTrunkTensorAlign * kTrunkTensorAlign;
+    };
     const PackedTensor* prev = r.tensors.empty() ? nullptr : &r.tensors.back();
     if (p.offset != (prev ? next(prev->offset + prev->nbytes) : 0))
-      fail(tw + ": \"off\" " + std::to_string(p.offset) + " does not follow the previous tensor (a coded run's tensors lie "
+      fail(tw + ": \"off\" " + std::to_string(p.offset) +
+           " does not follow the previous tensor (a coded run's tensors lie "
            "back to back, 64-byte aligned)");
     if (p.coded_offset != (prev ? next(prev->coded_offset + prev->coded_bytes) : 0))
       fail(tw + ": \"coded_off\" " + std::to_string(p.coded_offset) + " does not follow the previous tensor's stream");
@@ -132,15 +137,16 @@ class Reader {
       fail(tw + ": coded stream [" + std::to_string(p.coded_offset) + ", +" + std::to_string(p.coded_bytes) +
            ") lies outside its coded run (" + std::to_string(r.coded_bytes) + " bytes) or is too short");
     if (p.nbytes / 2 > p.coded_bytes)
-      fail(tw + ": " + std::to_string(p.nbytes) + " bytes cannot decode from a stream of " + std::to_string(p.coded_bytes));
+      fail(tw + ": " + std::to_string(p.nbytes) + " bytes cannot decode from a stream of " +
+           std::to_string(p.coded_bytes));
   }
 
   /// After the tensors of a coded run: the run ends with its last tensor and stream.
   void coded_run_end(const PackedRun& r, const std::string& where) const {
     const PackedTensor& last = r.tensors.back();
     if (r.nbytes != last.offset + last.nbytes || r.coded_bytes != last.coded_offset + last.coded_bytes)
-      fail(where + ": a coded run must end with its last tensor (nbytes " + std::to_string(r.nbytes) + ", coded_bytes " +
-           std::to_string(r.coded_bytes) + ")");
+      fail(where + ": a coded run must end with its last tensor (nbytes " + std::to_string(r.nbytes) +
+           ", coded_bytes " + std::to_string(r.coded_bytes) + ")");
   }
 
  private:
@@ -187,8 +193,9 @@ json read_manifest(sdk::StorageBackend& storage, const std::string& uri, const s
     std::vector<std::string> names;
     if (storage.list(uri, names).code == sdk::StatusCode::not_found)
       throw UsageError(uri + ": no such packed trunk folder");
-    throw UsageError(uri + ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
-                           "run k3host pack-trunk again");
+    throw UsageError(uri +
+                     ": no trunk.json: not a finished packed trunk (an interrupted pack-trunk?); "
+                     "run k3host pack-trunk again");
   }
   json j;
   const simdjson::padded_string text = io::read_whole(*manifest_file, manifest, kMaxManifest);
@@ -207,9 +214,11 @@ void check_format(const Reader& rd, const json& j) {
   if (rd.str(j, "format", "top level") != io::trunk_format::kFormat) rd.fail("\"format\" is not k3host-trunk");
   const std::uint64_t version = rd.u64(j, "version", "top level");
   if (version == 1 || version == 2)
-    rd.fail("version " + std::to_string(version) + ", written by an older k3host (XXH64 per run only, no checkpoint "
+    rd.fail("version " + std::to_string(version) +
+            ", written by an older k3host (XXH64 per run only, no checkpoint "
             "identity), so its bytes cannot be checked as they are read nor tied to this checkpoint; this k3host reads "
-            "version " + std::to_string(io::trunk_format::kVersion) + ": repack it with k3host pack-trunk");
+            "version " +
+            std::to_string(io::trunk_format::kVersion) + ": repack it with k3host pack-trunk");
   if (version != static_cast<std::uint64_t>(io::trunk_format::kVersion))
     rd.fail("unsupported version " + std::to_string(version) + " (this k3host reads version " +
             std::to_string(io::trunk_format::kVersion) + ")");
@@ -324,8 +333,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   const json& layers = rd.member(j, "layers", "top level");
   if (!layers.is_array() || layers.empty()) rd.fail("\"layers\" must be a non-empty array");
   const auto [first, last] = layer_range(rd, j, layers.size(), model_layers);
-  t.model_layers_ =
-      j.contains("n_layers") ? static_cast<std::int64_t>(rd.u64(j, "n_layers", "top level")) : model_layers;
+  t.model_layers_ = j.contains("n_layers") ? static_cast<std::int64_t>(rd.u64(j, "n_layers", "top level"))
+                                           : model_layers;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
     PackedRun r = rd.run(layers[i], where, t.bin_bytes_, coded_pack, row_count);
@@ -341,7 +350,8 @@ PackedTrunk PackedTrunk::open(sdk::StorageBackend& storage, const std::string& u
   // A partial pack (some layers only) leaves the globals to the shards too.
   t.partial_ = first != 0 || (t.model_layers_ >= 0 && last + 1 != static_cast<std::uint64_t>(t.model_layers_));
   if (t.partial_ && !globals.empty())
-    rd.fail("a pack of layers " + std::to_string(first) + "-" + std::to_string(last) + " only (\"layer_range\") "
+    rd.fail("a pack of layers " + std::to_string(first) + "-" + std::to_string(last) +
+            " only (\"layer_range\") "
             "has global runs: pack-trunk --layers writes none");
   for (std::size_t i = 0; i < globals.size(); ++i) {
     const std::string where = "globals[" + std::to_string(i) + "]";

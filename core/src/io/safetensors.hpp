@@ -24,12 +24,13 @@ std::optional<DType> parse_safetensors_dtype(std::string_view s) noexcept;
 
 /// Reads and validates one shard's header through the storage plugin (`file` is the shard
 /// at `uri`, two reads: the length, then the JSON into `buffer`, which is grown as needed
-/// and may be reused across calls). Tensors get `file = file_index` and absolute offsets. Checks: header length inside the file, valid JSON object, known dtype, shape ×
-/// element size == span, span inside the file, no two spans overlapping. UsageError
+/// and may be reused across calls). Tensors get `file = file_index` and absolute offsets. Checks: header length inside
+/// the file, valid JSON object, known dtype, shape × element size == span, span inside the file, no two spans
+/// overlapping. UsageError
 /// "<file>: tensor '<name>': <what>" (or "<file>: <what>" for the container).
 /// Appends the shard's tensors to `out`; returns the header JSON's length (it is in
 /// `buffer[0, length)`).
 std::uint64_t read_safetensors_header(sdk::StorageFile& file, const std::string& uri, std::uint32_t file_index,
-                             std::vector<char>& buffer, std::vector<TensorInfo>& out);
+                                      std::vector<char>& buffer, std::vector<TensorInfo>& out);
 
 }  // namespace k3::io

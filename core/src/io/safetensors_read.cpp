@@ -56,8 +56,8 @@ std::uint64_t read_header_length(sdk::StorageFile& file, const std::string& uri,
     cx.fail("implausible header length " + std::to_string(hlen) + " (allowed 2.." +
             std::to_string(kMaxSafetensorsHeader) + ")");
   if (hlen > file_size - 8)
-    cx.fail("header length " + std::to_string(hlen) + " runs past the end of the file (" +
-            std::to_string(file_size) + " bytes)");
+    cx.fail("header length " + std::to_string(hlen) + " runs past the end of the file (" + std::to_string(file_size) +
+            " bytes)");
   return hlen;
 }
 
@@ -97,8 +97,8 @@ void place_entry(const Context& cx, TensorInfo& t, const std::vector<std::uint64
   if (offsets.size() != 2) cx.fail(t.name, "data_offsets must be [begin, end]");
   if (t.shape.size() > 8) cx.fail(t.name, "rank " + std::to_string(t.shape.size()) + " is above 8");
   if (offsets[0] > offsets[1])
-    cx.fail(t.name, "data_offsets [" + std::to_string(offsets[0]) + ", " + std::to_string(offsets[1]) +
-                        "] run backwards");
+    cx.fail(t.name,
+            "data_offsets [" + std::to_string(offsets[0]) + ", " + std::to_string(offsets[1]) + "] run backwards");
   std::uint64_t bytes = element_size(t.dtype);
   for (auto d : t.shape)
     if (__builtin_mul_overflow(bytes, d, &bytes)) cx.fail(t.name, "shape overflows 64 bits");
@@ -106,8 +106,8 @@ void place_entry(const Context& cx, TensorInfo& t, const std::vector<std::uint64
   if (bytes != span) {
     std::string shape;
     for (auto d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    cx.fail(t.name, "shape [" + shape + "] x " + std::to_string(element_size(t.dtype)) + " B = " +
-                        std::to_string(bytes) + " bytes, but data_offsets span " + std::to_string(span));
+    cx.fail(t.name, "shape [" + shape + "] x " + std::to_string(element_size(t.dtype)) +
+                        " B = " + std::to_string(bytes) + " bytes, but data_offsets span " + std::to_string(span));
   }
   if (offsets[1] > data_size)
     cx.fail(t.name, "data ends at byte " + std::to_string(base + offsets[1]) + ", past the end of the file (" +

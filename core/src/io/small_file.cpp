@@ -36,25 +36,29 @@ std::unique_ptr<sdk::StorageFile> open_file(sdk::StorageBackend& storage, const 
   const sdk::Status st = storage.open(uri, file);
   if (st.code == sdk::StatusCode::not_found) {
     if (missing_ok) return nullptr;
-    throw UsageError(uri + ": " + std::string(what) + " not found (read through the storage plugin: " + st.detail + ")");
+    throw UsageError(uri + ": " + std::string(what) + " not found (read through the storage plugin: " + st.detail +
+                     ")");
   }
   // invalid_argument: the plugin refuses the path itself (a folder, a FIFO): the input is at
   // fault, not the device (exit 2, not 1).
   if (st.code == sdk::StatusCode::invalid_argument)
     throw UsageError(uri + ": cannot open " + std::string(what) + ": " + st.detail);
   if (!st.ok())
-    throw_read_failure(st.code, uri + ": cannot open " + std::string(what) + " through the storage plugin: " + st.detail);
+    throw_read_failure(st.code,
+                       uri + ": cannot open " + std::string(what) + " through the storage plugin: " + st.detail);
   if (!file) throw RuntimeError(uri + ": the storage plugin reported success but returned no file");
   return file;
 }
 
-void read_exact(sdk::StorageFile& file, std::uint64_t offset, std::uint64_t length, void* dest, const std::string& uri) {
+void read_exact(sdk::StorageFile& file, std::uint64_t offset, std::uint64_t length, void* dest,
+                const std::string& uri) {
   if (length == 0) return;
   sdk::StatusCode result = sdk::StatusCode::ok;
   const sdk::Status st = read_retrying(file, offset, length, static_cast<std::byte*>(dest), result);
   if (!st.ok() || result != sdk::StatusCode::ok)
-    throw_read_failure(st.code, uri + ": cannot read " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                       " through the storage plugin: " + (st.ok() ? sdk::to_string(result) : st.detail));
+    throw_read_failure(st.code, uri + ": cannot read " + std::to_string(length) + " bytes at offset " +
+                                    std::to_string(offset) +
+                                    " through the storage plugin: " + (st.ok() ? sdk::to_string(result) : st.detail));
 }
 
 simdjson::padded_string read_whole(sdk::StorageFile& file, const std::string& uri, std::uint64_t max_bytes) {
@@ -77,7 +81,8 @@ sdk::Status try_read_small_file(sdk::StorageBackend& storage, std::string_view u
     std::unique_ptr<sdk::StorageFile> file;
     sdk::Status st = storage.open(uri, file);
     if (!st.ok()) return st;
-    if (!file) return sdk::Status::error(sdk::StatusCode::internal, std::string(uri) + ": the storage plugin returned no file");
+    if (!file)
+      return sdk::Status::error(sdk::StatusCode::internal, std::string(uri) + ": the storage plugin returned no file");
     const std::uint64_t size = file->size();
     if (size > max_bytes) return sdk::Status::error(sdk::StatusCode::invalid_argument, too_large(uri, size, max_bytes));
     out.assign(static_cast<std::size_t>(size), '\0');
@@ -85,7 +90,8 @@ sdk::Status try_read_small_file(sdk::StorageBackend& storage, std::string_view u
     sdk::StatusCode result = sdk::StatusCode::ok;
     st = read_retrying(*file, 0, size, reinterpret_cast<std::byte*>(out.data()), result);
     if (!st.ok()) return st;
-    if (result != sdk::StatusCode::ok) return sdk::Status::error(result, std::string(uri) + ": " + sdk::to_string(result));
+    if (result != sdk::StatusCode::ok)
+      return sdk::Status::error(result, std::string(uri) + ": " + sdk::to_string(result));
     return sdk::Status::success();
   } catch (const std::bad_alloc&) {
     return sdk::Status::error(sdk::StatusCode::out_of_memory, std::string(uri) + ": out of memory");

@@ -29,16 +29,15 @@ std::unique_ptr<sdk::StorageFile> open_file(sdk::StorageBackend& storage, const 
 
 /// Reads exactly [offset, offset + length) of `file` into `dest`, retrying a failed read
 /// (3 attempts, as weight reads); RuntimeError naming `uri` and the plugin's detail.
-void read_exact(sdk::StorageFile& file, std::uint64_t offset, std::uint64_t length, void* dest,
-                const std::string& uri);
+void read_exact(sdk::StorageFile& file, std::uint64_t offset, std::uint64_t length, void* dest, const std::string& uri);
 
 /// The whole of an open file, at most `max_bytes` (UsageError naming the URI, its size and
 /// the cap).
 simdjson::padded_string read_whole(sdk::StorageFile& file, const std::string& uri, std::uint64_t max_bytes);
 
 /// Opens and reads the whole file, at most `max_bytes` (UsageError naming the URI, its size and the cap).
-simdjson::padded_string read_small_file(sdk::StorageBackend& storage, const std::string& uri,
-                                        std::uint64_t max_bytes, std::string_view what);
+simdjson::padded_string read_small_file(sdk::StorageBackend& storage, const std::string& uri, std::uint64_t max_bytes,
+                                        std::string_view what);
 
 /// The same without exceptions, for HostServices::read_file: not_found, invalid_argument
 /// (too large), or the plugin's status; `out` holds the file on success.

@@ -50,7 +50,7 @@ class Cluster::Impl::Link final : public PassLink {
     out.clear();
     for (const LinkedSlice& s : slices)
       out.push_back({s.sequence, s.position, s.rows, static_cast<std::uint8_t>(s.all_positions),
-                      static_cast<std::uint8_t>(s.tentative), 0});
+                     static_cast<std::uint8_t>(s.tentative), 0});
     Header h;
     h.kind = Kind::pass;
     h.seq = ++c_.passes;
@@ -101,11 +101,13 @@ std::unique_ptr<Cluster> Cluster::join(const Pipeline& p) {
   impl->rank = impl->transport->rank();
   impl->size = impl->transport->size();
   if (impl->size < 2)
-    p.refuse("cluster.transport", "this process is a job of one rank: start every rank under the launcher, e.g. "
-                                  "mpirun -np 2 k3host --config FILE (or set cluster.transport: none)");
+    p.refuse("cluster.transport",
+             "this process is a job of one rank: start every rank under the launcher, e.g. "
+             "mpirun -np 2 k3host --config FILE (or set cluster.transport: none)");
   impl->wire.emplace(*impl->transport, p.get_double("cluster.timeout_s"), nullptr);
-  log(LogLevel::info, "cluster", "rank " + std::to_string(impl->rank) + " of " + std::to_string(impl->size) +
-                                     " joined through " + p.get_string("cluster.transport"));
+  log(LogLevel::info, "cluster",
+      "rank " + std::to_string(impl->rank) + " of " + std::to_string(impl->size) + " joined through " +
+          p.get_string("cluster.transport"));
   return std::unique_ptr<Cluster>(new Cluster(std::move(impl)));
 }
 
@@ -121,9 +123,9 @@ std::uint64_t Cluster::bytes_sent() const noexcept { return impl_->wire ? impl_-
 LayerRange Cluster::layers_of(const Pipeline& pipeline, const ModelConfig& config) const {
   const std::vector<LayerRange> all = cluster_layer_ranges(pipeline, config, impl_->size);
   const LayerRange mine = all[static_cast<std::size_t>(impl_->rank)];
-  log(LogLevel::info, "cluster", "rank " + std::to_string(impl_->rank) + " holds layers " + std::to_string(mine.first) +
-                                     "-" + std::to_string(mine.last - 1) + " of " +
-                                     std::to_string(config.num_hidden_layers));
+  log(LogLevel::info, "cluster",
+      "rank " + std::to_string(impl_->rank) + " holds layers " + std::to_string(mine.first) + "-" +
+          std::to_string(mine.last - 1) + " of " + std::to_string(config.num_hidden_layers));
   return mine;
 }
 
@@ -135,7 +137,8 @@ void Cluster::attach(Model& model) {
   c.wire->send(1, h, {});
   const Message m = c.wire->receive(c.size - 1);
   if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
-  if (m.header.kind != Kind::hello) throw RuntimeError("rank " + std::to_string(c.size - 1) + " answered hello with an unexpected message");
+  if (m.header.kind != Kind::hello)
+    throw RuntimeError("rank " + std::to_string(c.size - 1) + " answered hello with an unexpected message");
   c.link = std::make_unique<Impl::Link>(c);
   model.set_pass_link(c.link.get());  // the link outlives the model: the job's ends first
 }
@@ -144,9 +147,9 @@ void Cluster::finish(int code, const std::string& reason) noexcept {
   Impl& c = *impl_;
   if (c.finished) return;
   c.finished = true;
-  log(LogLevel::info, "cluster", "rank 0 sent " + std::to_string(c.wire->bytes_sent()) + " bytes in " +
-                                     std::to_string(c.passes) + " passes, at most " +
-                                     std::to_string(c.link ? c.link->most_in_flight() : 0) + " in flight at once");
+  log(LogLevel::info, "cluster",
+      "rank 0 sent " + std::to_string(c.wire->bytes_sent()) + " bytes in " + std::to_string(c.passes) +
+          " passes, at most " + std::to_string(c.link ? c.link->most_in_flight() : 0) + " in flight at once");
   try {
     // Posted, as the passes: passes still in flight (a run that failed midway) end with
     // their results, which rank 0 takes and drops below while the stop goes round.

@@ -34,11 +34,12 @@ std::vector<LayerRange> explicit_ranges(const Pipeline& p, std::string_view text
       p.refuse("cluster.layers", "'" + std::string(item) + "' is not a range of layers like 4-9 (or auto)");
     if (a != next)
       p.refuse("cluster.layers", "range " + std::to_string(out.size() + 1) + " starts at layer " + std::to_string(a) +
-                                     " where layer " + std::to_string(next) + " is next: the ranges cover every layer "
+                                     " where layer " + std::to_string(next) +
+                                     " is next: the ranges cover every layer "
                                      "once, in order");
     if (b < a || b >= layers)
-      p.refuse("cluster.layers", "'" + std::string(item) + "' is not within the model's layers 0-" +
-                                     std::to_string(layers - 1));
+      p.refuse("cluster.layers",
+               "'" + std::string(item) + "' is not within the model's layers 0-" + std::to_string(layers - 1));
     out.push_back({a, b + 1});
     next = b + 1;
   }

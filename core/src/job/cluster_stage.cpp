@@ -35,8 +35,11 @@ struct Mirror {
 class Stage {
  public:
   Stage(Runtime& runtime, std::int64_t context, std::size_t keep)
-      : model_(runtime.model()), context_(context), keep_(keep),
-        pass_(model_, model_.plan().step_rows == 0 ? 1 : model_.plan().step_rows, context, std::max<std::size_t>(1, keep)) {}
+      : model_(runtime.model()),
+        context_(context),
+        keep_(keep),
+        pass_(model_, model_.plan().step_rows == 0 ? 1 : model_.plan().step_rows, context,
+              std::max<std::size_t>(1, keep)) {}
 
   /// Runs one pass message; returns the message for the next rank (pass, or result).
   void run(const Message& m, Header& out_h, std::vector<std::byte>& out) {
@@ -58,7 +61,8 @@ class Stage {
     feeds_.clear();
     std::size_t row = 0;
     for (const WireSlice& s : slices_) {
-      if (s.rows == 0 || row + s.rows > tokens_.size()) throw RuntimeError("pass " + std::to_string(h.seq) + ": its sequences do not cover its rows");
+      if (s.rows == 0 || row + s.rows > tokens_.size())
+        throw RuntimeError("pass " + std::to_string(h.seq) + ": its sequences do not cover its rows");
       Mirror& mirror = follow(s, h.seq);
       feeds_.push_back({mirror.session.get(), std::span<const std::uint32_t>(tokens_).subspan(row, s.rows),
                         s.all_positions != 0, s.tentative != 0});
@@ -74,7 +78,8 @@ class Stage {
     out_h.banked = static_cast<std::uint32_t>(banked);
     out.clear();
     if (out_h.kind == Kind::pass) {
-      out.insert(out.end(), m.payload.begin(), m.payload.begin() + static_cast<std::ptrdiff_t>(slices_bytes + token_bytes));
+      out.insert(out.end(), m.payload.begin(),
+                 m.payload.begin() + static_cast<std::ptrdiff_t>(slices_bytes + token_bytes));
     }
     const auto* f = reinterpret_cast<const std::byte*>(out_floats_.data());
     out.insert(out.end(), f, f + out_floats_.size() * sizeof(float));
@@ -187,7 +192,9 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
         case Kind::stop: {
           c.wire->send_text(next, Kind::stop, m.header.code, m.text());
           log(LogLevel::info, "cluster", me + " sent " + std::to_string(c.wire->bytes_sent()) + " bytes");
-          if (m.header.code != 0) log(LogLevel::error, "cluster", me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
+          if (m.header.code != 0)
+            log(LogLevel::error, "cluster",
+                me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
           return m.header.code != 0 ? m.header.code : failed;
         }
         case Kind::error:  // an earlier rank's failure, on its way to rank 0
@@ -214,8 +221,7 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
           }
           break;
         }
-        default:
-          throw RuntimeError("an unexpected message from rank " + std::to_string(prev));
+        default: throw RuntimeError("an unexpected message from rank " + std::to_string(prev));
       }
     }
   } catch (const Error& e) {

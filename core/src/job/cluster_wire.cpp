@@ -100,13 +100,14 @@ bool Wire::receive_until(int src, double seconds, Message& out) {
     for (;;) {
       const sdk::Status st = t_.recv(src, into, kSliceMs);
       if (st.ok()) return true;
-      if (stop_ != nullptr && stop_->load()) throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
+      if (stop_ != nullptr && stop_->load())
+        throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
       if (st.code == sdk::StatusCode::interrupted)
         throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
-      if (st.code != sdk::StatusCode::timed_out) throw RuntimeError("receiving from " + peer(src) + " failed: " + st.detail);
+      if (st.code != sdk::StatusCode::timed_out)
+        throw RuntimeError("receiving from " + peer(src) + " failed: " + st.detail);
       progress();  // what this rank posted goes while it waits
-      if (seconds > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds)
+      if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds)
         return false;
     }
   };

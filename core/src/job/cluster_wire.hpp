@@ -29,11 +29,11 @@ enum class Kind : std::uint32_t { hello = 1, pass = 2, result = 3, error = 4, st
 struct Header {
   std::uint32_t magic = kMagic;
   Kind kind = Kind::hello;
-  std::uint64_t seq = 0;         ///< the pass's number (rank 0 counts them)
-  std::uint32_t slices = 0;      ///< pass: sequences in it
-  std::uint32_t rows = 0;        ///< pass: tokens in it
-  std::uint32_t banked = 0;      ///< pass: AttnRes snapshots among the activations
-  std::int32_t code = 0;         ///< error, stop: the exit code
+  std::uint64_t seq = 0;     ///< the pass's number (rank 0 counts them)
+  std::uint32_t slices = 0;  ///< pass: sequences in it
+  std::uint32_t rows = 0;    ///< pass: tokens in it
+  std::uint32_t banked = 0;  ///< pass: AttnRes snapshots among the activations
+  std::int32_t code = 0;     ///< error, stop: the exit code
   std::uint64_t payload_bytes = 0;
   std::uint64_t reserved = 0;
 };

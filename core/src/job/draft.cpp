@@ -76,8 +76,8 @@ DraftStore::Prediction DraftStore::predict(std::span<const std::uint32_t> suffix
   const std::span<const std::uint32_t> all(ids_);
   const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(),
                                        [&](std::uint32_t p) { return compare_prefix(all, p, suffix) < 0; });
-  const auto hi = std::partition_point(lo, suffixes_.end(),
-                                       [&](std::uint32_t p) { return compare_prefix(all, p, suffix) == 0; });
+  const auto hi =
+      std::partition_point(lo, suffixes_.end(), [&](std::uint32_t p) { return compare_prefix(all, p, suffix) == 0; });
   if (lo == hi) return Prediction::absent;
   std::map<std::uint32_t, std::size_t> counts;  // ordered: ties go to the lower id
   std::size_t seen = 0;
@@ -94,7 +94,7 @@ DraftStore::Prediction DraftStore::predict(std::span<const std::uint32_t> suffix
       next = id;
     }
   return best >= kMinCount && static_cast<double>(best) >= kMinShare * static_cast<double>(seen) ? Prediction::confident
-                                                                                                : Prediction::unsure;
+                                                                                                 : Prediction::unsure;
 }
 
 std::vector<std::uint32_t> DraftStore::draft(std::span<const std::uint32_t> context, std::size_t max_draft) const {

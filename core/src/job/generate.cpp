@@ -42,11 +42,11 @@ void require_context_room(const Session& session, std::size_t ids) {
   if (static_cast<std::int64_t>(ids) <= room) return;
   throw UsageError("the prompt does not fit the context: " + std::to_string(ids) + " tokens" +
                    (held > 0 ? " after the " + std::to_string(held) + " of the loaded conversation" : std::string()) +
-                   " exceed memory.context " + std::to_string(session.max_positions()) +
-                   " (raise it: -c/--context N)");
+                   " exceed memory.context " + std::to_string(session.max_positions()) + " (raise it: -c/--context N)");
 }
 
-GenerateResult generate(Session& session, const GenerateSettings& g, const std::function<void(std::uint32_t)>& on_token) {
+GenerateResult generate(Session& session, const GenerateSettings& g,
+                        const std::function<void(std::uint32_t)>& on_token) {
   // One sequence through the step scheduler: the same steps, and the same forward pass, as
   // many sequences in a batch (k3/scheduler.hpp).
   Sequence sequence(session, g, on_token);
@@ -54,7 +54,9 @@ GenerateResult generate(Session& session, const GenerateSettings& g, const std::
   s.parallel = 1;
   s.prefill_budget = static_cast<std::size_t>(g.prefill_chunk);
   s.context = session.max_positions();
-  s.max_draft = g.mode == DecodeMode::incremental ? static_cast<std::size_t>(std::max<std::int64_t>(0, g.speculative.max_draft)) : 0;
+  s.max_draft = g.mode == DecodeMode::incremental
+                    ? static_cast<std::size_t>(std::max<std::int64_t>(0, g.speculative.max_draft))
+                    : 0;
   StepScheduler scheduler(session.model(), s);
   scheduler.add(sequence);
   while (scheduler.step()) {

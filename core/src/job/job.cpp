@@ -139,7 +139,7 @@ JobReport run_job(const Pipeline& p, PluginHost& host, const JobHooks& hooks) {
   JobReport rep;
   rep.report_file = p.get_path("job.report");
   const StopFlagScope stop_scope(host, hooks.stop);
-  std::unique_ptr<Runtime> runtime;  // outlives the failure report, which reads its counters
+  std::unique_ptr<Runtime> runtime;      // outlives the failure report, which reads its counters
   std::vector<std::uint32_t> generated;  // as handed out, for the report of a run that failed
   try {
     run_job_into(p, host, hooks, rep, runtime, generated);
@@ -199,8 +199,8 @@ void report_generation(JobReport& rep, Runtime& runtime, const GenerateSettings&
                            b.table_bytes - a.table_bytes, b.expert_requests - a.expert_requests,
                            b.expert_hits - a.expert_hits, b.io_wait_seconds - a.io_wait_seconds});
   }
-  rep.wall_seconds =
-      rep.load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
+  rep.wall_seconds = rep.load_seconds +
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
   rep.io_share = rep.wall_seconds > 0 ? rep.io.io_wait_seconds / rep.wall_seconds : 0;
   rep.seconds_per_token = decode.seconds_per_token();
   rep.expert_failures = rep.io.expert_failures;
@@ -298,8 +298,9 @@ void run_job_into(const Pipeline& p, PluginHost& host, const JobHooks& hooks, Jo
   std::unique_ptr<TraceRecorder> trace;
   const std::filesystem::path trace_file = p.get_path("trace.out");
   if (!trace_file.empty()) {
-    trace = std::make_unique<TraceRecorder>(
-        trace_file, streaming::trace_header_of(model.config(), model.identity().value, prompt_hash));
+    trace =
+        std::make_unique<TraceRecorder>(trace_file, streaming::trace_header_of(model.config(), model.identity().value,
+                                                                               prompt_hash));
     session.set_routing_listener(trace.get());
   }
 
@@ -350,30 +351,30 @@ nlohmann::json steps_json(const JobReport& r) {
 nlohmann::json plan_json(const JobReport& r) {
   const MemoryPlan& p = r.plan;
   return {{"total_bytes", p.total},
-               {"available_bytes", p.available},
-               {"streaming", r.streaming},
-               {"budgets_for", p.budgets_for.empty() ? std::string("model") : p.budgets_for},
-               {"trunk_budget_bytes", p.trunk_budget},
-               {"expert_budget_bytes", p.expert_budget},
-               {"trunk_pinned_layers", p.pinned_count},
-               {"trunk_layers", p.layer_bytes.size()},
-               {"trunk_pinned_bytes", p.pinned_bytes},
-               {"trunk_ring_slots", p.ring_slots},
-               {"trunk_ring_slot_bytes", p.ring_slot_bytes},
-               {"expert_slots", p.expert_slots},
-               {"expert_slot_bytes", p.expert_slot_bytes},
-               {"experts_total", p.experts_total},
-               {"embedding_bytes", p.embedding_bytes},
-               {"lm_head_bytes", p.lm_head_bytes},
-               {"lm_head_chunk_rows", p.lm_head_chunk_rows},
-               {"kda_state_bytes", p.kda_state_bytes},
-               {"mla_kv_bytes", p.mla_kv_bytes},
-               {"speculative_bytes", p.speculative_bytes},
-               {"router_copy_bits", p.router_copy_bits},
-               {"router_copy_bytes", p.router_copy_bytes},
-               {"buffer_bytes", p.buffer_bytes},
-               {"overhead_bytes", p.overhead_bytes},
-               {"text", r.plan_text}};
+          {"available_bytes", p.available},
+          {"streaming", r.streaming},
+          {"budgets_for", p.budgets_for.empty() ? std::string("model") : p.budgets_for},
+          {"trunk_budget_bytes", p.trunk_budget},
+          {"expert_budget_bytes", p.expert_budget},
+          {"trunk_pinned_layers", p.pinned_count},
+          {"trunk_layers", p.layer_bytes.size()},
+          {"trunk_pinned_bytes", p.pinned_bytes},
+          {"trunk_ring_slots", p.ring_slots},
+          {"trunk_ring_slot_bytes", p.ring_slot_bytes},
+          {"expert_slots", p.expert_slots},
+          {"expert_slot_bytes", p.expert_slot_bytes},
+          {"experts_total", p.experts_total},
+          {"embedding_bytes", p.embedding_bytes},
+          {"lm_head_bytes", p.lm_head_bytes},
+          {"lm_head_chunk_rows", p.lm_head_chunk_rows},
+          {"kda_state_bytes", p.kda_state_bytes},
+          {"mla_kv_bytes", p.mla_kv_bytes},
+          {"speculative_bytes", p.speculative_bytes},
+          {"router_copy_bits", p.router_copy_bits},
+          {"router_copy_bytes", p.router_copy_bytes},
+          {"buffer_bytes", p.buffer_bytes},
+          {"overhead_bytes", p.overhead_bytes},
+          {"text", r.plan_text}};
 }
 
 /// The report's "prefetch".
@@ -384,16 +385,16 @@ nlohmann::json prefetch_json(const JobReport& r) {
     return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
   };
   return {{"depth", r.prefetch_depth},
-                   {"experts", r.io.prefetch_experts},
-                   {"bytes", r.io.prefetch_bytes},
-                   {"used", r.io.prefetch_used},
-                   {"wasted_bytes", r.io.prefetch_wasted_bytes},
-                   {"hits", r.io.prefetch_hits},
-                   {"predicted", r.io.lookahead_predicted},
-                   {"routed", r.io.lookahead_routed},
-                   {"correct", r.io.lookahead_correct},
-                   {"recall", ratio(r.io.lookahead_correct, r.io.lookahead_routed)},
-                   {"precision", ratio(r.io.lookahead_correct, r.io.lookahead_predicted)}};
+          {"experts", r.io.prefetch_experts},
+          {"bytes", r.io.prefetch_bytes},
+          {"used", r.io.prefetch_used},
+          {"wasted_bytes", r.io.prefetch_wasted_bytes},
+          {"hits", r.io.prefetch_hits},
+          {"predicted", r.io.lookahead_predicted},
+          {"routed", r.io.lookahead_routed},
+          {"correct", r.io.lookahead_correct},
+          {"recall", ratio(r.io.lookahead_correct, r.io.lookahead_routed)},
+          {"precision", ratio(r.io.lookahead_correct, r.io.lookahead_predicted)}};
 }
 
 /// The report's decode reads per generated token and "speculative".
@@ -409,7 +410,8 @@ void add_decode_json(const JobReport& r, nlohmann::json& j) {
   j["decode_bytes_per_token"] = {{"trunk", static_cast<double>(sum.trunk_bytes) / fed},
                                  {"experts", static_cast<double>(sum.expert_bytes) / fed},
                                  {"embedding_head", static_cast<double>(sum.table_bytes) / fed},
-                                 {"total", static_cast<double>(sum.trunk_bytes + sum.expert_bytes + sum.table_bytes) / fed}};
+                                 {"total",
+                                  static_cast<double>(sum.trunk_bytes + sum.expert_bytes + sum.table_bytes) / fed}};
   const SpeculativeStats& sp = r.result.speculative;
   j["speculative"] = {{"max_draft", r.speculative.max_draft},
                       {"ngram", r.speculative.ngram},
@@ -418,7 +420,8 @@ void add_decode_json(const JobReport& r, nlohmann::json& j) {
                       {"verify_passes", sp.verify_passes},
                       {"drafts_proposed", sp.drafts_proposed},
                       {"drafts_accepted", sp.drafts_accepted},
-                      {"tokens_per_pass", sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
+                      {"tokens_per_pass",
+                       sp.passes() ? static_cast<double>(r.decode_forwards) / static_cast<double>(sp.passes()) : 0.0}};
   if (const auto& dm = r.speculative.model)
     j["speculative"]["draft_model"] = {{"path", dm->model().uri()},
                                        {"resident_bytes", dm->resident_bytes()},

@@ -60,8 +60,9 @@ void check_job_inputs(const Pipeline& p) {
     const char* noun;
     std::uint64_t max_bytes;
   };
-  for (const Input& in : {Input{"job.load_state", "state file", UINT64_MAX}, Input{"cache.future", "trace", kTraceMaxFileBytes},
-                          Input{"job.speculative.datastore", "text file", kMaxTextFileBytes}}) {
+  for (const Input& in :
+       {Input{"job.load_state", "state file", UINT64_MAX}, Input{"cache.future", "trace", kTraceMaxFileBytes},
+        Input{"job.speculative.datastore", "text file", kMaxTextFileBytes}}) {
     if (std::string_view(in.key) == "job.speculative.datastore" && p.get_int("job.speculative.max_draft") <= 0)
       continue;  // not read when nothing is drafted
     const fs::path file = p.get_path(in.key);

@@ -26,8 +26,8 @@ void check_described(const Pipeline& p, const PluginHost& host, std::string_view
     if (issue.missing && allow_missing) continue;
     const std::string key = std::string(params_key) + "." + issue.key;
     if (issue.missing)
-      p.refuse(plugin_key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' needs " + key + ": " +
-                               issue.message);
+      p.refuse(plugin_key,
+               std::string(to_string(info.kind)) + " plugin '" + info.name + "' needs " + key + ": " + issue.message);
     if (p.has(key)) p.refuse(key, issue.message);
     p.refuse(params_key, issue.key + ": " + issue.message);  // a value the host filled in
   }
@@ -44,7 +44,8 @@ void refuse_unknown(const Pipeline& p, std::string_view key, const PluginInfo& i
   if (!described.empty())
     p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' describes '" + described.front() +
                       "' but its factory did not read it (a bug in " + info.path.string() + ")");
-  p.refuse(key, std::string(to_string(info.kind)) + " plugin '" + info.name + "' " + unknown_params_message(info, unknown));
+  p.refuse(key,
+           std::string(to_string(info.kind)) + " plugin '" + info.name + "' " + unknown_params_message(info, unknown));
 }
 
 /// A plugin section of the pipeline: the key that names the plugin and the key of its
@@ -89,22 +90,22 @@ ModelPlugins create_pipeline_plugins(const Pipeline& p, PluginHost& host, Plugin
     const PluginInfo& info = find_plugin(p, host, kStorage, out.storage_name);
     out.storage = create_checked(p, host, kStorage, info, p.get_params(kStorage.params_key),
                                  [&](const PluginParams& params, std::vector<std::string>* unknown) {
-                                   return host.create_storage(out.storage_name, params, unknown);
-                                 });
+      return host.create_storage(out.storage_name, params, unknown);
+    });
   }
   if (has(parts, PluginParts::cache)) {
     const PluginInfo& info = find_plugin(p, host, kCache, out.cache_name);
     out.cache = create_checked(p, host, kCache, info, p.get_params(kCache.params_key),
                                [&](const PluginParams& params, std::vector<std::string>* unknown) {
-                                 return host.create_cache(out.cache_name, params, unknown);
-                               });
+      return host.create_cache(out.cache_name, params, unknown);
+    });
   }
   if (has(parts, PluginParts::kernels)) {
     const PluginInfo& info = find_plugin(p, host, kKernels, out.kernel_name);
     out.kernels = create_checked(p, host, kKernels, info, p.get_params(kKernels.params_key),
                                  [&](const PluginParams& params, std::vector<std::string>* unknown) {
-                                   return host.create_kernels(out.kernel_name, params, unknown);
-                                 });
+      return host.create_kernels(out.kernel_name, params, unknown);
+    });
   }
   if (has(parts, PluginParts::tokenizer)) {
     // Created after the model loads, but what the pipeline gives it is checked now, with the
@@ -126,8 +127,8 @@ std::shared_ptr<sdk::Transport> create_pipeline_transport(const Pipeline& p, Plu
   const PluginInfo& info = find_plugin(p, host, kTransport, name);
   return create_checked(p, host, kTransport, info, p.get_params(kTransport.params_key),
                         [&](const PluginParams& params, std::vector<std::string>* unknown) {
-                          return host.create_transport(name, params, unknown);
-                        });
+    return host.create_transport(name, params, unknown);
+  });
 }
 
 std::shared_ptr<sdk::Tokenizer> create_pipeline_tokenizer(const Pipeline& p, PluginHost& host,
@@ -148,8 +149,8 @@ std::shared_ptr<sdk::Tokenizer> create_pipeline_tokenizer(const Pipeline& p, Plu
   const PluginInfo& info = find_plugin(p, host, kTokenizer, name);
   return create_checked(p, host, kTokenizer, info, params,
                         [&](const PluginParams& ps, std::vector<std::string>* unknown) {
-                          return host.create_tokenizer(name, ps, unknown);
-                        });
+    return host.create_tokenizer(name, ps, unknown);
+  });
 }
 
 }  // namespace k3

@@ -45,8 +45,8 @@ class LineReader {
   std::int64_t integer(const json& v, const char* key, std::int64_t lo, std::int64_t hi) const {
     if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
         v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
-      refuse(std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
-             ", got " + v.dump());
+      refuse(std::string("\"") + key + "\" must be an integer from " + std::to_string(lo) + " to " +
+             std::to_string(hi) + ", got " + v.dump());
     return v.get<std::int64_t>();
   }
 

@@ -21,7 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 /// The job keys of a run of one prompt, which a prompts file has no place for.
 void refuse_single_run_keys(const Pipeline& p) {
@@ -136,9 +138,8 @@ class PromptBatch {
       out.queue_seconds = seconds_between(start_, joined);
       running.push_back({next_, s, nullptr});
       Running& run = running.back();
-      run.sequence = std::make_unique<Sequence>(session, settings_[next_], [this, &out, idx = next_](std::uint32_t) {
-        token(idx, out);
-      });
+      run.sequence = std::make_unique<Sequence>(session, settings_[next_],
+                                                [this, &out, idx = next_](std::uint32_t) { token(idx, out); });
       ++next_;
       *slot = false;
       scheduler.add(*run.sequence);
@@ -257,8 +258,7 @@ PromptsReport run_prompts(const Pipeline& p, PluginHost& host, const PromptsHook
   if (rep.prompts_file.empty()) p.refuse("job.prompts", "is empty: name a file of prompts");
   refuse_single_run_keys(p);
   // Every prompt is read and checked before minutes of loading; so are the outputs.
-  const std::vector<PromptEntry> entries =
-      read_prompts(rep.prompts_file, p.where("job.prompts") + ": job.prompts");
+  const std::vector<PromptEntry> entries = read_prompts(rep.prompts_file, p.where("job.prompts") + ": job.prompts");
   check_job_inputs(p);
   check_job_outputs(p);  // job.results among them
 
@@ -321,7 +321,8 @@ PromptsReport run_prompts(const Pipeline& p, PluginHost& host, const PromptsHook
     waits.push_back(r.queue_seconds);
     if (!r.result.generated.empty()) firsts.push_back(r.first_token_seconds);
     gaps.insert(gaps.end(), r.token_gaps.begin(), r.token_gaps.end());
-    if (!r.error.empty() && rep.failure.empty()) rep.failure = "prompt on line " + std::to_string(r.line) + ": " + r.error;
+    if (!r.error.empty() && rep.failure.empty())
+      rep.failure = "prompt on line " + std::to_string(r.line) + ": " + r.error;
   }
   rep.queue_wait = spread_of(std::move(waits));
   rep.first_token = spread_of(std::move(firsts));
@@ -366,7 +367,8 @@ std::string prompts_report_json(const PromptsReport& r) {
   j["bytes_per_generated_token"] = r.bytes_per_token();
   j["steps"] = {{"count", r.steps},
                 {"tokens", r.step_rows},
-                {"mean_sequences", r.steps ? static_cast<double>(r.step_sequences) / static_cast<double>(r.steps) : 0.0},
+                {"mean_sequences",
+                 r.steps ? static_cast<double>(r.step_sequences) / static_cast<double>(r.steps) : 0.0},
                 {"by_sequences", r.steps_by_size},
                 {"most_in_flight", r.most_in_flight}};
   const auto spread = [](const Spread& s) {
@@ -387,12 +389,9 @@ std::string prompts_report_json(const PromptsReport& r) {
     prompts.push_back(std::move(e));
   }
   j["prompts"] = std::move(prompts);
-  j["plan"] = {{"total_bytes", r.plan.total},
-               {"available_bytes", r.plan.available},
-               {"sequences", r.plan.parallel},
-               {"sequence_bytes", r.plan.sequence_bytes},
-               {"step_tokens", r.plan.step_rows},
-               {"text", r.plan.table()}};
+  j["plan"] = {{"total_bytes", r.plan.total},     {"available_bytes", r.plan.available},
+               {"sequences", r.plan.parallel},    {"sequence_bytes", r.plan.sequence_bytes},
+               {"step_tokens", r.plan.step_rows}, {"text", r.plan.table()}};
   j["expert_failures"] = r.expert_failures;
   j["peak_rss_bytes"] = r.peak_rss;
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -6,10 +6,10 @@
 
 #include <k3/cluster.hpp>
 #include <k3/draft_model.hpp>
-#include <k3/pipeline_plugins.hpp>
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
 #include <k3/make_model.hpp>
+#include <k3/pipeline_plugins.hpp>
 #include <k3/units.hpp>
 #include <k3/user_files.hpp>
 
@@ -55,7 +55,8 @@ bool is_demo_location(const Pipeline& p) {
 }
 
 /// Makes sure a checkpoint is at model.path, generating the demo one where allowed.
-void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const std::string& uri, const LoadHooks& hooks) {
+void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const std::string& uri,
+                       const LoadHooks& hooks) {
   // Whether the checkpoint is there is asked of the storage plugin, which may serve URLs.
   if (exists_in_storage(storage, io::join_uri(uri, "config.json"))) return;
   // Only the demo location may be filled with a synthetic model: anywhere else a missing
@@ -68,7 +69,8 @@ void ensure_checkpoint(const Pipeline& p, sdk::StorageBackend& storage, const st
                      (demo ? " or set model.generate_if_missing: true"
                            : "; only the demo location of configs/default.yaml is generated on first use"));
   const std::string geometry = p.get_string("model.geometry");
-  if (hooks.on_status) hooks.on_status("generating the synthetic '" + geometry + "' checkpoint in " + uri + " (first run only)");
+  if (hooks.on_status)
+    hooks.on_status("generating the synthetic '" + geometry + "' checkpoint in " + uri + " (first run only)");
   MakeModelOptions opts;
   opts.out = uri;
   opts.progress = [&](std::uint64_t done, std::uint64_t total) {
@@ -99,8 +101,8 @@ ModelSettings model_settings_of(const Pipeline& p, RunSequences sequences) {
 /// job.speculative.draft_model, when drafting is on: loaded resident on the run's own storage
 /// backend and kernel set (each plugin object is created once per run), with the model's
 /// threads. Null when not set.
-std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, const Model& target, const ModelSettings& target_settings,
-                                             const LoadHooks& hooks) {
+std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, const Model& target,
+                                             const ModelSettings& target_settings, const LoadHooks& hooks) {
   const char* key = "job.speculative.draft_model";
   const std::string uri = p.get_path(key).string();
   if (uri.empty() || p.get_int("job.speculative.max_draft") <= 0) return nullptr;
@@ -125,8 +127,8 @@ std::shared_ptr<DraftModel> load_draft_model(const Pipeline& p, const Model& tar
                                        std::string());
   });
   if (hooks.on_status)
-    hooks.on_status("draft model " + uri + ": " + std::to_string(out->model().config().num_hidden_layers) + " layers, " +
-                    format_bytes(out->resident_bytes()) + " resident beside the plan above");
+    hooks.on_status("draft model " + uri + ": " + std::to_string(out->model().config().num_hidden_layers) +
+                    " layers, " + format_bytes(out->resident_bytes()) + " resident beside the plan above");
   return out;
 }
 
@@ -143,8 +145,9 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, cons
   const auto t0 = std::chrono::steady_clock::now();
   settings_ = model_settings_of(p, sequences);
   if (p.get_string("cluster.transport") != "none" && hooks.cluster == nullptr)
-    p.refuse("cluster.transport", "a model split over ranks runs the batch job (k3host --config, under mpirun); "
-                                  "this command runs in one process: set cluster.transport: none");
+    p.refuse("cluster.transport",
+             "a model split over ranks runs the batch job (k3host --config, under mpirun); "
+             "this command runs in one process: set cluster.transport: none");
   if (Cluster* cluster = hooks.cluster) {
     settings_.layers = [cluster, &p](const ModelConfig& c) {
       const LayerRange r = cluster->layers_of(p, c);
@@ -163,7 +166,8 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, cons
   if (hooks.on_status) {
     // Said at every load, so nobody mistakes the demo's noise for a broken engine.
     if (model_->config().synthetic)
-      hooks.on_status(uri_ + " is a synthetic K3 checkpoint (k3host make-model): its weights are random, so the "
+      hooks.on_status(uri_ +
+                      " is a synthetic K3 checkpoint (k3host make-model): its weights are random, so the "
                       "generated text is noise by design; it shows speed, memory and exactness, not language");
     hooks.on_status(model_->plan().summary());
   }

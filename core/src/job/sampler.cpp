@@ -37,7 +37,8 @@ std::uint32_t sample_token(const float* logits, std::size_t vocab, const Samplin
   return sampler.sample(logits, s, position, context);
 }
 
-std::span<const std::uint32_t> repeat_window(const SamplingSettings& s, std::span<const std::uint32_t> context) noexcept {
+std::span<const std::uint32_t> repeat_window(const SamplingSettings& s,
+                                             std::span<const std::uint32_t> context) noexcept {
   if (!s.penalizes()) return {};
   if (s.repeat_last_n < 0 || static_cast<std::uint64_t>(s.repeat_last_n) >= context.size()) return context;
   return context.last(static_cast<std::size_t>(s.repeat_last_n));
@@ -45,7 +46,8 @@ std::span<const std::uint32_t> repeat_window(const SamplingSettings& s, std::spa
 
 Sampler::Sampler(std::size_t vocab) : vocab_(vocab), order_(vocab), p_(vocab) {}
 
-const float* Sampler::penalized(const float* logits, const SamplingSettings& s, std::span<const std::uint32_t> context) {
+const float* Sampler::penalized(const float* logits, const SamplingSettings& s,
+                                std::span<const std::uint32_t> context) {
   const std::span<const std::uint32_t> window = repeat_window(s, context);
   if (window.empty()) return logits;
   penalized_.assign(logits, logits + vocab_);
@@ -79,8 +81,8 @@ std::uint32_t Sampler::sample(const float* raw_logits, const SamplingSettings& s
   if (s.top_k > 0) keep = std::min<std::size_t>(keep, static_cast<std::size_t>(s.top_k));
   std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), order_.end(),
                     [&](std::uint32_t a, std::uint32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   const std::uint32_t* order = order_.data();
   p_.resize(keep);  // within the capacity of vocab
   std::vector<double>& p = p_;

@@ -99,7 +99,8 @@ bool Sequence::Impl::plan_prefill(std::size_t& prefill_left, BatchFeed& feed) {
     }
   if (n == 0) return false;  // no budget left this step
   prefill_left -= n;
-  feed_.assign(input_.begin() + static_cast<std::ptrdiff_t>(fed_), input_.begin() + static_cast<std::ptrdiff_t>(fed_ + n));
+  feed_.assign(input_.begin() + static_cast<std::ptrdiff_t>(fed_),
+               input_.begin() + static_cast<std::ptrdiff_t>(fed_ + n));
   return true;
 }
 
@@ -187,14 +188,19 @@ bool Sequence::Impl::emit(std::uint32_t t, std::int64_t position) {
   r.generated.push_back(t);
   if (on_token) on_token(t);
   const bool is_eos = g.stop_at_eos && (t == g.eos_token || std::find(g.stop_tokens.begin(), g.stop_tokens.end(), t) !=
-                                                               g.stop_tokens.end());
+                                                                g.stop_tokens.end());
   r.interrupted = !is_eos && stop_requested();
   r.stopped_at_eos = is_eos;
-  if (is_eos) r.stop_reason = StopReason::eos;
-  else if (r.interrupted) r.stop_reason = StopReason::interrupted;
-  else if (static_cast<std::int64_t>(r.generated.size()) >= g.max_new_tokens) r.stop_reason = StopReason::length;
-  else if (position >= session.max_positions()) r.stop_reason = StopReason::context_full;
-  else return false;
+  if (is_eos)
+    r.stop_reason = StopReason::eos;
+  else if (r.interrupted)
+    r.stop_reason = StopReason::interrupted;
+  else if (static_cast<std::int64_t>(r.generated.size()) >= g.max_new_tokens)
+    r.stop_reason = StopReason::length;
+  else if (position >= session.max_positions())
+    r.stop_reason = StopReason::context_full;
+  else
+    return false;
   return true;
 }
 
@@ -210,8 +216,8 @@ std::vector<std::uint32_t> Sequence::Impl::draft(std::uint32_t next) {
   // Fitted to the tokens still wanted (the last one is never fed) and to the context.
   const std::int64_t wanted = g.max_new_tokens - static_cast<std::int64_t>(r.generated.size()) - 1;
   const std::int64_t room = session.max_positions() - session.position() - 1;
-  const std::int64_t allowed =
-      g.speculative.adaptive ? static_cast<std::int64_t>(budget_.next()) : g.speculative.max_draft;
+  const std::int64_t allowed = g.speculative.adaptive ? static_cast<std::int64_t>(budget_.next())
+                                                      : g.speculative.max_draft;
   const std::int64_t most = std::min({allowed, wanted, room});
   if (most <= 0) return {};
   context_.assign(session.tokens().begin(), session.tokens().end());

@@ -74,12 +74,12 @@ struct Sequence::Impl {
   std::optional<AtomicFile> dump_;
   bool started_ = false;
   Clock::time_point t0_, ts_;
-  std::uint32_t next_ = 0;            ///< generated, handed out, not fed yet
-  std::vector<std::uint32_t> feed_;   ///< this step's tokens
-  std::size_t drafts_ = 0;            ///< drafts in feed_ (after next_)
+  std::uint32_t next_ = 0;           ///< generated, handed out, not fed yet
+  std::vector<std::uint32_t> feed_;  ///< this step's tokens
+  std::size_t drafts_ = 0;           ///< drafts in feed_ (after next_)
   bool tentative_ = false;
   std::size_t keep_ = 0;
-  bool ended_ = false;                ///< verification ended generation
+  bool ended_ = false;                 ///< verification ended generation
   std::exception_ptr verify_failure_;  ///< on_token threw during verification
   std::uint64_t accepted_before_ = 0;
   StepRecord finish_step_;

@@ -47,8 +47,10 @@ struct PassGroup {
 
 struct StepScheduler::Impl {
   Impl(Model& m, const SchedulerSettings& s)
-      : settings(s), pass(m, step_rows(s), s.context, std::max<std::size_t>(1, s.parallel)),
-        vocab(static_cast<std::size_t>(m.config().vocab_size)), stages(pass.stages()) {
+      : settings(s),
+        pass(m, step_rows(s), s.context, std::max<std::size_t>(1, s.parallel)),
+        vocab(static_cast<std::size_t>(m.config().vocab_size)),
+        stages(pass.stages()) {
     const std::size_t n = std::max<std::size_t>(1, s.parallel);
     active.reserve(n);
     finished.reserve(n);
@@ -134,9 +136,9 @@ struct StepScheduler::Impl {
   std::size_t vocab;
   std::size_t stages;  ///< passes kept in flight: the ranks of a split model, else 1
   std::vector<Sequence*> active, finished;
-  PassGroup group;                     ///< a whole model's step
-  std::deque<PassGroup> flying;        ///< a split model's passes in flight, oldest first
-  std::vector<Sequence::Impl*> busy;   ///< the sequences in them
+  PassGroup group;                    ///< a whole model's step
+  std::deque<PassGroup> flying;       ///< a split model's passes in flight, oldest first
+  std::vector<Sequence::Impl*> busy;  ///< the sequences in them
   std::vector<float> logits;
   StepStats last;
 };

@@ -107,7 +107,7 @@ std::optional<Span> open_direct(const std::vector<fs::path>& files, std::uint64_
 /// created and unlinked at once), filled with incompressible bytes, synced and dropped from
 /// the page cache. `bytes` shrinks to a quarter of the free space when that is less.
 OwnedFd scratch_file(const fs::path& folder, std::uint64_t& bytes, std::uint64_t request) {
-  struct statvfs vfs{};
+  struct statvfs vfs {};
   if (::statvfs(folder.c_str(), &vfs) == 0) {
     const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     if (bytes > free_bytes / 4) bytes = free_bytes / 4 / (1 << 20) * (1 << 20);
@@ -119,7 +119,9 @@ OwnedFd scratch_file(const fs::path& folder, std::uint64_t& bytes, std::uint64_t
     const fs::path name = folder / (".k3host-doctor." + std::to_string(::getpid()) + ".tmp");
     LiveTemporary live(name);
     fd.reset(::open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd) throw RuntimeError(folder.string() + ": cannot create a temporary file for the read test: " + std::strerror(errno));
+    if (!fd)
+      throw RuntimeError(folder.string() +
+                         ": cannot create a temporary file for the read test: " + std::strerror(errno));
     ::unlink(name.c_str());
     live.release();
   }
@@ -147,7 +149,8 @@ Span scratch_span(OwnedFd fd, const fs::path& folder, std::uint64_t bytes, std::
     if (r >= 0)
       direct = true;
     else if (r != -EINVAL)
-      throw RuntimeError(folder.string() + ": reading the temporary test file failed: " + std::strerror(static_cast<int>(-r)));
+      throw RuntimeError(folder.string() +
+                         ": reading the temporary test file failed: " + std::strerror(static_cast<int>(-r)));
     else
       (void)::fcntl(fd.get(), F_SETFL, flags);
   }
@@ -163,8 +166,8 @@ DiskPass run_pass(const Span& span, std::uint64_t request, unsigned depth, doubl
   std::mutex error_mutex;
   std::string error;
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(seconds));
+  const auto deadline =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
   auto worker = [&](unsigned id) {
     AlignedBuffer buf(request);
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull * (depth * 64 + id + 1));
@@ -211,7 +214,7 @@ double DiskBench::best_bytes_per_second() const {
 }
 
 std::string filesystem_name(const fs::path& path) {
-  struct statfs s{};
+  struct statfs s {};
   if (::statfs(path.c_str(), &s) != 0) return "unknown";
   switch (static_cast<unsigned long>(s.f_type)) {
     case 0xEF53: return "ext2/3/4";
@@ -263,12 +266,16 @@ std::vector<DiskBench> bench_disk(const DiskBenchOptions& o, const std::vector<s
       if (!scratch) {
         scratch = scratch_file(o.scratch_folder, scratch_bytes, largest);
         OwnedFd probe(::dup(scratch.get()));
-        if (!probe) throw RuntimeError(o.scratch_folder.string() + ": dup of the temporary test file failed: " + std::strerror(errno));
+        if (!probe)
+          throw RuntimeError(o.scratch_folder.string() +
+                             ": dup of the temporary test file failed: " + std::strerror(errno));
         span = scratch_span(std::move(probe), o.scratch_folder, scratch_bytes, b.request_bytes, scratch_direct);
       } else {
         Span s;
         OwnedFd fd(::dup(scratch.get()));
-        if (!fd) throw RuntimeError(o.scratch_folder.string() + ": dup of the temporary test file failed: " + std::strerror(errno));
+        if (!fd)
+          throw RuntimeError(o.scratch_folder.string() +
+                             ": dup of the temporary test file failed: " + std::strerror(errno));
         s.drop_after_read = !scratch_direct;
         add_target(s, std::move(fd), o.scratch_folder / "(temporary file)", file_slots(scratch_bytes, b.request_bytes));
         span = std::move(s);
@@ -278,8 +285,8 @@ std::vector<DiskBench> bench_disk(const DiskBenchOptions& o, const std::vector<s
       const std::string how = b.o_direct ? "read with O_DIRECT"
                                          : "read buffered, each range dropped from the page cache after it is read "
                                            "(this file system refuses O_DIRECT)";
-      b.note = (b.note.empty() ? "" : b.note + ": ") + "measured on a temporary file of " + format_bytes(scratch_bytes) +
-               " in " + o.scratch_folder.string() + ", " + how;
+      b.note = (b.note.empty() ? "" : b.note + ": ") + "measured on a temporary file of " +
+               format_bytes(scratch_bytes) + " in " + o.scratch_folder.string() + ", " + how;
     }
     b.filesystem = filesystem_name(b.folder);
     b.span_bytes = span->slots() * kAlign;

@@ -61,13 +61,15 @@ std::string OpenMpWaitPolicy::describe() const {
     case Source::user:
       return "OpenMP wait policy " + effective() + ", set by the user (" +
              (!wait_policy.empty() ? "OMP_WAIT_POLICY=" + wait_policy
-                                   : !spincount.empty() ? "GOMP_SPINCOUNT=" + spincount : "KMP_BLOCKTIME") +
+              : !spincount.empty() ? "GOMP_SPINCOUNT=" + spincount
+                                   : "KMP_BLOCKTIME") +
              " in the environment): k3host leaves it alone";
     case Source::runtime_default: break;
   }
   if (!reexec_error.empty())
-    return std::string("OpenMP wait policy: the runtime's default (threads spin before they sleep): k3host could "
-                       "not re-execute itself with OMP_WAIT_POLICY=") +
+    return std::string(
+               "OpenMP wait policy: the runtime's default (threads spin before they sleep): k3host could "
+               "not re-execute itself with OMP_WAIT_POLICY=") +
            kOpenMpWaitPolicyChoice + " (" + reexec_error + "); export OMP_WAIT_POLICY=" + kOpenMpWaitPolicyChoice;
   return "OpenMP wait policy: the runtime's default (nothing set; only the k3host executable applies its choice)";
 }

@@ -44,7 +44,7 @@ PageCacheState page_cache_state(const std::vector<std::filesystem::path>& files)
   for (const auto& file : files) {
     ++s.files;
     const OwnedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st{};
+    struct stat st {};
     if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       ++s.unreadable;
       continue;

@@ -59,8 +59,7 @@ void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uin
 /// a tentative forward() that threw part way. Layers [first, last) ran the chunk (a rank of a
 /// model split over ranks runs its own range; the others are not touched).
 void keep_tentative(const ModelConfig& c, SequenceState& state, const TentativeChunk& chunk, std::int64_t pos0,
-                    std::size_t keep, KdaBuffers& buffers,
-                    std::size_t first = 0, std::size_t last = SIZE_MAX);
+                    std::size_t keep, KdaBuffers& buffers, std::size_t first = 0, std::size_t last = SIZE_MAX);
 
 /// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
 SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);

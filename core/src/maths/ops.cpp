@@ -21,7 +21,8 @@ void Ops::matmul(const Matrix& w, const float* x, std::size_t batch, float* y) c
   if (w.f32)
     for_row_blocks(w.rows, threads_, [&](sdk::RowRange r) { k_.matmul_f32(w.fp32(), w.rows, w.cols, r, x, batch, y); });
   else
-    for_row_blocks(w.rows, threads_, [&](sdk::RowRange r) { k_.matmul_bf16(w.bf16(), w.rows, w.cols, r, x, batch, y); });
+    for_row_blocks(w.rows, threads_,
+                   [&](sdk::RowRange r) { k_.matmul_bf16(w.bf16(), w.rows, w.cols, r, x, batch, y); });
 }
 
 void Ops::matmul(const sdk::Mxfp4Matrix& w, const float* x, std::size_t batch, float* y) const {

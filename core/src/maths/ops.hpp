@@ -49,9 +49,7 @@ class Ops {
   void matmul(const sdk::Mxfp4Matrix& w, const float* x, std::size_t batch, float* y) const;
 
   /// The kernel's fp64 tree sum of a·b (unrounded).
-  [[nodiscard]] double dot(const float* a, const float* b, std::size_t n) const noexcept {
-    return k_.dot_f32(a, b, n);
-  }
+  [[nodiscard]] double dot(const float* a, const float* b, std::size_t n) const noexcept { return k_.dot_f32(a, b, n); }
 
   /// y = w ⊙ x / sqrt(mean(x²) + eps), each element rounded once: float(w·(x·inv)), inv in fp64.
   void rmsnorm(const float* x, const float* w, double eps, std::size_t n, float* y) const noexcept;

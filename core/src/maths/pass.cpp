@@ -38,8 +38,8 @@ std::int64_t position_of(std::span<const SeqSlice> slices, std::size_t row) {
 }
 
 /// AR(rows; norm, proj) for every row: each row aggregates its own bank snapshots and prefix.
-void aggregate(const Ops& ops, RunBuffers& buf, const Activations& act, std::size_t E, double eps,
-               const float* prefix, const F32Vector& norm_w, const F32Vector& proj_w, float* out) {
+void aggregate(const Ops& ops, RunBuffers& buf, const Activations& act, std::size_t E, double eps, const float* prefix,
+               const F32Vector& norm_w, const F32Vector& proj_w, float* out) {
   StackBuffers& sb = buf.stack;
   const std::size_t n = act.rows * E;
   for (std::size_t t = 0; t < act.rows; ++t) {
@@ -87,8 +87,9 @@ void check_pass(ForwardContext& ctx, std::span<const SeqSlice> slices, std::span
   }
   if (next_row != T) throw RuntimeError("forward: the slices do not cover the pass's tokens");
   for (std::size_t t = 0; t < T; ++t)
-    if (tokens[t] >= V) throw UsageError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" +
-                                         std::to_string(V) + ")");
+    if (tokens[t] >= V)
+      throw UsageError("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" + std::to_string(V) +
+                       ")");
 }
 
 }  // namespace
@@ -169,8 +170,7 @@ void run_layers(ForwardContext& ctx, std::size_t first, std::size_t last, std::s
     // 4. h2 = AR(P, bank; mlp_res_*)   (bank is non-empty from layer 0 on)
     aggregate(ops, buf, act, E, eps, P, lw.mlp_res_norm, lw.mlp_res_proj, h);
     // 5. m = FFN_i(RMSNorm(h2; post_attention_layernorm)); P = P + m
-    for (std::size_t t = 0; t < T; ++t)
-      ops.rmsnorm(&h[t * E], lw.post_attention_layernorm.data(), eps, E, &hn[t * E]);
+    for (std::size_t t = 0; t < T; ++t) ops.rmsnorm(&h[t * E], lw.post_attention_layernorm.data(), eps, E, &hn[t * E]);
     // Router lookahead: the next layers' routers that are at hand (never waited for),
     // within this forward pass (the next token's hidden state is not known yet).
     const std::size_t depth = std::min(ctx.experts.lookahead_depth(), kMaxLookahead);

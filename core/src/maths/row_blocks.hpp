@@ -18,9 +18,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>

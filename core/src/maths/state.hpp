@@ -20,10 +20,10 @@ struct MlaCache {
 };
 
 struct SequenceState {
-  std::int64_t position = 0;            ///< tokens consumed so far
-  std::vector<std::uint32_t> tokens;    ///< every token consumed, in order
-  std::vector<KdaState> kda;            ///< per layer (empty for MLA layers)
-  std::vector<MlaCache> mla;            ///< per layer (empty for KDA layers)
+  std::int64_t position = 0;          ///< tokens consumed so far
+  std::vector<std::uint32_t> tokens;  ///< every token consumed, in order
+  std::vector<KdaState> kda;          ///< per layer (empty for MLA layers)
+  std::vector<MlaCache> mla;          ///< per layer (empty for KDA layers)
 };
 
 }  // namespace k3::maths

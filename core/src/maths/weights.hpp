@@ -52,30 +52,30 @@ class F32Vector {
 
 /// Kimi Delta Attention, `self_attn.` of a KDA layer. P = H·D. Matrices are BF16 or F32.
 struct KdaWeights {
-  Matrix q_proj, k_proj, v_proj;      ///< [P, E]
-  F32Vector q_conv;                   ///< [P, 1, K] (tap K-1 = current token)
-  F32Vector k_conv;                   ///< [P, 1, K]
-  F32Vector v_conv;                   ///< [P, 1, K]
-  Matrix f_a_proj;                    ///< [D, E]
-  Matrix f_b_proj;                    ///< [P, D]
-  Matrix b_proj;                      ///< [H, E]
-  Matrix g_proj;                      ///< [P, E]
-  Matrix o_proj;                      ///< [E, P]
-  F32Vector A_log;                    ///< [D] or [H]; only the first H are used
-  F32Vector dt_bias;                  ///< [P]
-  F32Vector o_norm;                   ///< [D], shared by all heads
+  Matrix q_proj, k_proj, v_proj;  ///< [P, E]
+  F32Vector q_conv;               ///< [P, 1, K] (tap K-1 = current token)
+  F32Vector k_conv;               ///< [P, 1, K]
+  F32Vector v_conv;               ///< [P, 1, K]
+  Matrix f_a_proj;                ///< [D, E]
+  Matrix f_b_proj;                ///< [P, D]
+  Matrix b_proj;                  ///< [H, E]
+  Matrix g_proj;                  ///< [P, E]
+  Matrix o_proj;                  ///< [E, P]
+  F32Vector A_log;                ///< [D] or [H]; only the first H are used
+  F32Vector dt_bias;              ///< [P]
+  F32Vector o_norm;               ///< [D], shared by all heads
 };
 
 /// Gated MLA without RoPE, `self_attn.` of an MLA layer. Hq = nope + rope, Hv = v_head_dim.
 struct MlaWeights {
-  Matrix q_a_proj;                    ///< [q_lora, E]
-  F32Vector q_a_layernorm;            ///< [q_lora]
-  Matrix q_b_proj;                    ///< [heads·Hq, q_lora]
-  Matrix kv_a_proj_with_mqa;          ///< [kv_lora + rope, E]
-  F32Vector kv_a_layernorm;           ///< [kv_lora]
-  Matrix kv_b_proj;                   ///< [heads·(nope + Hv), kv_lora]; per head nope k rows then Hv v rows
-  Matrix g_proj;                      ///< [heads·Hv, E]
-  Matrix o_proj;                      ///< [E, heads·Hv]
+  Matrix q_a_proj;            ///< [q_lora, E]
+  F32Vector q_a_layernorm;    ///< [q_lora]
+  Matrix q_b_proj;            ///< [heads·Hq, q_lora]
+  Matrix kv_a_proj_with_mqa;  ///< [kv_lora + rope, E]
+  F32Vector kv_a_layernorm;   ///< [kv_lora]
+  Matrix kv_b_proj;           ///< [heads·(nope + Hv), kv_lora]; per head nope k rows then Hv v rows
+  Matrix g_proj;              ///< [heads·Hv, E]
+  Matrix o_proj;              ///< [E, heads·Hv]
 };
 
 /// A matrix that is not in memory: multiplied while it is read from storage in row
@@ -91,8 +91,8 @@ class StreamedMatrix {
 /// Dense MLP of the layers below first_k_dense_replace, `mlp.`. Each matrix is either a
 /// resident view or, in a split layer, streamed (then the view is empty).
 struct DenseMlpWeights {
-  Matrix gate_proj, up_proj;          ///< [intermediate, E]
-  Matrix down_proj;                   ///< [E, intermediate]
+  Matrix gate_proj, up_proj;  ///< [intermediate, E]
+  Matrix down_proj;           ///< [E, intermediate]
   StreamedMatrix* gate_stream = nullptr;
   StreamedMatrix* up_stream = nullptr;
   StreamedMatrix* down_stream = nullptr;
@@ -100,27 +100,27 @@ struct DenseMlpWeights {
 
 /// One routed expert (MXFP4). I = moe_intermediate_size, L = routed_expert_hidden_size.
 struct ExpertWeights {
-  sdk::Mxfp4Matrix w1;                ///< gate [I, L]
-  sdk::Mxfp4Matrix w3;                ///< up   [I, L]
-  sdk::Mxfp4Matrix w2;                ///< down [L, I]
+  sdk::Mxfp4Matrix w1;  ///< gate [I, L]
+  sdk::Mxfp4Matrix w3;  ///< up   [I, L]
+  sdk::Mxfp4Matrix w2;  ///< down [L, I]
 };
 
 /// Stable LatentMoE trunk part, `block_sparse_moe.` (experts are separate).
 struct MoeWeights {
-  Matrix gate;                        ///< router [N_exp, E]
-  F32Vector bias;                     ///< e_score_correction_bias [N_exp] (selection only)
-  Matrix down;                        ///< routed_expert_down_proj [L, E]
-  F32Vector latent_norm;              ///< routed_expert_norm [L]
-  Matrix up;                          ///< routed_expert_up_proj [E, L]
-  Matrix shared_gate, shared_up;      ///< [I·n_shared, E]
-  Matrix shared_down;                 ///< [E, I·n_shared]
+  Matrix gate;                    ///< router [N_exp, E]
+  F32Vector bias;                 ///< e_score_correction_bias [N_exp] (selection only)
+  Matrix down;                    ///< routed_expert_down_proj [L, E]
+  F32Vector latent_norm;          ///< routed_expert_norm [L]
+  Matrix up;                      ///< routed_expert_up_proj [E, L]
+  Matrix shared_gate, shared_up;  ///< [I·n_shared, E]
+  Matrix shared_down;             ///< [E, I·n_shared]
 };
 
 struct LayerWeights {
-  F32Vector input_layernorm;          ///< [E]
-  F32Vector post_attention_layernorm; ///< [E]
-  F32Vector attn_res_norm, attn_res_proj; ///< [E], [1,E]
-  F32Vector mlp_res_norm, mlp_res_proj; ///< [E], [1,E]
+  F32Vector input_layernorm;               ///< [E]
+  F32Vector post_attention_layernorm;      ///< [E]
+  F32Vector attn_res_norm, attn_res_proj;  ///< [E], [1,E]
+  F32Vector mlp_res_norm, mlp_res_proj;    ///< [E], [1,E]
   bool mla = false;
   bool dense = false;
   KdaWeights kda;
@@ -131,11 +131,11 @@ struct LayerWeights {
 };
 
 struct GlobalWeights {
-  Matrix embed_tokens;                ///< [V, E]
-  F32Vector norm;                     ///< [E]
-  F32Vector out_res_norm;             ///< output_attn_res_norm [E]
-  F32Vector out_res_proj;             ///< output_attn_res_proj [1, E]
-  Matrix lm_head;                     ///< [V, E]
+  Matrix embed_tokens;     ///< [V, E]
+  F32Vector norm;          ///< [E]
+  F32Vector out_res_norm;  ///< output_attn_res_norm [E]
+  F32Vector out_res_proj;  ///< output_attn_res_proj [1, E]
+  Matrix lm_head;          ///< [V, E]
 };
 
 }  // namespace k3::maths

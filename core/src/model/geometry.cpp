@@ -61,7 +61,8 @@ void flatten(const YAML::Node& n, const std::string& path, const fs::path& file,
     obj.type = detail::ConfigValue::Type::object;
     obj.where = at;
     if (!path.empty()) out[path] = obj;
-    for (const auto& kv : n) flatten(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), file, out);
+    for (const auto& kv : n)
+      flatten(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), file, out);
     return;
   }
   if (n.IsSequence()) {
@@ -92,16 +93,36 @@ void flatten(const YAML::Node& n, const std::string& path, const fs::path& file,
 // Every key a geometry may hold (text_config keys are the §1 names).
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = [] {
-    std::set<std::string> k = {"description", "text_config", "text_config.linear_attn_config", "writer",
-                               "writer.seed", "writer.shard_size", "writer.tokenizer_ranks",
-                               "writer.headers_only_required", "writer.dtypes"};
-    for (const char* lm : {"hidden_size", "num_hidden_layers", "vocab_size", "rms_norm_eps", "num_attention_heads",
-                           "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                           "mla_use_output_gate", "num_experts", "num_experts_per_token", "num_shared_experts",
-                           "moe_intermediate_size", "routed_expert_hidden_size", "latent_moe_use_norm",
-                           "moe_renormalize", "routed_scaling_factor", "first_k_dense_replace", "intermediate_size",
-                           "attn_res_block_size", "activation_situ_beta", "activation_situ_linear_beta",
-                           "bos_token_id", "eos_token_id"})
+    std::set<std::string> k = {
+        "description",  "text_config",       "text_config.linear_attn_config", "writer",
+        "writer.seed",  "writer.shard_size", "writer.tokenizer_ranks",         "writer.headers_only_required",
+        "writer.dtypes"};
+    for (const char* lm : {"hidden_size",
+                           "num_hidden_layers",
+                           "vocab_size",
+                           "rms_norm_eps",
+                           "num_attention_heads",
+                           "q_lora_rank",
+                           "kv_lora_rank",
+                           "qk_nope_head_dim",
+                           "qk_rope_head_dim",
+                           "v_head_dim",
+                           "mla_use_output_gate",
+                           "num_experts",
+                           "num_experts_per_token",
+                           "num_shared_experts",
+                           "moe_intermediate_size",
+                           "routed_expert_hidden_size",
+                           "latent_moe_use_norm",
+                           "moe_renormalize",
+                           "routed_scaling_factor",
+                           "first_k_dense_replace",
+                           "intermediate_size",
+                           "attn_res_block_size",
+                           "activation_situ_beta",
+                           "activation_situ_linear_beta",
+                           "bos_token_id",
+                           "eos_token_id"})
       k.insert(std::string("text_config.") + lm);
     for (const char* kda : {"full_attn_layers", "num_heads", "head_dim", "short_conv_kernel_size", "gate_lower_bound"})
       k.insert(std::string("text_config.linear_attn_config.") + kda);
@@ -117,11 +138,16 @@ bool parse_size(const std::string& s, std::uint64_t& out) {
   if (r.ec != std::errc() || v == 0) return false;
   const std::string unit(r.ptr, s.data() + s.size());
   std::uint64_t mul = 0;
-  if (unit.empty() || unit == "B") mul = 1;
-  else if (unit == "KiB") mul = 1ull << 10;
-  else if (unit == "MiB") mul = 1ull << 20;
-  else if (unit == "GiB") mul = 1ull << 30;
-  else return false;
+  if (unit.empty() || unit == "B")
+    mul = 1;
+  else if (unit == "KiB")
+    mul = 1ull << 10;
+  else if (unit == "MiB")
+    mul = 1ull << 20;
+  else if (unit == "GiB")
+    mul = 1ull << 30;
+  else
+    return false;
   if (v > (~std::uint64_t{0}) / mul) return false;
   out = v * mul;
   return true;

@@ -82,13 +82,16 @@ void for_each_tensor_group(const ModelConfig& c, const std::function<void(Tensor
 
 std::vector<TensorGroup> checkpoint_layout(const ModelConfig& c, DTypeMix mix) {
   std::vector<TensorGroup> groups;
-  for_each_tensor_group(c, [&](TensorGroup&& g) { groups.push_back(std::move(g)); }, mix);
+  for_each_tensor_group(
+      c, [&](TensorGroup&& g) { groups.push_back(std::move(g)); }, mix);
   return groups;
 }
 
 GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix) {
   GeometryCensus s;
-  for_each_tensor_group(c, [&](TensorGroup&& g) {
+  for_each_tensor_group(
+      c,
+      [&](TensorGroup&& g) {
     for (const auto& t : g.tensors) {
       ++s.tensors;
       const U b = t.nbytes();
@@ -102,7 +105,8 @@ GeometryCensus geometry_census(const ModelConfig& c, DTypeMix mix) {
       if (g.kind == TensorGroup::Kind::routed_expert) s.expert_bytes += b;
     }
     if (g.kind == TensorGroup::Kind::routed_expert) s.bytes_per_expert = g.nbytes();
-  }, mix);
+      },
+      mix);
   return s;
 }
 

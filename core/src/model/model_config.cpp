@@ -48,17 +48,38 @@ class FingerprintWriter {
 
 std::uint64_t ModelConfig::fingerprint() const {
   FingerprintWriter w;
-  w.add(hidden_size); w.add(num_hidden_layers); w.add(vocab_size); w.add(rms_norm_eps);
+  w.add(hidden_size);
+  w.add(num_hidden_layers);
+  w.add(vocab_size);
+  w.add(rms_norm_eps);
   w.add(static_cast<std::int64_t>(mla_layers.size()));
   for (auto l : mla_layers) w.add(l);
-  w.add(kda_num_heads); w.add(kda_head_dim); w.add(short_conv_kernel_size); w.add(gate_lower_bound);
-  w.add(num_attention_heads); w.add(q_lora_rank); w.add(kv_lora_rank); w.add(qk_nope_head_dim);
-  w.add(qk_rope_head_dim); w.add(v_head_dim); w.add(mla_use_output_gate);
-  w.add(num_experts); w.add(num_experts_per_token); w.add(num_shared_experts);
-  w.add(moe_intermediate_size); w.add(routed_expert_hidden_size); w.add(latent_moe_use_norm);
-  w.add(moe_renormalize); w.add(routed_scaling_factor); w.add(first_k_dense_replace);
-  w.add(intermediate_size); w.add(attn_res_block_size); w.add(activation_situ_beta);
-  w.add(activation_situ_linear_beta); w.add(bos_token_id); w.add(eos_token_id);
+  w.add(kda_num_heads);
+  w.add(kda_head_dim);
+  w.add(short_conv_kernel_size);
+  w.add(gate_lower_bound);
+  w.add(num_attention_heads);
+  w.add(q_lora_rank);
+  w.add(kv_lora_rank);
+  w.add(qk_nope_head_dim);
+  w.add(qk_rope_head_dim);
+  w.add(v_head_dim);
+  w.add(mla_use_output_gate);
+  w.add(num_experts);
+  w.add(num_experts_per_token);
+  w.add(num_shared_experts);
+  w.add(moe_intermediate_size);
+  w.add(routed_expert_hidden_size);
+  w.add(latent_moe_use_norm);
+  w.add(moe_renormalize);
+  w.add(routed_scaling_factor);
+  w.add(first_k_dense_replace);
+  w.add(intermediate_size);
+  w.add(attn_res_block_size);
+  w.add(activation_situ_beta);
+  w.add(activation_situ_linear_beta);
+  w.add(bos_token_id);
+  w.add(eos_token_id);
   return w.hash();
 }
 
@@ -111,7 +132,8 @@ class KeyReader {
   std::vector<std::int64_t> int_list(const std::vector<std::string>& paths) {
     const auto* v = find(paths);
     if (!v) return {};
-    if (v->type != ConfigValue::Type::int_list) return wrong_type(*v, paths, "a list of integers"), std::vector<std::int64_t>{};
+    if (v->type != ConfigValue::Type::int_list)
+      return wrong_type(*v, paths, "a list of integers"), std::vector<std::int64_t>{};
     return v->list;
   }
 
@@ -265,8 +287,8 @@ ModelConfig model_config_from_tree(const ConfigTree& tree, const std::string& fi
     r.refuse(k_L, "must be a multiple of 32 (MXFP4 group size; w1/w3 have L columns), got " +
                       str(c.routed_expert_hidden_size));
   if (c.first_k_dense_replace < 0 || c.first_k_dense_replace > c.num_hidden_layers)
-    r.refuse(k_dense, "must be in 0..num_hidden_layers (" + str(c.num_hidden_layers) + "), got " +
-                          str(c.first_k_dense_replace));
+    r.refuse(k_dense,
+             "must be in 0..num_hidden_layers (" + str(c.num_hidden_layers) + "), got " + str(c.first_k_dense_replace));
   if (c.first_k_dense_replace > 0) positive(k_dI, c.intermediate_size);
   if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size)
     r.refuse(k_bos, "token id " + str(c.bos_token_id) + " outside the vocabulary 0.." + str(c.vocab_size - 1));
@@ -297,8 +319,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.source_hash = XXH3_64bits(json_text.data(), json_text.size());
   if (const auto it = tree.find("k3host_thinking"); it != tree.end()) {
     if (it->second.type != detail::ConfigValue::Type::boolean)
-      throw UsageError(origin + ": k3host_thinking must be true or false (whether the model was trained with K3's "
-                                "think channel)");
+      throw UsageError(origin +
+                       ": k3host_thinking must be true or false (whether the model was trained with K3's "
+                       "think channel)");
     c.thinking = it->second.boolean;
   }
   return c;

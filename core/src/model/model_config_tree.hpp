@@ -24,7 +24,8 @@ struct ConfigValue {
 };
 
 /// Dotted key path → value. An object has its own entry (type object) and its members
-/// follow under "<path>."; arrays of integers become int_list; anything else is `other` (present, but of no type we read).
+/// follow under "<path>."; arrays of integers become int_list; anything else is `other` (present, but of no type we
+/// read).
 using ConfigTree = std::map<std::string, ConfigValue>;
 
 /// Parses config.json text; UsageError "<file>: <what>" when it is not a JSON object.

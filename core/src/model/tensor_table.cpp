@@ -11,8 +11,8 @@ const TensorInfo& require(const CheckpointIndex& index, const Entry& e) {
   const TensorInfo* t = index.find(e.name);
   if (t == nullptr || !e.dtypes.has(t->dtype)) {
     if (t == nullptr) (void)index.require(e.name, e.release, e.shape);  // the "missing" message
-    throw UsageError(index.files()[t->file].uri + ": tensor '" + t->name + "': dtype " +
-                     to_string(t->dtype) + ", expected " + e.dtypes.describe());
+    throw UsageError(index.files()[t->file].uri + ": tensor '" + t->name + "': dtype " + to_string(t->dtype) +
+                     ", expected " + e.dtypes.describe());
   }
   if (!e.alt_shape.empty() && t->shape == e.alt_shape) return *t;
   return index.require(e.name, t->dtype, e.shape);  // the shape message names the expected shape
@@ -42,7 +42,8 @@ struct LayerKind {
 std::array<std::array<LayerKind, 2>, 2> layer_kinds(const ModelConfig& c) {
   std::array<std::array<LayerKind, 2>, 2> k{};
   const auto n = static_cast<std::uint64_t>(c.num_hidden_layers);
-  const auto dense = static_cast<std::uint64_t>(std::clamp<std::int64_t>(c.first_k_dense_replace, 0, c.num_hidden_layers));
+  const auto dense =
+      static_cast<std::uint64_t>(std::clamp<std::int64_t>(c.first_k_dense_replace, 0, c.num_hidden_layers));
   std::uint64_t mla_dense = 0;
   for (const std::int64_t i : c.mla_layers) {
     LayerKind& kind = k[1][c.is_dense(i) ? 1 : 0];
@@ -76,8 +77,8 @@ std::uint64_t declared_tensor_count(const ModelConfig& c) {
       for_each_layer_tensor(c, kind.example, [&](const Entry&, const auto&) { ++per_layer; });
       total += per_layer * kind.count;
     }
-  const auto moe_layers =
-      static_cast<std::uint64_t>(c.num_hidden_layers - std::clamp<std::int64_t>(c.first_k_dense_replace, 0, c.num_hidden_layers));
+  const auto moe_layers = static_cast<std::uint64_t>(
+      c.num_hidden_layers - std::clamp<std::int64_t>(c.first_k_dense_replace, 0, c.num_hidden_layers));
   if (moe_layers > 0) {
     std::uint64_t per_expert = 0;
     for_each_expert_tensor(c, c.first_k_dense_replace, 0, [&](const Entry&, const auto&) { ++per_expert; });
@@ -91,8 +92,8 @@ std::uint64_t declared_tensor_count(const ModelConfig& c) {
 void require_declared_geometry(const CheckpointIndex& index, const ModelConfig& c) {
   const std::uint64_t declared = declared_tensor_count(c);
   if (declared > index.tensors().size())
-    throw UsageError(index.uri() + ": config.json declares a model of " + std::to_string(declared) +
-                     " tensors (" + std::to_string(c.num_hidden_layers) + " layers, " + std::to_string(c.num_experts) +
+    throw UsageError(index.uri() + ": config.json declares a model of " + std::to_string(declared) + " tensors (" +
+                     std::to_string(c.num_hidden_layers) + " layers, " + std::to_string(c.num_experts) +
                      " experts per MoE layer) but the checkpoint's shards hold " +
                      std::to_string(index.tensors().size()) + ": config.json and the shards do not match");
   auto check = [&](const Entry& e, const auto&) { (void)require(index, e); };

@@ -28,10 +28,10 @@ enum class Form : std::uint8_t { matrix, vector, mxfp4_packed, mxfp4_scale };
 /// One tensor of the checkpoint.
 struct Entry {
   std::string name;
-  Shape shape;            ///< as make-model writes it
-  Shape alt_shape;        ///< a second accepted shape (A_log: [D] padded or [H]); empty if none
-  DTypeSet dtypes;        ///< what the loader accepts
-  DType release{};        ///< the released checkpoint's dtype (make-model --dtypes release)
+  Shape shape;      ///< as make-model writes it
+  Shape alt_shape;  ///< a second accepted shape (A_log: [D] padded or [H]); empty if none
+  DTypeSet dtypes;  ///< what the loader accepts
+  DType release{};  ///< the released checkpoint's dtype (make-model --dtypes release)
   Form form{};
   TensorPart part{};
   std::uint64_t logical_cols = 0;  ///< MXFP4: the matrix's columns (the bytes round up)
@@ -141,25 +141,47 @@ void for_each_expert_tensor(const ModelConfig& c, std::int64_t layer, std::int64
   using detail::u;
   const std::uint64_t I = u(c.moe_intermediate_size), L = u(c.routed_expert_hidden_size);
   auto add = [&](int w, std::uint64_t rows, std::uint64_t cols, auto field) {
-    visit(Entry{tensor_names::expert(layer, e, w, false), {rows, mxfp4_packed_cols(cols)}, {}, DTypeSet{DType::u8},
-                DType::u8, Form::mxfp4_packed, TensorPart::expert, cols},
+    visit(Entry{tensor_names::expert(layer, e, w, false),
+                {rows, mxfp4_packed_cols(cols)},
+                {},
+                DTypeSet{DType::u8},
+                DType::u8,
+                Form::mxfp4_packed,
+                TensorPart::expert,
+                cols},
           field);
-    visit(Entry{tensor_names::expert(layer, e, w, true), {rows, mxfp4_scale_cols(cols)}, {}, DTypeSet{DType::u8},
-                DType::u8, Form::mxfp4_scale, TensorPart::expert, cols},
+    visit(Entry{tensor_names::expert(layer, e, w, true),
+                {rows, mxfp4_scale_cols(cols)},
+                {},
+                DTypeSet{DType::u8},
+                DType::u8,
+                Form::mxfp4_scale,
+                TensorPart::expert,
+                cols},
           field);
   };
-  add(1, I, L, [](auto& x) -> auto& { return x.w1; });
-  add(2, L, I, [](auto& x) -> auto& { return x.w2; });
-  add(3, I, L, [](auto& x) -> auto& { return x.w3; });
+  add(
+      1, I, L, [](auto& x) -> auto& { return x.w1; });
+  add(
+      2, L, I, [](auto& x) -> auto& { return x.w2; });
+  add(
+      3, I, L, [](auto& x) -> auto& { return x.w3; });
 }
 
 /// The embedding table (TensorPart::embedding).
 template <class Visit>
 void for_each_embedding_tensor(const ModelConfig& c, Visit&& visit) {
   const std::uint64_t V = detail::u(c.vocab_size), E = detail::u(c.hidden_size);
-  visit(Entry{std::string(tensor_names::kModel) + "embed_tokens.weight", {V, E}, {}, kFloat, DType::bf16,
-              Form::matrix, TensorPart::embedding, 0},
-        [](auto& g) -> auto& { return g.embed_tokens; });
+  visit(
+      Entry{std::string(tensor_names::kModel) + "embed_tokens.weight",
+            {V, E},
+            {},
+            kFloat,
+            DType::bf16,
+            Form::matrix,
+            TensorPart::embedding,
+            0},
+      [](auto& g) -> auto& { return g.embed_tokens; });
 }
 
 /// The output head (TensorPart::head): final norm, output AttnRes, lm_head.
@@ -170,10 +192,14 @@ void for_each_head_tensor(const ModelConfig& c, Visit&& visit) {
   auto add = [&](std::string name, Form form, Shape shape, auto field) {
     visit(Entry{std::move(name), std::move(shape), {}, kFloat, DType::bf16, form, TensorPart::head, 0}, field);
   };
-  add(m + "norm.weight", Form::vector, {E}, [](auto& g) -> auto& { return g.norm; });
-  add(m + "output_attn_res_norm.weight", Form::vector, {E}, [](auto& g) -> auto& { return g.out_res_norm; });
-  add(m + "output_attn_res_proj.weight", Form::vector, {1, E}, [](auto& g) -> auto& { return g.out_res_proj; });
-  add(std::string(tensor_names::kLmHead), Form::matrix, {V, E}, [](auto& g) -> auto& { return g.lm_head; });
+  add(
+      m + "norm.weight", Form::vector, {E}, [](auto& g) -> auto& { return g.norm; });
+  add(
+      m + "output_attn_res_norm.weight", Form::vector, {E}, [](auto& g) -> auto& { return g.out_res_norm; });
+  add(
+      m + "output_attn_res_proj.weight", Form::vector, {1, E}, [](auto& g) -> auto& { return g.out_res_proj; });
+  add(
+      std::string(tensor_names::kLmHead), Form::matrix, {V, E}, [](auto& g) -> auto& { return g.lm_head; });
 }
 
 /// The checkpoint's record of `e`, checked: present, a dtype of e.dtypes, the shape (or the

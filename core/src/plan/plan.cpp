@@ -22,12 +22,12 @@ namespace {
 
 using U = std::uint64_t;
 
-constexpr U kTensorAlign = 64;       // TensorReader places tensors 64-byte aligned
-constexpr U kSlotAlign = 4096;       // slot strides stay O_DIRECT friendly
-constexpr U kHeadChunkBytes = 32ull << 20;  // row chunk (lm_head, split FFN) unless memory.row_chunk_mb
-constexpr U kPluginCodeBytes = 16ull << 20; // kernels, storage, cache and tokenizer code
-constexpr U kIndexBytesPerTensor = 256;     // TensorInfo + name + lookup slot
-constexpr double kFitShare = 0.9;    // "fit" leaves a tenth of the available memory alone
+constexpr U kTensorAlign = 64;               // TensorReader places tensors 64-byte aligned
+constexpr U kSlotAlign = 4096;               // slot strides stay O_DIRECT friendly
+constexpr U kHeadChunkBytes = 32ull << 20;   // row chunk (lm_head, split FFN) unless memory.row_chunk_mb
+constexpr U kPluginCodeBytes = 16ull << 20;  // kernels, storage, cache and tokenizer code
+constexpr U kIndexBytesPerTensor = 256;      // TensorInfo + name + lookup slot
+constexpr double kFitShare = 0.9;            // "fit" leaves a tenth of the available memory alone
 
 U align_up(U v, U a) { return (v + a - 1) / a * a; }
 
@@ -247,7 +247,9 @@ void plan_router_copies(MemoryPlan& p, const ModelConfig& c, const PlanInputs& i
   const auto bytes = [&](int bits) {
     return streamed_moe * router_copy_bytes(static_cast<U>(c.num_experts), static_cast<U>(c.hidden_size), bits);
   };
-  int bits = in.router_copy == PlanInputs::RouterCopy::int8 ? 8 : in.router_copy == PlanInputs::RouterCopy::int4 ? 4 : 0;
+  int bits = in.router_copy == PlanInputs::RouterCopy::int8   ? 8
+             : in.router_copy == PlanInputs::RouterCopy::int4 ? 4
+                                                              : 0;
   if (p.router_copy_auto) {
     const auto room = static_cast<U>(static_cast<double>(rest) * kRouterCopyShare);
     bits = bytes(8) <= room ? 8 : bytes(4) <= room ? 4 : 0;
@@ -382,8 +384,8 @@ void set_budgets(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in) {
   const auto experts_given = [&] {
     return static_cast<U>(std::floor(static_cast<double>(gb_to_bytes(*in.expert_cache_gb)) * p.expert_scale));
   };
-  const bool budgets_hold_all =
-      in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all && experts_given() >= experts_all;
+  const bool budgets_hold_all = in.trunk_gb && in.expert_cache_gb && trunk_given() >= trunk_all &&
+                                experts_given() >= experts_all;
 
   // "fit": usable = 90% of the available memory minus everything but the two budgets;
   // the trunk takes what it can first (a GB of pinned trunk removes more guaranteed traffic
@@ -497,10 +499,13 @@ std::string MemoryPlan::table() const {
   if (n != layer_bytes.size())
     out += "  layers " + std::to_string(first_layer) + "-" + std::to_string(last_layer - 1) + " of " +
            std::to_string(layer_bytes.size()) + " (a rank of a model split over ranks; " +
-           (holds_embedding() ? "with the embedding" : holds_head() ? "with the final norm and lm_head" : "no tables") +
+           (holds_embedding() ? "with the embedding"
+            : holds_head()    ? "with the final norm and lm_head"
+                              : "no tables") +
            ")\n";
   if (parallel > 1 || parallel_auto)
-    out += "  " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") + " decoded together (serve.parallel" +
+    out += "  " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") +
+           " decoded together (serve.parallel" +
            (parallel_auto ? " auto: the most, up to " + std::to_string(kAutoParallel) +
                                 ", within a quarter of the available memory"
                           : "") +
@@ -522,21 +527,19 @@ std::string MemoryPlan::table() const {
              std::to_string(row_chunk_buffers) + " x " + gb(row_chunk_bytes) +
              (lm_head_chunk_rows != 0 ? " buffers shared with lm_head" : " buffers"));
   line("expert cache", expert_bytes(),
-       std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " +
-           gb(expert_slot_bytes) + budget(expert_fit, expert_budget, expert_scale) +
+       std::to_string(expert_slots) + " of " + std::to_string(experts_total) + " experts x " + gb(expert_slot_bytes) +
+           budget(expert_fit, expert_budget, expert_scale) +
            (expert_slots == min_expert_slots && streams_experts() ? ", raised to top-k" : ""));
-  line("embedding", embedding_bytes, lm_head_chunk_rows != 0 || streams_trunk() || streams_experts()
-                                         ? "rows read per token"
-                                         : "resident");
+  line("embedding", embedding_bytes,
+       lm_head_chunk_rows != 0 || streams_trunk() || streams_experts() ? "rows read per token" : "resident");
   line("lm_head", lm_head_bytes,
        lm_head_chunk_rows != 0 ? "streamed in chunks of " + std::to_string(lm_head_chunk_rows) + " rows, " +
                                      std::to_string(row_chunk_buffers) + " x " + gb(row_chunk_bytes) + " buffers"
                                : "resident");
   // Several sequences: each holds its own state, KV and journals.
-  const std::string each = parallel > 1 || parallel_auto
-                               ? ", " + std::to_string(parallel) + " sequence" + (parallel == 1 ? "" : "s") +
-                                     " decoded together"
-                               : "";
+  const std::string each = parallel > 1 || parallel_auto ? ", " + std::to_string(parallel) + " sequence" +
+                                                               (parallel == 1 ? "" : "s") + " decoded together"
+                                                         : "";
   line("KDA state", kda_state_bytes, "recurrent state and conv tails" + each);
   line("MLA latent KV", mla_kv_bytes, std::to_string(context) + " positions" + each);
   if (speculative_bytes != 0)
@@ -546,8 +549,10 @@ std::string MemoryPlan::table() const {
          std::to_string(router_copies) + " streamed MoE layers' routers at int" + std::to_string(router_copy_bits) +
              ", for the router lookahead (cache.prefetch.router" + (router_copy_auto ? " auto)" : ")"));
   line("buffers", buffer_bytes,
-       parallel > 1 ? "run buffers for passes of " + std::to_string(buffers.chunk) + " tokens (each sequence's token "
-                          "and drafts, " + std::to_string(prefill_budget) + " prompt tokens per step), logits"
+       parallel > 1 ? "run buffers for passes of " + std::to_string(buffers.chunk) +
+                          " tokens (each sequence's token "
+                          "and drafts, " +
+                          std::to_string(prefill_budget) + " prompt tokens per step), logits"
                     : "run buffers for chunks of " + std::to_string(buffers.chunk) + " tokens, logits");
   line("overhead", overhead_bytes, "tensor index and plugin code (estimate)");
   line("TOTAL", total, fits() ? "fits" : "DOES NOT FIT");
@@ -561,10 +566,10 @@ std::string MemoryPlan::summary() const {
            " planned); every weight is read once at load and nothing is streamed";
   const std::size_t n = last_layer - first_layer;
   std::string s = "streaming: ";
-  s += streams_trunk() ? std::to_string(pinned_count) + " of " + std::to_string(n) +
-                             " trunk layers pinned, the other " + std::to_string(n - pinned_count) +
-                             " read from storage every token (" + gb(streamed_trunk_bytes) + ")"
-                       : "every trunk layer pinned";
+  s += streams_trunk()
+           ? std::to_string(pinned_count) + " of " + std::to_string(n) + " trunk layers pinned, the other " +
+                 std::to_string(n - pinned_count) + " read from storage every token (" + gb(streamed_trunk_bytes) + ")"
+           : "every trunk layer pinned";
   s += streams_experts() ? "; expert cache of " + std::to_string(expert_slots) + " of " +
                                std::to_string(experts_total) + " routed experts, misses read from storage"
                          : "; every routed expert cached";

@@ -74,10 +74,10 @@ std::uint64_t RunBufferSizes::bytes() const {
                                moe.logits + moe.z + moe.r + moe.shared_gate + moe.shared_up + moe.shared_out +
                                moe.contrib + moe.gather + moe.h1 + moe.h3 + moe.expert_out +  //
                                dense.g + dense.u;
-  const std::uint64_t doubles =
-      attn_res.fold + attn_res.scores + kda.alpha + kda.bk + mla.scores + mla.acc + moe.weights + moe.choice +
-      moe.ahead_score;
-  const std::uint64_t u32 = moe.ids + moe.users + moe.user_start + moe.unique + moe.ahead_count + moe.ahead_ids + moe.ahead_topk;
+  const std::uint64_t doubles = attn_res.fold + attn_res.scores + kda.alpha + kda.bk + mla.scores + mla.acc +
+                                moe.weights + moe.choice + moe.ahead_score;
+  const std::uint64_t u32 = moe.ids + moe.users + moe.user_start + moe.unique + moe.ahead_count + moe.ahead_ids +
+                            moe.ahead_topk;
   return floats * 4 + doubles * 8 + u32 * 4 + s.bank_rows * sizeof(const float*);
 }
 

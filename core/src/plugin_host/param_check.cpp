@@ -44,17 +44,18 @@ namespace {
 /// Decorators wrap decorators; deeper than this is a pipeline that wraps itself.
 constexpr int kMaxForwarding = 8;
 
-std::vector<ParamIssue> check_at(const PluginInfo& info, const PluginParams& params, const PluginHost* host,
-                                 int depth);
+std::vector<ParamIssue> check_at(const PluginInfo& info, const PluginParams& params, const PluginHost* host, int depth);
 
 /// The issues of the keys a family with K3_PARAM_STORAGE_PARAMS forwards ("inner.*"),
 /// checked against the storage plugin its name parameter ("inner") names.
-std::vector<ParamIssue> check_forwarded(const k3::sdk::ParamDescriptor& family, const std::span<const k3::sdk::ParamDescriptor> table,
+std::vector<ParamIssue> check_forwarded(const k3::sdk::ParamDescriptor& family,
+                                        const std::span<const k3::sdk::ParamDescriptor> table,
                                         const PluginParams& params, const PluginHost& host, int depth) {
   const std::string prefix(family.key, std::string_view(family.key).size() - 1);  // "inner."
-  const std::string name_key = prefix.substr(0, prefix.size() - 1);                 // "inner"
+  const std::string name_key = prefix.substr(0, prefix.size() - 1);               // "inner"
   std::string name;
-  if (const k3::sdk::ParamDescriptor* named = sdk::find_param(table, name_key); named != nullptr && named->default_value)
+  if (const k3::sdk::ParamDescriptor* named = sdk::find_param(table, name_key);
+      named != nullptr && named->default_value)
     name = named->default_value;
   PluginParams inner;
   for (const auto& [key, value] : params) {

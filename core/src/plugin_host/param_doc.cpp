@@ -53,7 +53,8 @@ std::string plugin_params_text(const PluginInfo& info) {
   if (!info.describes_params) return out + "  (does not describe its parameters)\n";
   if (info.params.empty()) return out + "  (no parameters)\n";
   std::vector<std::array<std::string, 5>> rows{{"KEY", "TYPE", "DEFAULT", "ALLOWED", "MEANING"}};
-  for (const auto& d : info.params) rows.push_back({d.key, type_of(d), default_of(d, false), sdk::allowed_text(d), d.meaning});
+  for (const auto& d : info.params)
+    rows.push_back({d.key, type_of(d), default_of(d, false), sdk::allowed_text(d), d.meaning});
   std::array<std::size_t, 4> widths{};
   for (const auto& r : rows)
     for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], width(r[c]));
@@ -93,8 +94,10 @@ std::string plugin_params_markdown(const std::vector<PluginInfo>& plugins) {
     for (const PluginInfo* p : sorted) {
       if (p->kind != kind) continue;
       ++of_kind;
-      if (!p->describes_params) silent.push_back("`" + p->name + "`");
-      else if (p->params.empty()) names.push_back("`" + p->name + "`");
+      if (!p->describes_params)
+        silent.push_back("`" + p->name + "`");
+      else if (p->params.empty())
+        names.push_back("`" + p->name + "`");
     }
     auto joined = [](const std::vector<std::string>& v) {
       std::string s;
@@ -102,7 +105,7 @@ std::string plugin_params_markdown(const std::vector<PluginInfo>& plugins) {
       return s;
     };
     if (!names.empty())
-      none.push_back(names.size() < of_kind      ? std::string(to_string(kind)) + " " + joined(names)
+      none.push_back(names.size() < of_kind        ? std::string(to_string(kind)) + " " + joined(names)
                      : kind == PluginKind::kernels ? std::string("every kernel set")
                                                    : "every " + std::string(to_string(kind)) + " plugin");
     if (!silent.empty()) undescribed.push_back(std::string(to_string(kind)) + " " + joined(silent));

@@ -92,23 +92,28 @@ const PluginInfo& PluginHost::best_kernels() const { return impl_->registry->bes
 
 std::shared_ptr<sdk::StorageBackend> PluginHost::create_storage(const std::string& name, const PluginParams& params,
                                                                 std::vector<std::string>* unknown) {
-  return impl_->counted(PluginKind::storage, impl_->registry->create<sdk::StorageBackend>(PluginKind::storage, name, params, unknown));
+  return impl_->counted(PluginKind::storage,
+                        impl_->registry->create<sdk::StorageBackend>(PluginKind::storage, name, params, unknown));
 }
 std::shared_ptr<sdk::CachePolicy> PluginHost::create_cache(const std::string& name, const PluginParams& params,
                                                            std::vector<std::string>* unknown) {
-  return impl_->counted(PluginKind::cache, impl_->registry->create<sdk::CachePolicy>(PluginKind::cache, name, params, unknown));
+  return impl_->counted(PluginKind::cache,
+                        impl_->registry->create<sdk::CachePolicy>(PluginKind::cache, name, params, unknown));
 }
 std::shared_ptr<sdk::KernelSet> PluginHost::create_kernels(const std::string& name, const PluginParams& params,
                                                            std::vector<std::string>* unknown) {
-  return impl_->counted(PluginKind::kernels, impl_->registry->create<sdk::KernelSet>(PluginKind::kernels, name, params, unknown));
+  return impl_->counted(PluginKind::kernels,
+                        impl_->registry->create<sdk::KernelSet>(PluginKind::kernels, name, params, unknown));
 }
 std::shared_ptr<sdk::Tokenizer> PluginHost::create_tokenizer(const std::string& name, const PluginParams& params,
                                                              std::vector<std::string>* unknown) {
-  return impl_->counted(PluginKind::tokenizer, impl_->registry->create<sdk::Tokenizer>(PluginKind::tokenizer, name, params, unknown));
+  return impl_->counted(PluginKind::tokenizer,
+                        impl_->registry->create<sdk::Tokenizer>(PluginKind::tokenizer, name, params, unknown));
 }
 std::shared_ptr<sdk::Transport> PluginHost::create_transport(const std::string& name, const PluginParams& params,
                                                              std::vector<std::string>* unknown) {
-  return impl_->counted(PluginKind::transport, impl_->registry->create<sdk::Transport>(PluginKind::transport, name, params, unknown));
+  return impl_->counted(PluginKind::transport,
+                        impl_->registry->create<sdk::Transport>(PluginKind::transport, name, params, unknown));
 }
 
 }  // namespace k3

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <span>
 #include <cstring>
 #include <exception>
+#include <span>
 
 #include <k3/abi.hpp>
 #include <k3/closest_name.hpp>
@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool parse_kind(std::string_view s, PluginKind& out) {
-  for (PluginKind k : {PluginKind::storage, PluginKind::cache, PluginKind::kernels, PluginKind::tokenizer,
-                       PluginKind::transport}) {
+  for (PluginKind k :
+       {PluginKind::storage, PluginKind::cache, PluginKind::kernels, PluginKind::tokenizer, PluginKind::transport}) {
     if (s == to_string(k)) {
       out = k;
       return true;
@@ -97,7 +97,7 @@ namespace {
 /// Why `path` (a plugin folder or file) must not be trusted, or "" when it may be: anyone
 /// who can write it could make every k3host run their code.
 std::string unsafe_owner_or_mode(const fs::path& path, const char* what) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::string(what) + " " + path.string() + " cannot be inspected";
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
     return std::string(what) + " " + path.string() + " is writable by " +
@@ -146,8 +146,9 @@ void Registry::scan_dir(const fs::path& dir) {
     }
     Candidate c;
     if (!parse_file_name(path.filename().string(), c.kind, c.name)) {
-      scan_problems_.push_back({path, "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels, "
-                                      "tokenizer or transport: not a k3host plugin"});
+      scan_problems_.push_back({path,
+                                "is not named k3-<kind>-<name>.so with a kind of storage, cache, kernels, "
+                                "tokenizer or transport: not a k3host plugin"});
       continue;
     }
     c.path = path;
@@ -281,8 +282,8 @@ const PluginInfo& Registry::find(PluginKind kind, const std::string& name) {
   load(c);
   if (!c.refusal.empty()) throw UsageError(what + ": " + c.path.string() + " was refused: " + c.refusal);
   if (kind == PluginKind::kernels && c.info.score <= 0)
-    throw UsageError(what + " (" + c.path.string() + ") cannot run on this CPU (score " +
-                     std::to_string(c.info.score) + ")");
+    throw UsageError(what + " (" + c.path.string() + ") cannot run on this CPU (score " + std::to_string(c.info.score) +
+                     ")");
   return c.info;
 }
 
@@ -401,8 +402,8 @@ sdk::Status Registry::create_storage(std::string_view plugin, std::span<const sd
                                      std::unique_ptr<sdk::StorageBackend>& out) noexcept {
   if (storage_nesting >= kMaxStorageNesting)
     return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              "storage plugins nest more than " + std::to_string(kMaxStorageNesting) +
-                                  " deep at '" + std::string(plugin) + "' (does a decorator wrap itself?)");
+                              "storage plugins nest more than " + std::to_string(kMaxStorageNesting) + " deep at '" +
+                                  std::string(plugin) + "' (does a decorator wrap itself?)");
   ++storage_nesting;
   struct Unnest {
     ~Unnest() { --storage_nesting; }
@@ -424,8 +425,8 @@ sdk::Status Registry::create_storage(std::string_view plugin, std::span<const sd
   } catch (const std::exception& e) {
     return sdk::Status::error(sdk::StatusCode::internal, e.what());
   } catch (...) {
-    return sdk::Status::error(sdk::StatusCode::internal, "unknown exception while creating storage plugin '" +
-                                                             std::string(plugin) + "'");
+    return sdk::Status::error(sdk::StatusCode::internal,
+                              "unknown exception while creating storage plugin '" + std::string(plugin) + "'");
   }
 }
 

@@ -105,10 +105,10 @@ class Registry final : public sdk::HostServices, public std::enable_shared_from_
   [[nodiscard]] Candidate& candidate_of(const PluginInfo& info);
 
   std::vector<std::filesystem::path> search_path_;
-  std::vector<Candidate> candidates_;           // search-path order; fixed after the scan
-  std::vector<PluginProblem> scan_problems_;    // files and folders refused without a candidate
-  std::vector<PluginInfo> plugins_;             // accepted, rebuilt by plugins()
-  std::vector<PluginProblem> problems_;         // rebuilt by problems()
+  std::vector<Candidate> candidates_;         // search-path order; fixed after the scan
+  std::vector<PluginProblem> scan_problems_;  // files and folders refused without a candidate
+  std::vector<PluginInfo> plugins_;           // accepted, rebuilt by plugins()
+  std::vector<PluginProblem> problems_;       // rebuilt by problems()
   // kind/name -> every file that declares it by name (more than one = duplicate)
   std::map<std::pair<PluginKind, std::string>, std::vector<std::size_t>> declared_;
   std::vector<std::filesystem::path> seen_;  // canonical paths already scanned

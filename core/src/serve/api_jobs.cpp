@@ -49,7 +49,8 @@ json usage_json(std::size_t prompt, std::size_t completion, std::int64_t cached)
 json tool_calls_json(const std::vector<chat::ToolCall>& calls, std::size_t first_index, bool with_index) {
   json a = json::array();
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    json c = {{"id", calls[i].id}, {"type", "function"},
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
               {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
     if (with_index) c["index"] = first_index + i;
     a.push_back(std::move(c));
@@ -94,7 +95,8 @@ class ApiJob : public GenerationJob, public std::enable_shared_from_this<ApiJob>
   }
   /// Runs the engine; an exception after the reply started is sent to the client in the
   /// reply's own format (`error_chunk`), and nullopt returned.
-  std::optional<RunResult> generate(const std::string& what, const std::function<std::string(const ApiError&)>& error_chunk) {
+  std::optional<RunResult> generate(const std::string& what,
+                                    const std::function<std::string(const ApiError&)>& error_chunk) {
     try {
       RunResult r = cx_.engine.run(run_);
       cx_.record(r, prompt_tokens_, out_->gone() ? what + " (client gone)" : what);
@@ -115,8 +117,9 @@ class ApiJob : public GenerationJob, public std::enable_shared_from_this<ApiJob>
   /// true when it did. `what` opens the message ("This conversation", "The prompt").
   bool refused_too_long(std::size_t ids, const std::string& what, const char* param) {
     if (static_cast<std::int64_t>(ids) < cx_.engine.context()) return false;
-    reject(ApiError(400, what + " is " + std::to_string(ids) + " tokens; the context holds " +
-                             std::to_string(cx_.engine.context()) + " (memory.context) including the reply.",
+    reject(ApiError(400,
+                    what + " is " + std::to_string(ids) + " tokens; the context holds " +
+                        std::to_string(cx_.engine.context()) + " (memory.context) including the reply.",
                     "invalid_request_error", param, "context_length_exceeded"));
     return true;
   }
@@ -124,8 +127,12 @@ class ApiJob : public GenerationJob, public std::enable_shared_from_this<ApiJob>
   /// (stream_options.include_usage), then [DONE].
   void end_stream(const char* object, bool include_usage, const RunResult& r) {
     if (include_usage)
-      send(sse({{"id", id_}, {"object", object}, {"created", created_}, {"model", cx_.model_id},
-                {"choices", json::array()}, {"usage", usage_json(prompt_tokens_, r.generated.size(), r.cached)}}));
+      send(sse({{"id", id_},
+                {"object", object},
+                {"created", created_},
+                {"model", cx_.model_id},
+                {"choices", json::array()},
+                {"usage", usage_json(prompt_tokens_, r.generated.size(), r.cached)}}));
     send("data: [DONE]\n\n");
     out_->finish();
   }
@@ -157,8 +164,10 @@ class ChatJob final : public ApiJob {
     run_.stop_ids = engine.chat_tokens().stop_ids();
     id_ = cx_.new_id("chatcmpl-");
     ChatOutput out(engine, req_.render.thinking, req_.gen.stop);
-    if (req_.gen.stream) streamed(out);
-    else plain(out);
+    if (req_.gen.stream)
+      streamed(out);
+    else
+      plain(out);
   }
 
  private:
@@ -168,8 +177,9 @@ class ChatJob final : public ApiJob {
     if (!out.in_reasoning()) return;
     choice["reasoning_unfinished"] = true;
     log(LogLevel::info, kComponent,
-        id_ + ": the reply ended inside the think channel (no answer yet): raise max_tokens, or send "
-              "reasoning_effort \"none\"");
+        id_ +
+            ": the reply ended inside the think channel (no answer yet): raise max_tokens, or send "
+            "reasoning_effort \"none\"");
   }
 
   void name_calls(std::vector<chat::ToolCall>& calls) {
@@ -206,9 +216,13 @@ class ChatJob final : public ApiJob {
   }
 
   json chunk_json(json delta, const json& finish) const {
-    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", cx_.model_id},
-            {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
-                                      {"finish_reason", finish}}})}};
+    return {{"id", id_},
+            {"object", "chat.completion.chunk"},
+            {"created", created_},
+            {"model", cx_.model_id},
+            {"choices",
+             json::array(
+                 {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
   }
 
   void streamed(ChatOutput& out) {
@@ -256,9 +270,9 @@ class CompletionJob final : public ApiJob {
       const auto vocab = static_cast<std::uint64_t>(engine.runtime().model().config().vocab_size);
       for (auto id : ids)
         if (id >= vocab)
-          return reject(ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                          std::to_string(vocab),
-                                 "invalid_request_error", "prompt"));
+          return reject(
+              ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab),
+                       "invalid_request_error", "prompt"));
     } else {
       try {
         ids = engine.runtime().encode(req_.prompt);
@@ -271,14 +285,20 @@ class CompletionJob final : public ApiJob {
     prepare_run(std::move(ids), req_.gen);
     id_ = cx_.new_id("cmpl-");
     TextOutput out(engine.runtime(), req_.gen.stop, engine.eos());
-    if (req_.gen.stream) streamed(out);
-    else plain(out);
+    if (req_.gen.stream)
+      streamed(out);
+    else
+      plain(out);
   }
 
  private:
   json body_of(const std::string& text, const json& finish) const {
-    return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", cx_.model_id},
-            {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    return {{"id", id_},
+            {"object", "text_completion"},
+            {"created", created_},
+            {"model", cx_.model_id},
+            {"choices",
+             json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
   }
 
   void plain(TextOutput& out) {
@@ -303,7 +323,8 @@ class CompletionJob final : public ApiJob {
       if (!s.empty()) send(sse(body_of(s, nullptr)));
       if (out.stopped()) stop.store(true);
     };
-    const auto r = generate("completions (stream)", [](const ApiError& e) { return "data: " + error_body(e) + "\n\n"; });
+    const auto r =
+        generate("completions (stream)", [](const ApiError& e) { return "data: " + error_body(e) + "\n\n"; });
     if (!r) return;
     const std::string rest = out.flush();
     if (!rest.empty()) send(sse(body_of(rest, nullptr)));
@@ -322,14 +343,18 @@ void ApiContext::record(const RunResult& r, std::size_t prompt_tokens, const std
   const std::lock_guard lock(record_mutex);
   const StreamStats io = engine.runtime().model().stream_stats();
   for (std::size_t i = reported_failures; i < io.expert_failures.size(); ++i)
-    log(LogLevel::error, kComponent, "routed expert failed: " + io.expert_failures[i] + " (the reply's ids are unsound)");
+    log(LogLevel::error, kComponent,
+        "routed expert failed: " + io.expert_failures[i] + " (the reply's ids are unsound)");
   reported_failures = io.expert_failures.size();
   metrics.record(r, prompt_tokens, io, engine.stats());
   char line[256];
   std::snprintf(line, sizeof line, "%s: %zu prompt tokens (%lld reused), %zu generated, ttft %.3f s, %.3f s/token%s",
-                what.c_str(), prompt_tokens, static_cast<long long>(r.cached), r.generated.size(), r.first_token_seconds,
+                what.c_str(), prompt_tokens, static_cast<long long>(r.cached), r.generated.size(),
+                r.first_token_seconds,
                 r.generated.size() > 1 ? r.decode_seconds / static_cast<double>(r.generated.size() - 1) : 0.0,
-                r.timed_out ? " (timed out)" : r.interrupted ? " (stopped)" : "");
+                r.timed_out     ? " (timed out)"
+                : r.interrupted ? " (stopped)"
+                                : "");
   log(LogLevel::info, kComponent, line);
 }
 

@@ -33,10 +33,10 @@ namespace k3::serve {
 class LatencyMetrics;
 
 struct RunRequest {
-  std::vector<std::uint32_t> ids;          ///< the whole prompt (non-empty, fits the context)
+  std::vector<std::uint32_t> ids;  ///< the whole prompt (non-empty, fits the context)
   std::int64_t max_tokens = 16;
   SamplingSettings sampling;
-  std::vector<std::uint32_t> stop_ids;     ///< besides the model's EOS
+  std::vector<std::uint32_t> stop_ids;  ///< besides the model's EOS
   /// Set from anywhere to end the run at its next boundary (prefill chunk or token).
   std::atomic<bool>* stop = nullptr;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
@@ -46,13 +46,13 @@ struct RunRequest {
 
 struct RunResult {
   std::vector<std::uint32_t> generated;
-  std::int64_t cached = 0;        ///< prompt tokens not prefilled (resumed from a session state)
+  std::int64_t cached = 0;  ///< prompt tokens not prefilled (resumed from a session state)
   bool stopped_at_eos = false;
   bool timed_out = false;
-  bool interrupted = false;       ///< *stop ended it (a stop string, a disconnect, shutdown, a timeout)
-  double prefill_seconds = 0;     ///< restoring + prefilling, up to the first token's logits
-  double first_token_seconds = 0; ///< from the start of run() to the first token
-  double decode_seconds = 0;      ///< after the first token
+  bool interrupted = false;        ///< *stop ended it (a stop string, a disconnect, shutdown, a timeout)
+  double prefill_seconds = 0;      ///< restoring + prefilling, up to the first token's logits
+  double first_token_seconds = 0;  ///< from the start of run() to the first token
+  double decode_seconds = 0;       ///< after the first token
   /// Seconds between consecutive generated tokens as they were handed out (drafts the model
   /// confirmed arrive together, a few microseconds apart).
   std::vector<double> token_gaps;
@@ -69,8 +69,8 @@ struct StepCounters {
 struct EngineStats {
   std::uint64_t snapshot_bytes = 0, snapshots = 0, evictions = 0;
   std::uint64_t live_hits = 0, snapshot_hits = 0, misses = 0;
-  std::size_t parallel = 1;     ///< sequence slots
-  std::size_t active = 0;       ///< sequences running now
+  std::size_t parallel = 1;  ///< sequence slots
+  std::size_t active = 0;    ///< sequences running now
   StepCounters steps;
 };
 
@@ -123,15 +123,15 @@ class Engine {
   GenerateSettings defaults_;
   ServeOptions options_;
   std::int64_t context_ = 0;
-  mutable std::mutex m_;             ///< the slots, the store, the stats, the inbox
-  std::condition_variable wake_;     ///< the scheduler: a request arrived, or stop
-  std::condition_variable finished_; ///< the requests: one is done
+  mutable std::mutex m_;              ///< the slots, the store, the stats, the inbox
+  std::condition_variable wake_;      ///< the scheduler: a request arrived, or stop
+  std::condition_variable finished_;  ///< the requests: one is done
   std::vector<Slot> slots_;
   std::uint64_t uses_ = 0;
   PrefixStore<SessionSnapshot> store_;
   EngineStats stats_;
   std::deque<Waiting*> inbox_;
-  std::vector<Waiting*> running_;    ///< the scheduler's thread only
+  std::vector<Waiting*> running_;  ///< the scheduler's thread only
   bool stopping_ = false;
   std::unique_ptr<StepScheduler> scheduler_;
   std::thread thread_;

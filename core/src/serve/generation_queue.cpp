@@ -42,8 +42,9 @@ void GenerationQueue::submit(std::shared_ptr<GenerationJob> job) {
     // Every worker busy (or about to be) and `capacity` waiting already.
     if (running_.size() + waiting_.size() >= workers_started_ + capacity_) {
       metrics_.count_rejected();
-      throw ApiError(429, "The server is busy: " + std::to_string(capacity_) +
-                              " requests are already waiting for the model. Retry later.",
+      throw ApiError(429,
+                     "The server is busy: " + std::to_string(capacity_) +
+                         " requests are already waiting for the model. Retry later.",
                      "rate_limit_error", "", "queue_full");
     }
     job->submitted = Clock::now();
@@ -106,8 +107,10 @@ void GenerationQueue::reap() {
   while (!stopping_) {
     auto next = Clock::time_point::max();
     for (const auto& j : waiting_) next = std::min(next, j->deadline);
-    if (next == Clock::time_point::max()) cv_.wait(lock);
-    else cv_.wait_until(lock, next);
+    if (next == Clock::time_point::max())
+      cv_.wait(lock);
+    else
+      cv_.wait_until(lock, next);
     if (stopping_) return;
     const auto now = Clock::now();
     std::vector<std::shared_ptr<GenerationJob>> expired;
@@ -122,8 +125,9 @@ void GenerationQueue::reap() {
     if (expired.empty()) continue;
     metrics_.set_queue(waiting_.size());
     lock.unlock();
-    const ApiError e(503, "Timed out waiting for the model (request timeout " +
-                              std::to_string(static_cast<long long>(timeout_seconds_)) + " s).",
+    const ApiError e(503,
+                     "Timed out waiting for the model (request timeout " +
+                         std::to_string(static_cast<long long>(timeout_seconds_)) + " s).",
                      "server_error", "", "timeout");
     for (auto& job : expired) job->reject(e);
     lock.lock();

@@ -28,8 +28,9 @@ std::optional<HttpRefusal> check_head(const RequestParser& parser, const HttpLim
   const auto& msg = parser.get();
   const auto fields = static_cast<std::size_t>(std::distance(msg.begin(), msg.end()));
   if (fields > limits.header_fields)
-    return HttpRefusal{431, "The request has " + std::to_string(fields) + " header fields; at most " +
-                                std::to_string(limits.header_fields) + " are accepted.",
+    return HttpRefusal{431,
+                       "The request has " + std::to_string(fields) + " header fields; at most " +
+                           std::to_string(limits.header_fields) + " are accepted.",
                        "request_header_fields_too_large"};
   // Beast reads a body as chunked when `chunked` is the last coding and ignores codings it
   // does not know; then the body's end is unknown (another request could hide in it).
@@ -38,8 +39,9 @@ std::optional<HttpRefusal> check_head(const RequestParser& parser, const HttpLim
     if (f.name() != http::field::transfer_encoding) continue;
     ++codings;
     if (codings > 1 || !boost::beast::iequals(f.value(), "chunked"))
-      return HttpRefusal{400, "Transfer-Encoding '" + std::string(f.value()) +
-                                  "' is not supported: send a Content-Length, or one Transfer-Encoding: chunked.",
+      return HttpRefusal{400,
+                         "Transfer-Encoding '" + std::string(f.value()) +
+                             "' is not supported: send a Content-Length, or one Transfer-Encoding: chunked.",
                          "bad_transfer_encoding"};
   }
   for (const auto& f : msg) {
@@ -64,8 +66,7 @@ HttpRefusal refusal_of(const boost::system::error_code& error, const HttpLimits&
   if (error == http::error::bad_transfer_encoding)
     return {400, "The Transfer-Encoding is malformed, repeated, or sent with a Content-Length.",
             "bad_transfer_encoding"};
-  if (error == boost::beast::error::timeout)
-    return {408, "The request was not received in time.", "request_timeout"};
+  if (error == boost::beast::error::timeout) return {408, "The request was not received in time.", "request_timeout"};
   return {400, "Malformed HTTP request (" + error.message() + ").", "bad_request"};
 }
 
@@ -95,7 +96,8 @@ ParsedHttp parse_http_request(std::string_view bytes, const HttpLimits& limits) 
   configure(parser, limits);
   boost::system::error_code ec;
   auto put = [&] {
-    const std::size_t n = parser.put(boost::asio::const_buffer(bytes.data() + out.consumed, bytes.size() - out.consumed), ec);
+    const std::size_t n =
+        parser.put(boost::asio::const_buffer(bytes.data() + out.consumed, bytes.size() - out.consumed), ec);
     out.consumed += n;
     return n;
   };

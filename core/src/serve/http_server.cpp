@@ -128,7 +128,10 @@ class ConnectionResponder final : public Responder {
  public:
   ConnectionResponder(std::shared_ptr<Connection> conn, net::any_io_executor strand, std::string client,
                       bool keep_alive, net::io_context& ioc)
-      : conn_(std::move(conn)), strand_(std::move(strand)), client_(std::move(client)), keep_alive_(keep_alive),
+      : conn_(std::move(conn)),
+        strand_(std::move(strand)),
+        client_(std::move(client)),
+        keep_alive_(keep_alive),
         work_(net::make_work_guard(ioc)) {}
   ~ConnectionResponder() override;
 
@@ -172,7 +175,9 @@ class ConnectionResponder final : public Responder {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket, std::string client)
-      : server_(std::move(server)), stream_(std::move(socket)), client_(std::move(client)),
+      : server_(std::move(server)),
+        stream_(std::move(socket)),
+        client_(std::move(client)),
         probe_timer_(stream_.get_executor()) {}
   ~Connection() {
     std::lock_guard lock(server_->m);
@@ -180,7 +185,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (--server_->per_client[client_] == 0) server_->per_client.erase(client_);
   }
 
-  void run() { net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); }); }
+  void run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  }
 
   /// The server stops: a connection between requests closes now; one being answered
   /// closes when its response ends.
@@ -287,10 +294,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_ || watching_ || peer_eof_) return;
     if (buffer_.size() >= server_->opt.limits.header_bytes) return;  // enough pipelined; stop reading
     watching_ = true;
-    stream_.socket().async_read_some(
-        buffer_.prepare(4096), net::bind_executor(stream_.get_executor(), [self = shared_from_this()](error_code ec, std::size_t n) {
-          self->on_watch(ec, n);
-        }));
+    stream_.socket().async_read_some(buffer_.prepare(4096),
+                                     net::bind_executor(stream_.get_executor(),
+                                                        [self = shared_from_this()](error_code ec, std::size_t n) {
+      self->on_watch(ec, n);
+                                     }));
   }
 
   void on_watch(const error_code& ec, std::size_t n) {
@@ -418,8 +426,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<char, 4096> drain_buffer_{};
   std::size_t linger_left_ = 0;
   bool keep_alive_ = true;
-  bool answering_ = false;   ///< a request was handed to the handler and its response has not ended
-  bool streaming_ = false;   ///< the response's header went out chunked
+  bool answering_ = false;  ///< a request was handed to the handler and its response has not ended
+  bool streaming_ = false;  ///< the response's header went out chunked
   bool writing_ = false;
   bool watching_ = false;
   bool peer_eof_ = false;
@@ -506,8 +514,10 @@ void ConnectionResponder::on_gone(std::function<void()> callback) {
   bool now = false;
   {
     std::lock_guard lock(m_);
-    if (gone_) now = true;
-    else on_gone_ = std::move(callback);
+    if (gone_)
+      now = true;
+    else
+      on_gone_ = std::move(callback);
   }
   if (now && callback) callback();
 }
@@ -569,8 +579,9 @@ void HttpServer::Impl::on_accept(const error_code& ec, tcp::socket socket) {
       refuse_connection(socket, {503, "The server has " + std::to_string(connections) + " connections open, its limit.",
                                  "too_many_connections"});
     } else if (per_client[client] >= opt.max_client_connections) {
-      refuse_connection(socket, {429, "Too many connections from " + client + " (at most " +
-                                          std::to_string(opt.max_client_connections) + " at once).",
+      refuse_connection(socket, {429,
+                                 "Too many connections from " + client + " (at most " +
+                                     std::to_string(opt.max_client_connections) + " at once).",
                                  "too_many_connections"});
       if (per_client[client] == 0) per_client.erase(client);
     } else {
@@ -595,8 +606,8 @@ std::string unbracketed(const std::string& host) {
 }
 
 bool address_is_loopback(const net::ip::address& a) {
-  return a.is_loopback() ||
-         (a.is_v6() && a.to_v6().is_v4_mapped() && net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback());
+  return a.is_loopback() || (a.is_v6() && a.to_v6().is_v4_mapped() &&
+                             net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback());
 }
 
 }  // namespace

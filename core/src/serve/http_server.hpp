@@ -28,8 +28,8 @@ struct HttpOptions {
   std::chrono::milliseconds header_timeout{10000};  ///< the whole request line and header
   std::chrono::milliseconds read_timeout{30000};    ///< the whole body
   std::chrono::milliseconds write_timeout{30000};   ///< each write of a response
-  std::size_t max_client_connections = 16;         ///< open at once from one address
-  std::size_t max_connections = 256;               ///< open at once in all
+  std::size_t max_client_connections = 16;          ///< open at once from one address
+  std::size_t max_connections = 256;                ///< open at once in all
   /// The body of a refusal the HTTP layer writes itself (the API's error object).
   std::function<std::string(const HttpRefusal&)> error_body;
 };

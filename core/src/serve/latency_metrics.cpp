@@ -76,8 +76,10 @@ std::string LatencyMetrics::render(const EngineStats& engine) const {
                   static_cast<unsigned long long>(cumulative));
     out += line;
   }
-  std::snprintf(line, sizeof line, "k3_batch_size_bucket{le=\"+Inf\"} %llu\nk3_batch_size_sum %llu\nk3_batch_size_count %llu\n",
-                static_cast<unsigned long long>(engine.steps.steps), static_cast<unsigned long long>(engine.steps.sequences),
+  std::snprintf(line, sizeof line,
+                "k3_batch_size_bucket{le=\"+Inf\"} %llu\nk3_batch_size_sum %llu\nk3_batch_size_count %llu\n",
+                static_cast<unsigned long long>(engine.steps.steps),
+                static_cast<unsigned long long>(engine.steps.sequences),
                 static_cast<unsigned long long>(engine.steps.steps));
   out += line;
   return out;

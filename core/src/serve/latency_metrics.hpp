@@ -16,7 +16,7 @@ namespace k3::serve {
 class SecondsHistogram {
  public:
   static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                      0.25,  0.5,    1,     2.5,  5,     10,  30};
+                                                     0.25,  0.5,    1,     2.5,  5,     10,   30};
   void observe(double seconds) noexcept;
   /// `name` as a histogram with its HELP line.
   void render(std::string& out, const char* name, const char* help) const;

@@ -6,8 +6,8 @@
 #include "serve/options.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include <k3/error.hpp>
@@ -23,8 +23,8 @@ std::string text(double v) {
 
 void count(const char* flag, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
   if (v < lo || v > hi)
-    throw UsageError(std::string(flag) + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                     ", got " + std::to_string(v));
+    throw UsageError(std::string(flag) + " must be an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", got " + std::to_string(v));
 }
 
 void seconds(const char* flag, double v, double hi) {

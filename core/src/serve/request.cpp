@@ -34,8 +34,9 @@ json parse_body(std::string_view body) {
   // Before the parse: a value nested without bound would overflow the stack of every
   // recursive walk over it (nlohmann's serializer, its comparisons and copies).
   if (const auto deep = sdk::json_too_deep(body))
-    throw ApiError(400, "The JSON body of your request is nested deeper than " + std::to_string(sdk::kMaxJsonDepth) +
-                            " levels (at byte " + std::to_string(*deep) + ").",
+    throw ApiError(400,
+                   "The JSON body of your request is nested deeper than " + std::to_string(sdk::kMaxJsonDepth) +
+                       " levels (at byte " + std::to_string(*deep) + ").",
                    "invalid_request_error", "", "invalid_json");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
@@ -71,7 +72,8 @@ GenParams read_gen(const json& j, std::int64_t default_max_tokens, std::set<std:
     if (v.is_null()) continue;
     // A reply is also capped by the room the context leaves (memory.context); beyond
     // int64 the value cannot be held, so that is the bound named.
-    const bool in_range = v.is_number_unsigned()  ? v.get<std::uint64_t>() >= 1 && v.get<std::uint64_t>() <= kMaxTokensBound
+    const bool in_range = v.is_number_unsigned()
+                              ? v.get<std::uint64_t>() >= 1 && v.get<std::uint64_t>() <= kMaxTokensBound
                           : v.is_number_integer() ? v.get<std::int64_t>() >= 1
                                                   : false;
     if (!in_range)
@@ -79,7 +81,8 @@ GenParams read_gen(const json& j, std::int64_t default_max_tokens, std::set<std:
                    " (the reply is also capped by the room left in the context, memory.context); got " + v.dump());
     g.max_tokens = v.get<std::int64_t>();
   }
-  if (!chat && !j.contains("max_tokens")) g.max_tokens = std::min<std::int64_t>(16, default_max_tokens);  // OpenAI's default
+  if (!chat && !j.contains("max_tokens"))
+    g.max_tokens = std::min<std::int64_t>(16, default_max_tokens);  // OpenAI's default
   if (j.contains("temperature") && !j["temperature"].is_null())
     g.sampling.temperature = get_number(j["temperature"], "temperature", 0, 2);
   if (j.contains("top_p") && !j["top_p"].is_null()) {
@@ -125,7 +128,8 @@ GenParams read_gen(const json& j, std::int64_t default_max_tokens, std::set<std:
   for (const char* key : {"presence_penalty", "frequency_penalty"})
     if (j.contains(key) && !j[key].is_null() && (!j[key].is_number() || j[key].get<double>() != 0.0))
       bad(key, std::string("'") + key + "' is not supported (only 0)");
-  if (j.contains("logprobs") && !j["logprobs"].is_null() && j["logprobs"] != false && !(j["logprobs"].is_number() && j["logprobs"] == 0))
+  if (j.contains("logprobs") && !j["logprobs"].is_null() && j["logprobs"] != false &&
+      !(j["logprobs"].is_number() && j["logprobs"] == 0))
     bad("logprobs", "'logprobs' is not supported");
   for (const char* key : {"max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "stream",
                           "stream_options", "n", "presence_penalty", "frequency_penalty", "logprobs", "model", "user"})
@@ -160,16 +164,23 @@ chat::Message message_of(const json& m, std::size_t i) {
   if (!m.contains("role") || !m["role"].is_string()) bad(at + ".role", "'" + at + ".role' must be a string");
   const std::string role = m["role"].get<std::string>();
   chat::Message msg;
-  if (role == "developer") msg.role = chat::Role::system;  // OpenAI's newer name for it
-  else if (const auto r = chat::parse_role(role)) msg.role = *r;
-  else bad(at + ".role", "unknown role '" + role + "'");
+  if (role == "developer")
+    msg.role = chat::Role::system;  // OpenAI's newer name for it
+  else if (const auto r = chat::parse_role(role))
+    msg.role = *r;
+  else
+    bad(at + ".role", "unknown role '" + role + "'");
   for (const auto& [k, v] : m.items()) {
     const std::string p = at + "." + k;
     if (k == "role") continue;
-    if (k == "content") msg.content = content_of(v, p);
-    else if (k == "name") msg.name = get_string(v, p);
-    else if (k == "reasoning_content" && msg.role == chat::Role::assistant) msg.reasoning_content = v.is_null() ? std::string() : get_string(v, p);
-    else if (k == "tool_call_id" && msg.role == chat::Role::tool) msg.tool_call_id = get_string(v, p);
+    if (k == "content")
+      msg.content = content_of(v, p);
+    else if (k == "name")
+      msg.name = get_string(v, p);
+    else if (k == "reasoning_content" && msg.role == chat::Role::assistant)
+      msg.reasoning_content = v.is_null() ? std::string() : get_string(v, p);
+    else if (k == "tool_call_id" && msg.role == chat::Role::tool)
+      msg.tool_call_id = get_string(v, p);
     else if (k == "tool_calls" && msg.role == chat::Role::assistant) {
       if (v.is_null()) continue;
       if (!v.is_array()) bad(p, "'" + p + "' must be an array");
@@ -226,20 +237,27 @@ ChatRequest parse_chat_request(std::string_view body, std::int64_t default_max_t
     if (!j["tools"].is_array()) bad("tools", "'tools' must be an array");
     for (std::size_t i = 0; i < j["tools"].size(); ++i) {
       const json& t = j["tools"][i];
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
-          !t["function"].contains("name") || !t["function"]["name"].is_string())
-        bad("tools[" + std::to_string(i) + "]", "each tool must be {\"type\":\"function\",\"function\":{\"name\":...}}");
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
+        bad("tools[" + std::to_string(i) + "]",
+            "each tool must be {\"type\":\"function\",\"function\":{\"name\":...}}");
     }
     r.render.tools = j["tools"].dump();
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null()) {
     const json& tc = j["tool_choice"];
-    if (tc == "auto") r.render.tool_choice = chat::ToolChoice::automatic;
-    else if (tc == "none") r.render.tool_choice = chat::ToolChoice::none;
-    else if (tc == "required") r.render.tool_choice = chat::ToolChoice::required;
-    else bad("tool_choice", "'tool_choice' must be \"auto\", \"none\" or \"required\" (naming one function is not supported)");
+    if (tc == "auto")
+      r.render.tool_choice = chat::ToolChoice::automatic;
+    else if (tc == "none")
+      r.render.tool_choice = chat::ToolChoice::none;
+    else if (tc == "required")
+      r.render.tool_choice = chat::ToolChoice::required;
+    else
+      bad("tool_choice",
+          "'tool_choice' must be \"auto\", \"none\" or \"required\" (naming one function is not supported)");
   }
-  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null() && !j["parallel_tool_calls"].is_boolean())
+  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null() &&
+      !j["parallel_tool_calls"].is_boolean())
     bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
   if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null()) {
     const json& e = j["reasoning_effort"];
@@ -285,7 +303,8 @@ CompletionRequest parse_completion_request(std::string_view body, std::int64_t d
   if (r.ids_given && r.prompt_ids.empty()) bad("prompt", "'prompt' must not be empty");
   if (j.contains("echo") && !j["echo"].is_null() && j["echo"] != false) bad("echo", "'echo' is not supported");
   if (j.contains("suffix") && !j["suffix"].is_null()) bad("suffix", "'suffix' is not supported");
-  if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1) bad("best_of", "only best_of=1 is supported");
+  if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1)
+    bad("best_of", "only best_of=1 is supported");
   refuse_unknown(j, seen);
   return r;
 }

@@ -19,8 +19,11 @@ class ApiError : public std::runtime_error {
  public:
   ApiError(int http_status, const std::string& message, std::string error_type = "invalid_request_error",
            std::string error_param = {}, std::string error_code = {})
-      : std::runtime_error(message), status(http_status), type(std::move(error_type)),
-        param(std::move(error_param)), code(std::move(error_code)) {}
+      : std::runtime_error(message),
+        status(http_status),
+        type(std::move(error_type)),
+        param(std::move(error_param)),
+        code(std::move(error_code)) {}
   int status;
   std::string type, param, code;
 };
@@ -30,22 +33,22 @@ std::string error_body(const ApiError& e);
 
 /// What both endpoints share.
 struct GenParams {
-  std::int64_t max_tokens = 0;     ///< max_tokens / max_completion_tokens, >= 1
-  SamplingSettings sampling;       ///< temperature (default 1), top_p (default 1), seed (default 0)
-  std::vector<std::string> stop;   ///< up to 4 non-empty strings
+  std::int64_t max_tokens = 0;    ///< max_tokens / max_completion_tokens, >= 1
+  SamplingSettings sampling;      ///< temperature (default 1), top_p (default 1), seed (default 0)
+  std::vector<std::string> stop;  ///< up to 4 non-empty strings
   bool stream = false;
-  bool include_usage = false;      ///< stream_options.include_usage
+  bool include_usage = false;  ///< stream_options.include_usage
 };
 
 struct ChatRequest {
   GenParams gen;
   std::vector<chat::Message> messages;
-  chat::RenderOptions render;      ///< tools, tool_choice, thinking/effort from reasoning_effort (or the model's default)
+  chat::RenderOptions render;  ///< tools, tool_choice, thinking/effort from reasoning_effort (or the model's default)
 };
 
 struct CompletionRequest {
   GenParams gen;
-  std::string prompt;                   ///< a text prompt (encoded without special tokens)
+  std::string prompt;                     ///< a text prompt (encoded without special tokens)
   std::vector<std::uint32_t> prompt_ids;  ///< or token ids
   bool ids_given = false;
 };

@@ -36,7 +36,8 @@ namespace {
 /// Bearer token check without an early exit on the first differing byte.
 bool same_key(const std::string& got, const std::string& want) {
   unsigned diff = got.size() == want.size() ? 0u : 1u;
-  for (std::size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned>(got[i] ^ want[i % std::max<std::size_t>(1, want.size())]);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    diff |= static_cast<unsigned>(got[i] ^ want[i % std::max<std::size_t>(1, want.size())]);
   return diff == 0;
 }
 
@@ -64,7 +65,8 @@ struct Server::Impl {
   void check_key(const HttpRequest& req) const;
   void submit(std::shared_ptr<GenerationJob> job, Responder& out);
   [[nodiscard]] Clock::time_point deadline() const {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.request_timeout_seconds));
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.request_timeout_seconds));
   }
 };
 
@@ -74,7 +76,9 @@ void Server::Impl::check_key(const HttpRequest& req) const {
   const std::string auth = req.header("Authorization");
   const std::string prefix = "Bearer ";
   if (auth.rfind(prefix, 0) == 0 && same_key(auth.substr(prefix.size()), opt.api_key)) return;
-  throw ApiError(401, auth.empty() ? "You didn't provide an API key (Authorization: Bearer <key>)." : "Incorrect API key provided.",
+  throw ApiError(401,
+                 auth.empty() ? "You didn't provide an API key (Authorization: Bearer <key>)."
+                              : "Incorrect API key provided.",
                  "invalid_request_error", "", "invalid_api_key");
 }
 
@@ -93,7 +97,10 @@ void Server::Impl::handle(HttpRequest req, const std::shared_ptr<Responder>& out
     if (get && req.path == "/health") {
       const bool ok = ready.load() && !stopping.load();
       out->reply(ok ? 200 : 503, "application/json",
-                 json{{"status", ok ? "ok" : stopping.load() ? "stopping" : "loading"}}.dump());
+                 json{{"status", ok                ? "ok"
+                                 : stopping.load() ? "stopping"
+                                                   : "loading"}}
+                     .dump());
       return;
     }
     check_key(req);
@@ -142,8 +149,10 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   h.max_client_connections = s.opt.max_client_connections;
   h.max_connections = s.opt.max_connections;
   h.error_body = [](const HttpRefusal& r) {
-    return error_body(ApiError(r.status, r.message, r.status >= 500 ? "server_error" : r.status == 429 ? "rate_limit_error"
-                                                                                                      : "invalid_request_error",
+    return error_body(ApiError(r.status, r.message,
+                               r.status >= 500   ? "server_error"
+                               : r.status == 429 ? "rate_limit_error"
+                                                 : "invalid_request_error",
                                "", r.code));
   };
   s.queue = std::make_unique<GenerationQueue>(s.opt.queue, s.opt.request_timeout_seconds, s.metrics, s.latency);

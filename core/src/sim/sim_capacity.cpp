@@ -36,7 +36,8 @@ CapacitySpec parse_capacity(std::string_view text) {
   const double v = n.empty() || std::isspace(static_cast<unsigned char>(n[0])) ? NAN : std::strtod(first, &end);
   const bool whole = end != nullptr && *end == '\0';
   if (!whole || !std::isfinite(v) || v <= 0 ||
-      (spec.unit == CapacitySpec::Unit::slots && (v != std::floor(v) || n.find_first_not_of("0123456789") != std::string::npos)))
+      (spec.unit == CapacitySpec::Unit::slots &&
+       (v != std::floor(v) || n.find_first_not_of("0123456789") != std::string::npos)))
     throw UsageError("capacity '" + spec.text +
                      "': expected a whole number of slots (3647), decimal gigabytes (64GB) or multiples of one "
                      "token's working set (2x)");

@@ -54,7 +54,9 @@ class SimSlots final : public sdk::VictimQuery {
   }
 
  private:
-  [[nodiscard]] std::size_t dense(sdk::ExpertKey k) const noexcept { return std::size_t{k.layer} * experts_ + k.expert; }
+  [[nodiscard]] std::size_t dense(sdk::ExpertKey k) const noexcept {
+    return std::size_t{k.layer} * experts_ + k.expert;
+  }
   void admit(sdk::ExpertKey key) noexcept {
     resident_[dense(key)] = 1;
     lease_[dense(key)] = batch_;
@@ -113,7 +115,7 @@ TraceStats trace_stats(const Trace& trace) {
 
 struct Replay::Impl {
   struct Group {
-    std::uint64_t first = 0, end = 0;           // its requests [first, end)
+    std::uint64_t first = 0, end = 0;              // its requests [first, end)
     std::uint64_t distinct = 0, distinct_end = 0;  // its distinct experts in ids/uses
     std::uint32_t layer = 0;
   };
@@ -121,8 +123,8 @@ struct Replay::Impl {
   TraceStats stats;
   std::vector<sdk::ExpertKey> keys;  // per request
   std::vector<Group> groups;
-  std::vector<std::uint32_t> ids;    // per group: distinct experts, ascending
-  std::vector<std::uint64_t> uses;   // requests behind each of ids
+  std::vector<std::uint32_t> ids;   // per group: distinct experts, ascending
+  std::vector<std::uint64_t> uses;  // requests behind each of ids
 };
 
 Replay::Replay(const Trace& trace) : impl_(std::make_unique<Impl>()) {
@@ -130,8 +132,8 @@ Replay::Replay(const Trace& trace) : impl_(std::make_unique<Impl>()) {
   m.header = trace.header;
   const TraceHeader& h = trace.header;
   if (std::uint64_t{h.layers} * h.experts_per_layer > (std::uint64_t{1} << 31))
-    throw UsageError("trace geometry " + std::to_string(h.layers) + " layers x " +
-                     std::to_string(h.experts_per_layer) + " experts is too large to simulate");
+    throw UsageError("trace geometry " + std::to_string(h.layers) + " layers x " + std::to_string(h.experts_per_layer) +
+                     " experts is too large to simulate");
   m.stats = trace_stats(trace);
   const std::size_t n = trace.records.size();
   m.keys.resize(n);
@@ -203,8 +205,8 @@ ReplayCounts Replay::run(sdk::CachePolicy& policy, std::string_view policy_name,
           policy, slots, g.layer, all_ids.subspan(static_cast<std::size_t>(b), static_cast<std::size_t>(count)),
           [&](std::size_t j) { return m.uses[static_cast<std::size_t>(b) + j]; }, served,
           [&](const std::string& why) {
-            throw RuntimeError(who + ": serving group " + std::to_string(gi) + " (requests " + std::to_string(g.first) +
-                               " to " + std::to_string(g.end - 1) + "): " + why);
+        throw RuntimeError(who + ": serving group " + std::to_string(gi) + " (requests " + std::to_string(g.first) +
+                           " to " + std::to_string(g.end - 1) + "): " + why);
           });
     }
   }

@@ -57,8 +57,8 @@ std::string sim_table(const SimReport& rep) {
                                        : 100.0 * static_cast<double>(s.requests - s.distinct_keys) /
                                              static_cast<double>(s.requests)) +
          "\n\n";
-  const std::vector<std::string> head = {"policy", "capacity", "slots", "hit rate", "GB read/token", "s/token",
-                                         "Mreq/s wall", "Mreq/s cpu"};
+  const std::vector<std::string> head = {"policy",        "capacity", "slots",       "hit rate",
+                                         "GB read/token", "s/token",  "Mreq/s wall", "Mreq/s cpu"};
   std::vector<std::vector<std::string>> rows;
   for (const SimResult& r : rep.results) {
     const auto mreq = [&](double secs) { return secs > 0 ? static_cast<double>(r.counts.requests) / secs / 1e6 : 0.0; };
@@ -128,7 +128,8 @@ std::string sim_csv(const SimReport& rep) {
            std::to_string(r.counts.requests) + "," + std::to_string(r.counts.hits) + "," +
            std::to_string(r.counts.misses) + "," + std::to_string(r.counts.evictions) + "," +
            fmt("%.6f", r.hit_rate()) + "," + fmt("%.1f", rep.bytes_per_token(r)) + "," +
-           fmt("%.6f", rep.seconds_per_token(r)) + "," + fmt("%.6f", r.counts.seconds) + "," + fmt("%.6f", r.counts.cpu_seconds) + "," + fmt("%.0f", rps) + "\n";
+           fmt("%.6f", rep.seconds_per_token(r)) + "," + fmt("%.6f", r.counts.seconds) + "," +
+           fmt("%.6f", r.counts.cpu_seconds) + "," + fmt("%.0f", rps) + "\n";
   }
   return out;
 }

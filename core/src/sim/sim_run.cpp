@@ -28,7 +28,7 @@ SimReport run_sim(PluginHost& host, const Trace& trace, std::string trace_file, 
   SimReport report;
   report.trace_file = std::move(trace_file);
   report.header = trace.header;
-  report.expert_bytes = request.expert_bytes != 0          ? request.expert_bytes
+  report.expert_bytes = request.expert_bytes != 0        ? request.expert_bytes
                         : trace.header.expert_bytes != 0 ? trace.header.expert_bytes
                                                          : kK3ExpertBytes;
   report.bandwidth_gbps = request.bandwidth_gbps;
@@ -43,7 +43,8 @@ SimReport run_sim(PluginHost& host, const Trace& trace, std::string trace_file, 
     // A policy with parameters is labelled "name[key=value;...]" so variants stay apart.
     std::string label = p.name;
     for (std::size_t k = 0; k < p.params.size(); ++k)
-      label += (k == 0 ? "[" : ";") + p.params[k].first + "=" + p.params[k].second + (k + 1 == p.params.size() ? "]" : "");
+      label += (k == 0 ? "[" : ";") + p.params[k].first + "=" + p.params[k].second +
+               (k + 1 == p.params.size() ? "]" : "");
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto policy = host.create_cache(p.name, p.params);
       SimResult r;

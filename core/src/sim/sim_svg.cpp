@@ -95,8 +95,7 @@ struct Axes {
 void draw_title(std::string& svg, const SimReport& rep) {
   svg += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
-         "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) +
-         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+         "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   const TraceStats& st = rep.stats;
   const std::string base = rep.trace_file.substr(rep.trace_file.find_last_of('/') + 1);
@@ -116,8 +115,7 @@ void draw_unreachable(std::string& svg, const std::vector<Series>& series, const
     std::string pts = num(ax.xpix(s.points.front().first)) + "," + num(Axes::ypix(1.0));
     // Appends rather than `" " + num(...)`: GCC 12 at -O3 reports a false -Wrestrict on
     // operator+(const char*, std::string&&).
-    for (const auto& [x, y] : s.points)
-      pts.append(" ").append(num(ax.xpix(x))).append(",").append(num(Axes::ypix(y)));
+    for (const auto& [x, y] : s.points) pts.append(" ").append(num(ax.xpix(x))).append(",").append(num(Axes::ypix(y)));
     pts.append(" ").append(num(ax.xpix(s.points.back().first))).append(",").append(num(Axes::ypix(1.0)));
     svg += "<polygon points=\"" + pts + "\" fill=\"#eeeeee\" stroke=\"none\"/>\n";
     svg += "<text x=\"" + num(ax.xpix(s.points.front().first) + 8) + "\" y=\"" + num(Axes::ypix(1.0) + 16) +
@@ -149,15 +147,15 @@ std::vector<double> x_ticks(const Axes& ax, const std::vector<double>& caps) {
 void draw_axes(std::string& svg, const Axes& ax, const std::vector<double>& caps, std::uint64_t expert_bytes) {
   for (int i = 0; i <= 10; ++i) {
     const double y = Axes::ypix(i / 10.0);
-    svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y2=\"" +
-           num(y) + "\" stroke=\"#dddddd\"/>\n";
-    svg += "<text x=\"" + num(kLeft - 8) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
-           std::to_string(i * 10) + "%</text>\n";
+    svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y2=\"" + num(y) +
+           "\" stroke=\"#dddddd\"/>\n";
+    svg += "<text x=\"" + num(kLeft - 8) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" + std::to_string(i * 10) +
+           "%</text>\n";
   }
   for (const double t : x_ticks(ax, caps)) {
     const double x = ax.xpix(t);
-    svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" +
-           num(kTop + kPlotH) + "\" stroke=\"#eeeeee\"/>\n";
+    svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + kPlotH) +
+           "\" stroke=\"#eeeeee\"/>\n";
     svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop + kPlotH) + "\" x2=\"" + num(x) + "\" y2=\"" +
            num(kTop + kPlotH + 6) + "\" stroke=\"black\"/>\n";
     char gb[32];
@@ -188,8 +186,8 @@ void draw_curves(std::string& svg, const std::vector<Series>& series, const Axes
     std::string pts;
     for (const auto& [x, y] : s.points)
       pts.append(pts.empty() ? "" : " ").append(num(ax.xpix(x))).append(",").append(num(Axes::ypix(y)));
-    svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"" + width +
-           "\"" + dash + "/>\n";
+    svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"" + width + "\"" +
+           dash + "/>\n";
     for (const auto& [x, y] : s.points)
       svg += "<circle cx=\"" + num(ax.xpix(x)) + "\" cy=\"" + num(Axes::ypix(y)) + "\" r=\"3\" fill=\"" + stroke +
              "\"/>\n";

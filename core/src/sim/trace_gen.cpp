@@ -67,8 +67,8 @@ void check_sizes(const TraceGenSettings& g, std::uint64_t forwards, std::uint64_
     throw UsageError("trace generator: " + std::to_string(g.layers) + " layers x top-" + std::to_string(g.top_k) +
                      " x " + std::to_string(forwards) + " forwards" +
                      (g.recompute_prompt > 0 ? " (every step recomputed from position 0)" : "") + " = " +
-                     product(per_position, forwards) + " requests, more than the " +
-                     std::to_string(kTraceMaxRecords) + " a trace may hold (" + format_bytes(kTraceMaxFileBytes) +
+                     product(per_position, forwards) + " requests, more than the " + std::to_string(kTraceMaxRecords) +
+                     " a trace may hold (" + format_bytes(kTraceMaxFileBytes) +
                      ", the largest trace k3host reads); give fewer --tokens or --layers");
   const std::uint64_t ranked = std::uint64_t{g.layers} * g.experts;
   if (ranked > kMaxRankedExperts)
@@ -105,8 +105,8 @@ Popularity popularity(const TraceGenSettings& g, std::mt19937_64& rng) {
 /// No model and no prompt: the prompt hash identifies the generator settings instead.
 std::uint64_t settings_hash(const TraceGenSettings& g) {
   const std::string id = "gen:" + std::to_string(g.layers) + ":" + std::to_string(g.experts) + ":" +
-                         std::to_string(g.top_k) + ":" + std::to_string(g.tokens) + ":" + std::to_string(g.zipf) +
-                         ":" + std::to_string(g.reuse) + ":" + std::to_string(g.recompute_prompt) + ":" +
+                         std::to_string(g.top_k) + ":" + std::to_string(g.tokens) + ":" + std::to_string(g.zipf) + ":" +
+                         std::to_string(g.reuse) + ":" + std::to_string(g.recompute_prompt) + ":" +
                          std::to_string(g.seed);
   return XXH64(id.data(), id.size(), 0);
 }

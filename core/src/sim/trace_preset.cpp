@@ -31,7 +31,8 @@ TraceGenSettings load_trace_preset(const std::filesystem::path& file, TraceGenSe
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw UsageError(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " + e.msg);
+    throw UsageError(name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+                     e.msg);
   }
   if (!root.IsMap()) throw UsageError(name + ": a trace preset is a map of generator settings");
   for (const auto& kv : root) {
@@ -39,17 +40,28 @@ TraceGenSettings load_trace_preset(const std::filesystem::path& file, TraceGenSe
     const std::string where = name + ":" + std::to_string(kv.first.Mark().line + 1) + ":" +
                               std::to_string(kv.first.Mark().column + 1) + ": " + key;
     const YAML::Node& v = kv.second;
-    if (key == "layers") g.layers = read_scalar<std::uint32_t>(v, where);
-    else if (key == "experts") g.experts = read_scalar<std::uint32_t>(v, where);
-    else if (key == "top_k") g.top_k = read_scalar<std::uint32_t>(v, where);
-    else if (key == "tokens") g.tokens = read_scalar<std::uint32_t>(v, where);
-    else if (key == "zipf") g.zipf = read_scalar<double>(v, where);
-    else if (key == "reuse") g.reuse = read_scalar<double>(v, where);
-    else if (key == "recompute_prompt") g.recompute_prompt = read_scalar<std::uint32_t>(v, where);
-    else if (key == "seed") g.seed = read_scalar<std::uint64_t>(v, where);
-    else if (key == "expert_bytes") g.expert_bytes = read_scalar<std::uint64_t>(v, where);
+    if (key == "layers")
+      g.layers = read_scalar<std::uint32_t>(v, where);
+    else if (key == "experts")
+      g.experts = read_scalar<std::uint32_t>(v, where);
+    else if (key == "top_k")
+      g.top_k = read_scalar<std::uint32_t>(v, where);
+    else if (key == "tokens")
+      g.tokens = read_scalar<std::uint32_t>(v, where);
+    else if (key == "zipf")
+      g.zipf = read_scalar<double>(v, where);
+    else if (key == "reuse")
+      g.reuse = read_scalar<double>(v, where);
+    else if (key == "recompute_prompt")
+      g.recompute_prompt = read_scalar<std::uint32_t>(v, where);
+    else if (key == "seed")
+      g.seed = read_scalar<std::uint64_t>(v, where);
+    else if (key == "expert_bytes")
+      g.expert_bytes = read_scalar<std::uint64_t>(v, where);
     else
-      throw UsageError(where + ": unknown key (known: layers, experts, top_k, tokens, zipf, reuse, recompute_prompt, seed, expert_bytes)");
+      throw UsageError(
+          where +
+          ": unknown key (known: layers, experts, top_k, tokens, zipf, reuse, recompute_prompt, seed, expert_bytes)");
   }
   return g;
 }

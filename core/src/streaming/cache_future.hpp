@@ -15,9 +15,9 @@
 namespace k3::streaming {
 
 struct CacheFuture {
-  std::string source;                       ///< the trace file, for messages
-  std::vector<sdk::ExpertKey> keys;         ///< request seq → key (what set_future gets)
-  std::vector<std::uint8_t> starts_group;   ///< request seq → 1 when it starts a serving group
+  std::string source;                      ///< the trace file, for messages
+  std::vector<sdk::ExpertKey> keys;        ///< request seq → key (what set_future gets)
+  std::vector<std::uint8_t> starts_group;  ///< request seq → 1 when it starts a serving group
 };
 
 /// The header a run of model `c` (checkpoint identity `identity`) records (geometry,

@@ -99,8 +99,9 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
       demand_(index, storage),
       ahead_(index, storage) {
   if (policy_->wants_future() && !future_)
-    throw UsageError("the cache policy needs the future request stream (cache.future): record it with "
-                     "--set trace.out=FILE in an earlier run of this pipeline");
+    throw UsageError(
+        "the cache policy needs the future request stream (cache.future): record it with "
+        "--set trace.out=FILE in an earlier run of this pipeline");
   if (slot_count_ == 0) throw UsageError("the expert cache needs at least one slot");
 
   // Every routed expert's six tensors (the tensor table's order), checked once.
@@ -180,10 +181,10 @@ ExpertCache::ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk
   reader_.start(
       kSpareJobLists, [this](std::vector<Job>& jobs) { read_batch(jobs, demand_); },
       [this](std::vector<Job>& jobs, std::exception_ptr error) {
-        if (error) fail_batch(jobs, std::move(error));
-        if (spare_jobs_.size() == spare_jobs_.capacity()) return;  // pushing would allocate: let it go
-        jobs.clear();
-        spare_jobs_.push_back(std::move(jobs));
+    if (error) fail_batch(jobs, std::move(error));
+    if (spare_jobs_.size() == spare_jobs_.capacity()) return;  // pushing would allocate: let it go
+    jobs.clear();
+    spare_jobs_.push_back(std::move(jobs));
       },
       [this](std::vector<Job>& jobs) { read_batch(jobs, ahead_); });
 }
@@ -238,7 +239,8 @@ void ExpertCache::fail_job(const Job& job, const std::string& why, bool interrup
   s.state = State::failed;
   s.prefetched = false;
   if (interrupted) {  // the run is stopping: not an expert the storage failed to give
-    if (interrupted_.empty()) interrupted_ = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why;
+    if (interrupted_.empty())
+      interrupted_ = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why;
     return;
   }
   counters_.add_failure("layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": " + why);
@@ -272,7 +274,9 @@ void ExpertCache::forget(std::uint64_t packed) noexcept {
 void ExpertCache::follow_future(std::size_t layer, std::span<const std::uint32_t> requests) const {
   const CacheFuture& f = *future_;
   // Called for every serving group: the message is built only when it is thrown.
-  const auto head = [&] { return "cache.future " + f.source + ": this run diverged from the recorded trace at request "; };
+  const auto head = [&] {
+    return "cache.future " + f.source + ": this run diverged from the recorded trace at request ";
+  };
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const std::uint64_t seq = seq_ + i;
     const sdk::ExpertKey key{static_cast<std::uint32_t>(layer), requests[i]};
@@ -283,12 +287,14 @@ void ExpertCache::follow_future(std::size_t layer, std::span<const std::uint32_t
       throw UsageError(head() + std::to_string(seq) + ": this run requests " + describe_key(key) + ", the trace " +
                        describe_key(f.keys[seq]) + " (another prompt, sampling or decode mode?)");
     if ((f.starts_group[seq] != 0) != (i == 0))
-      throw UsageError(head() + std::to_string(seq) + ": the trace serves requests in other groups (another "
+      throw UsageError(head() + std::to_string(seq) +
+                       ": the trace serves requests in other groups (another "
                        "job.prefill_chunk or decode mode?)");
   }
   const std::uint64_t end = seq_ + requests.size();
   if (end < f.keys.size() && f.starts_group[end] == 0)
-    throw UsageError(head() + std::to_string(end) + ": the trace serves requests in other groups (another "
+    throw UsageError(head() + std::to_string(end) +
+                     ": the trace serves requests in other groups (another "
                      "job.prefill_chunk or decode mode?)");
 }
 
@@ -555,7 +561,9 @@ void ExpertCache::read_batch(std::vector<Job>& jobs, Reading& r) {
         s.state = State::ready;
         continue;
       }
-      fail_job(jobs[j], "read failed after " + std::to_string(r.tries[j]) + (r.tries[j] == 1 ? " attempt: " : " attempts: ") + errors[j],
+      fail_job(jobs[j],
+               "read failed after " + std::to_string(r.tries[j]) + (r.tries[j] == 1 ? " attempt: " : " attempts: ") +
+                   errors[j],
                r.codes[j] == sdk::StatusCode::interrupted);
     }
     counters_.expert_bytes += bytes;

@@ -51,12 +51,12 @@
 #include <k3/model_config.hpp>
 #include <k3/storage.hpp>
 
-#include "streaming/cache_future.hpp"
 #include "maths/blocks/blocks.hpp"
-#include "util/reader_thread.hpp"
-#include "streaming/tensor_reader.hpp"
+#include "streaming/cache_future.hpp"
 #include "streaming/stream_counters.hpp"
+#include "streaming/tensor_reader.hpp"
 #include "util/aligned_buffer.hpp"
+#include "util/reader_thread.hpp"
 
 namespace k3::streaming {
 
@@ -66,8 +66,8 @@ class ExpertCache {
   /// for a policy that wants it (null otherwise). UsageError when an expert tensor does not
   /// match the config, or the policy wants the future and none is given.
   ExpertCache(const ModelConfig& c, const CheckpointIndex& index, sdk::StorageBackend& storage,
-              std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future,
-              std::uint64_t slots, std::uint64_t slot_bytes, int attempts, streaming::StreamCounters& counters);
+              std::shared_ptr<sdk::CachePolicy> policy, std::shared_ptr<const CacheFuture> future, std::uint64_t slots,
+              std::uint64_t slot_bytes, int attempts, streaming::StreamCounters& counters);
   ~ExpertCache();
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
@@ -185,14 +185,14 @@ class ExpertCache {
   std::size_t slot_count_;
   std::size_t slot_bytes_;
   int attempts_;
-  std::uint64_t offsets_[6] = {};      // tensor offsets inside a slot (w1, w2, w3 × packed, scale)
+  std::uint64_t offsets_[6] = {};           // tensor offsets inside a slot (w1, w2, w3 × packed, scale)
   std::vector<const TensorInfo*> tensors_;  // [moe layer][expert][6]
   AlignedBuffer arena_;
   std::vector<Slot> slot_;
   std::vector<std::uint32_t> free_;
-  std::vector<std::uint32_t> where_;  // [moe layer][expert] → slot (loading or ready), or kNoSlot
-  std::size_t routed_layer_ = 0;      // the layer route() saw last
-  std::vector<std::uint64_t> routed_;  // [expert] → requests of routed_layer_ in this chunk
+  std::vector<std::uint32_t> where_;          // [moe layer][expert] → slot (loading or ready), or kNoSlot
+  std::size_t routed_layer_ = 0;              // the layer route() saw last
+  std::vector<std::uint64_t> routed_;         // [expert] → requests of routed_layer_ in this chunk
   std::vector<std::vector<Job>> spare_jobs_;  // job lists the reader is done with, capacity kept
   std::size_t most_jobs_ = 0;                 // the most jobs of one batch
   std::uint64_t seq_ = 0;
@@ -200,7 +200,7 @@ class ExpertCache {
   // Router lookahead.
   std::size_t prefetch_depth_ = 0;
   std::uint64_t prefetch_bytes_per_token_ = 0;
-  std::uint64_t expert_bytes_ = 0;                 // an expert's tensors' bytes (all are alike)
+  std::uint64_t expert_bytes_ = 0;                  // an expert's tensors' bytes (all are alike)
   sdk::CachePrefetchListener* listener_ = nullptr;  // the policy, when it listens
   std::vector<std::uint8_t> predicted_;             // [moe layer][expert]: predicted, not yet routed
   std::vector<std::uint8_t> layer_predicted_;       // [moe layer]: a prediction is pending

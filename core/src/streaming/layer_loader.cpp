@@ -55,7 +55,7 @@ std::vector<Binding<Target>> queue_table(TensorReader& reader, Walk&& walk, Keep
     if (!keep(e)) return;
     out.push_back({reader.want(info), !std::is_same_v<View, maths::Matrix>, kNotWidened,
                    [](Target& target, const TensorInfo& t, const std::byte* p, float* widened) {
-                     bind_view(decltype(field){}(target), t, p, widened);
+      bind_view(decltype(field){}(target), t, p, widened);
                    }});
   });
   return out;
@@ -141,25 +141,26 @@ void LayerLoader::read_and_bind(std::byte* base, maths::LayerWeights& lw, std::s
   }
 }
 
-maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep) {
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables,
+                                 std::vector<AlignedBuffer>& keep) {
   return load_global(c, reader, tables, tables, keep);
 }
 
 maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
-                          std::vector<AlignedBuffer>& keep) {
+                                 std::vector<AlignedBuffer>& keep) {
   maths::GlobalWeights global;
   reader.clear();
   // The embedding table and lm_head only with `tables` (checked either way).
   const auto bindings = queue_table<maths::GlobalWeights>(
       reader,
       [&](auto&& visit) {
-        table::for_each_embedding_tensor(c, visit);
-        table::for_each_head_tensor(c, visit);
+    table::for_each_embedding_tensor(c, visit);
+    table::for_each_head_tensor(c, visit);
       },
       [&](const table::Entry& e) {
-        if (e.form != table::Form::matrix) return true;
-        return e.name == tensor_names::kLmHead ? head : embedding;
-      });
+    if (e.form != table::Form::matrix) return true;
+    return e.name == tensor_names::kLmHead ? head : embedding;
+  });
   keep.push_back(reader.read_all());
   for (const auto& b : bindings) b.bind(global, reader.info(b.handle), reader.data(keep.back(), b.handle), nullptr);
   reader.clear();

@@ -53,11 +53,12 @@ class LayerLoader {
 
 /// The global tensors (norms, output AttnRes); the embedding table and lm_head only when
 /// `tables`. Buffers are appended to `keep`.
-maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables, std::vector<AlignedBuffer>& keep);
+maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool tables,
+                                 std::vector<AlignedBuffer>& keep);
 /// The same choosing the tables one by one: a rank of a split model holds the embedding
 /// only when it is the first, lm_head only when it is the last (docs/cluster.md).
 maths::GlobalWeights load_global(const ModelConfig& c, TensorReader& reader, bool embedding, bool head,
-                          std::vector<AlignedBuffer>& keep);
+                                 std::vector<AlignedBuffer>& keep);
 
 /// All weights resident in memory, read through a storage backend.
 class ResidentWeights {

@@ -19,8 +19,8 @@ RowChunkStreamer::RowChunkStreamer(std::vector<sdk::StorageFile*> files, std::ui
   reader_.start(
       2, [this](Job& job) { read(job); },
       [this](Job& job, std::exception_ptr error) {
-        error_[job.buffer] = std::move(error);
-        ready_[job.buffer] = true;
+    error_[job.buffer] = std::move(error);
+    ready_[job.buffer] = true;
       });
 }
 
@@ -36,8 +36,9 @@ void RowChunkStreamer::read(const Job& job) {
     st = streaming::read_with_retry(*files_[w.file], {&req, 1});
   }
   if (!st.ok())
-    io::throw_read_failure(st.code, "reading rows " + std::to_string(job.first) + "…" + std::to_string(job.first + job.count - 1) +
-                       " of '" + w.info->name + "' failed: " + st.detail);
+    io::throw_read_failure(st.code, "reading rows " + std::to_string(job.first) + "…" +
+                                        std::to_string(job.first + job.count - 1) + " of '" + w.info->name +
+                                        "' failed: " + st.detail);
   (job.table ? counters_.table_bytes : counters_.trunk_bytes) += job.count * row;
   if (w.check != nullptr) {  // rows of a packed trunk: checked here, overlapped with the multiply of the other chunk
     ScopedTimer t(counters_.verify_ns);

@@ -14,9 +14,9 @@
 #include "io/pack_trunk_check.hpp"
 #include "maths/ops.hpp"
 #include "maths/weights.hpp"
-#include "util/reader_thread.hpp"
 #include "streaming/stream_counters.hpp"
 #include "util/aligned_buffer.hpp"
+#include "util/reader_thread.hpp"
 
 namespace k3::streaming {
 
@@ -42,7 +42,8 @@ class RowChunkStreamer {
   /// out[t·rows + r] = (W x_t)[r] for the [rows, cols] BF16 or F32 tensor at `where`, x [n, cols].
   /// `table`: count the bytes read as table bytes (lm_head) instead of trunk bytes.
   /// RuntimeError naming the tensor and rows when a read fails after retries.
-  void matmul(const maths::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out, bool table);
+  void matmul(const maths::Ops& ops, const TensorLocation& where, const float* x, std::size_t n, float* out,
+              bool table);
 
  private:
   struct Job {

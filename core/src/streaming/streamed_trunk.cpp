@@ -23,7 +23,9 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   pinned_.resize(layers, false);
   const auto E = static_cast<std::uint64_t>(c.hidden_size), V = static_cast<std::uint64_t>(c.vocab_size);
-  table::for_each_embedding_tensor(c, [&](const table::Entry& e, const auto&) { embed_info_ = &table::require(index, e); });
+  table::for_each_embedding_tensor(c, [&](const table::Entry& e, const auto&) {
+    embed_info_ = &table::require(index, e);
+  });
   table::for_each_head_tensor(c, [&](const table::Entry& e, const auto&) {
     if (e.name == tensor_names::kLmHead) head_info_ = &table::require(index, e);
   });
@@ -47,7 +49,8 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   split_.assign(layers, false);
   bool any_split = false;
   for (std::size_t li = 0; li < layers; ++li) {
-    split_[li] = plan.split_dense_ffn && plan.holds_layer(li) && !pinned_[li] && c.is_dense(static_cast<std::int64_t>(li));
+    split_[li] = plan.split_dense_ffn && plan.holds_layer(li) && !pinned_[li] &&
+                 c.is_dense(static_cast<std::int64_t>(li));
     any_split = any_split || split_[li];
   }
   if (any_split || head_chunk_rows_ != 0) {
@@ -63,7 +66,7 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
     std::vector<std::array<TensorLocation, 3>> where(layers);
     for (std::size_t li = 0; li < layers; ++li) {
       if (!split_[li]) continue;
-        const auto i = static_cast<std::int64_t>(li);
+      const auto i = static_cast<std::int64_t>(li);
       where[li] = {locate(table::require_layer_tensor(index, c, i, "mlp.gate_proj.weight")),
                    locate(table::require_layer_tensor(index, c, i, "mlp.up_proj.weight")),
                    locate(table::require_layer_tensor(index, c, i, "mlp.down_proj.weight"))};
@@ -114,9 +117,9 @@ StreamedTrunk::StreamedTrunk(const ModelConfig& c, const CheckpointIndex& index,
   reader_.start(
       slots_.size(), [this](Fill& job) { fill(job); },
       [this](Fill& job, std::exception_ptr error) {
-        Slot& slot = slots_[static_cast<std::size_t>(job.slot)];
-        slot.error = std::move(error);
-        slot.state = SlotState::ready;
+    Slot& slot = slots_[static_cast<std::size_t>(job.slot)];
+    slot.error = std::move(error);
+    slot.state = SlotState::ready;
       });
 }
 
@@ -282,11 +285,13 @@ void StreamedTrunk::embed(std::span<const std::uint32_t> tokens, std::size_t E, 
     st = streaming::read_with_retry(*embed_src_.file, batch);
   }
   if (!st.ok())
-    io::throw_read_failure(st.code, embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name + "' failed: " + st.detail);
+    io::throw_read_failure(st.code, embed_src_.file_name + ": reading embedding rows of '" + embed_info_->name +
+                                        "' failed: " + st.detail);
   counters_.table_bytes += tokens.size() * row_bytes;
   if (embed_src_.check != nullptr) {  // rows of a packed trunk, each against its own checksum
     ScopedTimer v(counters_.verify_ns);
-    for (std::size_t t = 0; t < tokens.size(); ++t) embed_src_.check->rows_at(rows_.data() + t * row_bytes, tokens[t], 1);
+    for (std::size_t t = 0; t < tokens.size(); ++t)
+      embed_src_.check->rows_at(rows_.data() + t * row_bytes, tokens[t], 1);
   }
   // The fetched rows as a [tokens, E] matrix of the table's dtype, widened exactly.
   const maths::Matrix rows{rows_.data(), tokens.size(), E, embed_info_->dtype == DType::f32};

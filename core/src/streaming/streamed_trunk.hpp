@@ -25,12 +25,12 @@
 
 #include "maths/forward.hpp"
 #include "maths/router_copy.hpp"
-#include "streaming/tensor_reader.hpp"
 #include "streaming/layer_loader.hpp"
-#include "util/reader_thread.hpp"
 #include "streaming/row_chunks.hpp"
 #include "streaming/stream_counters.hpp"
+#include "streaming/tensor_reader.hpp"
 #include "util/aligned_buffer.hpp"
+#include "util/reader_thread.hpp"
 
 namespace k3::streaming {
 
@@ -122,7 +122,7 @@ class StreamedTrunk final : public maths::WeightSource {
   std::vector<Slot> slots_;
   int held_ = -1;
   std::vector<std::size_t> upcoming_;  ///< upcoming()'s answer, capacity slots
-  util::ReaderThread<Fill> reader_;          // last: stopped before the slots go
+  util::ReaderThread<Fill> reader_;    // last: stopped before the slots go
 };
 
 }  // namespace k3::streaming

@@ -54,7 +54,8 @@ PackedLocations PackedLocations::of(const PackedTrunk& trunk) {
     for (const PackedRun& run : *runs) {
       for (const PackedTensor& t : run.tensors) {
         const std::uint64_t offset = run.file_offset + (run.coded() ? t.coded_offset : t.offset);
-        io::trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset, run.coded(), t.xxh3, {}, t.row_bytes()};
+        io::trunk_check::TensorCheck check{trunk.bin_uri(), run.name, t.name, offset,
+                                           run.coded(),     t.xxh3,   {},     t.row_bytes()};
         if (t.row_sums >= 0)  // PackedTrunk::open checked the rows lie inside the table
           check.rows = table.subspan(static_cast<std::size_t>(t.row_sums), static_cast<std::size_t>(t.shape[0]));
         out.where.emplace(t.name, Where{offset, t.coded_bytes, out.runs.size(), std::move(check)});
@@ -112,8 +113,8 @@ std::size_t TensorReader::want_any(const std::string& name, DType dtype,
   std::string alternatives;
   for (const auto& s : shapes) alternatives += (alternatives.empty() ? "" : " or ") + shape_str(s);
   if (info == nullptr || info->dtype != dtype) (void)index_.require(name, dtype, shapes.front());
-  throw UsageError(index_.files()[info->file].uri + ": tensor '" + name + "': shape " +
-                   shape_str(info->shape) + ", expected " + alternatives);
+  throw UsageError(index_.files()[info->file].uri + ": tensor '" + name + "': shape " + shape_str(info->shape) +
+                   ", expected " + alternatives);
 }
 
 std::string TensorReader::file_name(std::uint32_t i) const {
@@ -148,7 +149,8 @@ std::uint64_t TensorReader::layout() {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (packed_ != nullptr)
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return std::pair(wanted_[a].src_file, wanted_[a].src_offset) < std::pair(wanted_[b].src_file, wanted_[b].src_offset);
+      return std::pair(wanted_[a].src_file, wanted_[a].src_offset) <
+             std::pair(wanted_[b].src_file, wanted_[b].src_offset);
     });
   std::uint64_t total = 0;
   for (std::size_t i : order) {
@@ -304,8 +306,8 @@ void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& 
   } drain{*ahead_, in_flight};
   ahead_->submit(bin, {cur.at, cur.length, dest(cur), sdk::StatusCode::ok});
   in_flight = true;
-  std::size_t cursor = 0;       // into f.order: the next raw tensor not yet checked
-  bool started = false;         // the tensor at the cursor has bytes in `state`
+  std::size_t cursor = 0;  // into f.order: the next raw tensor not yet checked
+  bool started = false;    // the tensor at the cursor has bytes in `state`
   while (cur.request < f.requests.size()) {
     sdk::Status st = ahead_->wait();
     in_flight = false;
@@ -314,8 +316,8 @@ void TensorReader::read_raw_checked(const ReadPlan& plan, const ReadPlan::File& 
       st = bin.read({&again, 1});
     }
     if (!st.ok())
-      throw RuntimeError(file_name(f.index) + ": reading tensor '" + plan.tensors[f.requests[cur.request].tensor].info->name +
-                         "' failed: " + st.detail);
+      throw RuntimeError(file_name(f.index) + ": reading tensor '" +
+                         plan.tensors[f.requests[cur.request].tensor].info->name + "' failed: " + st.detail);
     const Piece next = after(cur);
     if (next.request < f.requests.size()) {
       ahead_->submit(bin, {next.at, next.length, dest(next), sdk::StatusCode::ok});
@@ -351,7 +353,8 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
     decoder_ = std::make_unique<io::trunk_codec::Decoder>();
     ahead_ = std::make_unique<io::trunk_codec::ReadAhead>();
   }
-  io::trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, coded_piece_, ahead_.get());
+  io::trunk_codec::FileInput in(file(f.index), r.src_offset, r.src_offset + r.length, staging_, coded_piece_,
+                                ahead_.get());
   std::uint64_t at = r.src_offset, raw_end = r.buffer_offset;
   for (std::size_t k = r.first; k < r.first + r.count; ++k) {
     const ReadPlan::Tensor& t = plan.tensors[f.order[k]];
@@ -361,11 +364,11 @@ void TensorReader::read_coded(const ReadPlan& plan, const ReadPlan::File& f, con
     };
     try {
       in.skip(t.src_offset - at);
-      const std::uint64_t n = decoder_->decode(
-          in, {base + t.buffer_offset, static_cast<std::size_t>(t.info->nbytes)}, t.info->dtype == DType::bf16);
+      const std::uint64_t n = decoder_->decode(in, {base + t.buffer_offset, static_cast<std::size_t>(t.info->nbytes)},
+                                               t.info->dtype == DType::bf16);
       if (n != t.coded_bytes)
         throw io::trunk_codec::CodecError("the stream is " + std::to_string(n) + " bytes, trunk.json says " +
-                                      std::to_string(t.coded_bytes));
+                                          std::to_string(t.coded_bytes));
     } catch (const io::trunk_codec::CodecError& e) {
       throw RuntimeError(context() + "damaged coded stream (repack with k3host pack-trunk): " + e.what());
     } catch (const RuntimeError& e) {

@@ -35,9 +35,9 @@ sdk::Status read_with_retry(sdk::StorageFile& file, std::span<sdk::ReadRequest> 
 /// its bytes must hash to. Move-only: the checks point into its row table.
 struct PackedLocations {
   struct Where {
-    std::uint64_t offset = 0;       ///< of the tensor's bytes, or of its coded stream
-    std::uint64_t coded_bytes = 0;  ///< the coded stream's length; 0: raw bytes
-    std::size_t run = 0;            ///< index into runs
+    std::uint64_t offset = 0;            ///< of the tensor's bytes, or of its coded stream
+    std::uint64_t coded_bytes = 0;       ///< the coded stream's length; 0: raw bytes
+    std::size_t run = 0;                 ///< index into runs
     io::trunk_check::TensorCheck check;  ///< its checksum(s) and names for messages
   };
   PackedLocations() = default;
@@ -49,7 +49,7 @@ struct PackedLocations {
   std::filesystem::path bin;
   std::uint64_t bin_bytes = 0;
   std::unordered_map<std::string, Where> where;
-  std::vector<std::string> runs;  ///< run names ("layer 3"), for messages
+  std::vector<std::string> runs;        ///< run names ("layer 3"), for messages
   std::vector<std::uint64_t> row_sums;  ///< the row table (the checks' rows point into it)
   /// Every tensor of every run (layers and globals) of `trunk`.
   static PackedLocations of(const PackedTrunk& trunk);
@@ -71,10 +71,10 @@ struct TensorSource {
 struct ReadPlan {
   struct Tensor {
     const TensorInfo* info = nullptr;
-    std::uint64_t buffer_offset = 0;  ///< from the memory the plan is read into
-    std::uint64_t src_offset = 0;     ///< in its file (of the coded stream when coded)
-    std::uint64_t coded_bytes = 0;    ///< the coded stream's length; 0: raw
-    std::size_t run = 0;              ///< coded: PackedLocations::runs index, for messages
+    std::uint64_t buffer_offset = 0;                      ///< from the memory the plan is read into
+    std::uint64_t src_offset = 0;                         ///< in its file (of the coded stream when coded)
+    std::uint64_t coded_bytes = 0;                        ///< the coded stream's length; 0: raw
+    std::size_t run = 0;                                  ///< coded: PackedLocations::runs index, for messages
     const io::trunk_check::TensorCheck* check = nullptr;  ///< from a packed trunk: checked once read
   };
   /// One read: neighbouring tensors merged when their gap is the same in file and memory.
@@ -87,10 +87,10 @@ struct ReadPlan {
     std::size_t first = 0, count = 0;  ///< coded: the tensors it covers, File::order[first, +count)
   };
   struct File {
-    std::uint32_t index = 0;  ///< shard index, or files().size() for trunk.bin
-    std::vector<Request> requests;  ///< in file-offset order
+    std::uint32_t index = 0;         ///< shard index, or files().size() for trunk.bin
+    std::vector<Request> requests;   ///< in file-offset order
     std::vector<std::size_t> order;  ///< handles in file-offset order
-    std::uint64_t bytes = 0;        ///< the bytes it reads (bytes_read()): a coded stream's coded length
+    std::uint64_t bytes = 0;         ///< the bytes it reads (bytes_read()): a coded stream's coded length
   };
   std::vector<Tensor> tensors;  ///< in queue order: a handle indexes it
   std::vector<File> files;      ///< ascending file index
@@ -172,8 +172,8 @@ class TensorReader {
   struct Wanted {
     const TensorInfo* info;
     std::uint64_t buffer_offset;
-    std::uint32_t src_file;    ///< shard index, or files().size() for trunk.bin
-    std::uint64_t src_offset;  ///< of the tensor (or its coded stream) in that file
+    std::uint32_t src_file;     ///< shard index, or files().size() for trunk.bin
+    std::uint64_t src_offset;   ///< of the tensor (or its coded stream) in that file
     std::uint64_t coded_bytes;  ///< its coded stream's length; 0: raw
   };
   struct Source {

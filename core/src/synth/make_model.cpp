@@ -17,8 +17,8 @@
 #include <k3/units.hpp>
 #include <k3/user_files.hpp>
 
-#include "synth/safetensors_write.hpp"
 #include "synth/make_model_parts.hpp"
+#include "synth/safetensors_write.hpp"
 #include "util/atomic_file.hpp"
 #include "util/temp_dir.hpp"
 
@@ -49,7 +49,9 @@ struct ShardPlan {
 ShardPlan plan_shards(const ModelConfig& c, std::uint64_t target, DTypeMix mix) {
   ShardPlan plan;
   std::uint64_t groups = 0, bytes = 0;
-  for_each_tensor_group(c, [&](TensorGroup&& g) {
+  for_each_tensor_group(
+      c,
+      [&](TensorGroup&& g) {
     const std::uint64_t b = g.nbytes();
     if (groups > 0 && bytes + b > target) {
       plan.groups.push_back(groups);
@@ -59,7 +61,8 @@ ShardPlan plan_shards(const ModelConfig& c, std::uint64_t target, DTypeMix mix) 
     }
     ++groups;
     bytes += b;
-  }, mix);
+      },
+      mix);
   plan.groups.push_back(groups);
   plan.data_bytes.push_back(bytes);
   return plan;
@@ -181,7 +184,8 @@ fs::path checked_target(const MakeModelOptions& o) {
     if (!fs::is_empty(out, ec) && !o.force)
       throw UsageError(out.string() + ": exists and is not empty (use --force to replace it)");
     if (!fs::is_empty(out, ec) && !written_by_make_model(out))
-      throw UsageError(out.string() + ": not a checkpoint make-model wrote (no k3host_synthetic in its config.json); "
+      throw UsageError(out.string() +
+                       ": not a checkpoint make-model wrote (no k3host_synthetic in its config.json); "
                        "--force replaces only those");
   }
   return out;
@@ -229,7 +233,9 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
   std::map<std::string, std::uint32_t> where;
   std::vector<TensorGroup> pending;
   std::size_t shard = 0;
-  for_each_tensor_group(c, [&](TensorGroup&& g) {
+  for_each_tensor_group(
+      c,
+      [&](TensorGroup&& g) {
     pending.push_back(std::move(g));
     if (pending.size() < plan.groups[shard]) return;
     for (const auto& pg : pending)
@@ -241,13 +247,15 @@ MakeModelResult make_model(const ModelGeometry& geometry, const MakeModelOptions
     res.file_bytes += writer.write(tmp.path() / shard_names[shard], pending);
     pending.clear();
     ++shard;
-  }, res.dtypes);
+      },
+      res.dtypes);
   res.shards = shard_names.size();
 
   write_file_atomically(tmp.path() / "model.safetensors.index.json", index_json(where, shard_names, res.tensor_bytes));
   write_file_atomically(tmp.path() / "config.json", detail::make_config_json(geometry, res.seed, options.headers_only));
   write_file_atomically(tmp.path() / "tiktoken.model", make_tiktoken_ranks(geometry.writer.tokenizer_ranks));
-  write_file_atomically(tmp.path() / "tokenizer_config.json", detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
+  write_file_atomically(tmp.path() / "tokenizer_config.json",
+                        detail::make_tokenizer_config_json(geometry.writer.tokenizer_ranks));
   tmp.commit(written_by_make_model);
   res.dir = out;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

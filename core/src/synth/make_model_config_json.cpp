@@ -102,7 +102,8 @@ std::string make_config_json(const ModelGeometry& g, std::uint64_t seed, bool he
   j += "      \"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"input_activations\": null,\n";
   j += "        \"weights\": {\"num_bits\": 4, \"type\": \"float\", \"symmetric\": true, \"strategy\": \"group\",\n";
   j += "                    \"group_size\": 32, \"scale_dtype\": \"torch.uint8\"}}},\n";
-  j += "      \"ignore\": [\"re:.*self_attn.*\", \"re:.*shared_experts.*\", \"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\",\n";
+  j += "      \"ignore\": [\"re:.*self_attn.*\", \"re:.*shared_experts.*\", "
+       "\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\",\n";
   j += "                 \"re:.*lm_head.*\", \"re:.*vision_tower.*\", \"re:.*mm_projector.*\"]\n";
   j += "    }\n";
   j += "  }\n";

@@ -46,8 +46,7 @@ std::uint64_t tensor_seed(std::uint64_t model_seed, std::string_view name);
 
 /// Writes elements [chunk·kChunkElements, +count) of a tensor (count ≤ kChunkElements)
 /// into `out` (count × element size bytes).
-void generate_chunk(const InitRule& rule, std::uint64_t seed, std::uint64_t chunk,
-                    std::uint64_t count, std::byte* out);
+void generate_chunk(const InitRule& rule, std::uint64_t seed, std::uint64_t chunk, std::uint64_t count, std::byte* out);
 
 // ---- tokenizer (make_model_tokenizer.cpp) ----
 

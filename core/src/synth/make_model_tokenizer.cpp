@@ -222,7 +222,8 @@ std::string make_tokenizer_config_json(std::int64_t ranks) {
 }  // namespace detail
 
 std::string make_tiktoken_ranks(std::int64_t ranks) {
-  if (ranks < 256) throw UsageError("tokenizer: at least 256 ranks (the single bytes) are needed, got " + std::to_string(ranks));
+  if (ranks < 256)
+    throw UsageError("tokenizer: at least 256 ranks (the single bytes) are needed, got " + std::to_string(ranks));
   auto tokens = detail::train_bpe(detail::bpe_training_text(), ranks);
   // The sample saturates after a few thousand merges. A larger table (the full K3 has
   // 163,584 ranks) is filled with 4-byte tokens led by 0xF8, a byte that never occurs in

@@ -60,7 +60,8 @@ void store(std::byte* out, std::uint64_t i, float v, DType dtype) {
     return;
   }
   const std::uint32_t w = std::uint32_t{b} << 16;
-  for (int k = 0; k < 4; ++k) out[4 * i + static_cast<std::uint64_t>(k)] = static_cast<std::byte>((w >> (8 * k)) & 0xff);
+  for (int k = 0; k < 4; ++k)
+    out[4 * i + static_cast<std::uint64_t>(k)] = static_cast<std::byte>((w >> (8 * k)) & 0xff);
 }
 
 // Root mean square of the 16 E2M1 values: sqrt((0+.25+1+2.25+4+9+16+36)·2/16).
@@ -115,8 +116,8 @@ InitRule init_rule(const TensorSpec& t, const TensorGroup& g, const ModelConfig&
   return r;
 }
 
-void generate_chunk(const InitRule& rule, std::uint64_t seed, std::uint64_t chunk,
-                    std::uint64_t count, std::byte* out) {
+void generate_chunk(const InitRule& rule, std::uint64_t seed, std::uint64_t chunk, std::uint64_t count,
+                    std::byte* out) {
   std::uint64_t chunk_seed = seed ^ (chunk * 0xd1b54a32d192ed03ull);
   Xoshiro256 rng(splitmix64(chunk_seed));
   const std::uint64_t first = chunk * kChunkElements;

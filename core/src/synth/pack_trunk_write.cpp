@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <system_error>
@@ -84,10 +84,13 @@ std::vector<PlannedRun> plan_runs(const CheckpointIndex& index, const ModelConfi
   std::vector<std::vector<Item>> layers(n_layers);
   std::vector<Item> globals;
   for (std::size_t i = 0; i < n_layers; ++i)
-    table::for_each_layer_tensor(config, range.first + static_cast<std::int64_t>(i), [&](const table::Entry& e, const auto&) {
+    table::for_each_layer_tensor(config, range.first + static_cast<std::int64_t>(i),
+                                 [&](const table::Entry& e, const auto&) {
       layers[i].emplace_back(&table::require(index, e), read_in_rows(e));
     });
-  auto global = [&](const table::Entry& e, const auto&) { globals.emplace_back(&table::require(index, e), read_in_rows(e)); };
+  auto global = [&](const table::Entry& e, const auto&) {
+    globals.emplace_back(&table::require(index, e), read_in_rows(e));
+  };
   if (whole) {
     table::for_each_embedding_tensor(config, global);
     table::for_each_head_tensor(config, global);
@@ -157,8 +160,7 @@ TrunkLayerRange layer_range(const PackTrunkOptions& options, const ModelConfig& 
   if (!options.layers) return {0, n - 1};
   const TrunkLayerRange r = *options.layers;
   const std::string given = "--layers " + std::to_string(r.first) + "-" + std::to_string(r.last);
-  if (r.first < 0 || r.last < r.first)
-    throw UsageError(given + ": not a range of layers (A-B with 0 <= A <= B)");
+  if (r.first < 0 || r.last < r.first) throw UsageError(given + ": not a range of layers (A-B with 0 <= A <= B)");
   if (r.last >= n)
     throw UsageError(given + ": " + options.model.string() + " has " + std::to_string(n) + " layers (0-" +
                      std::to_string(n - 1) + ")");
@@ -168,8 +170,8 @@ TrunkLayerRange layer_range(const PackTrunkOptions& options, const ModelConfig& 
 nlohmann::json run_json(const PackedRun& run) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : run.tensors) {
-    nlohmann::json tj = {{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"off", t.offset},
-                         {"nbytes", t.nbytes}, {"xxh3", hex64(t.xxh3)}};
+    nlohmann::json tj = {{"name", t.name},  {"dtype", to_string(t.dtype)}, {"shape", t.shape},
+                         {"off", t.offset}, {"nbytes", t.nbytes},          {"xxh3", hex64(t.xxh3)}};
     if (run.coded()) {
       tj["coded_off"] = t.coded_offset;
       tj["coded_bytes"] = t.coded_bytes;
@@ -177,7 +179,9 @@ nlohmann::json run_json(const PackedRun& run) {
     if (t.row_sums >= 0) tj["row_sums"] = t.row_sums;
     tensors.push_back(std::move(tj));
   }
-  nlohmann::json j = {{"file_off", run.file_offset}, {"nbytes", run.nbytes}, {"xxh3", hex64(run.xxh3)},
+  nlohmann::json j = {{"file_off", run.file_offset},
+                      {"nbytes", run.nbytes},
+                      {"xxh3", hex64(run.xxh3)},
                       {"tensors", std::move(tensors)}};
   if (run.coded()) j["coded_bytes"] = run.coded_bytes;
   if (run.layer >= 0)
@@ -195,7 +199,8 @@ fs::path checked_target(const PackTrunkOptions& options) {
   if (fs::exists(out) && !options.force)
     throw UsageError(out.string() + ": already exists (use --force to replace it)");
   if (fs::exists(out) && !(fs::is_directory(out) && (fs::is_empty(out) || written_by_pack_trunk(out))))
-    throw UsageError(out.string() + ": not a folder pack-trunk wrote (only trunk.bin and trunk.json); --force "
+    throw UsageError(out.string() +
+                     ": not a folder pack-trunk wrote (only trunk.bin and trunk.json); --force "
                      "replaces only those");
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   return out;
@@ -209,20 +214,27 @@ class RunWriter {
  public:
   RunWriter(const CheckpointIndex& index, sdk::StorageBackend& storage, AtomicFile& bin,
             const PackTrunkOptions& options, io::trunk_codec::Codec codec, std::uint64_t data_bytes)
-      : index_(index), storage_(storage), bin_(bin), options_(options), data_bytes_(data_bytes),
+      : index_(index),
+        storage_(storage),
+        bin_(bin),
+        options_(options),
+        data_bytes_(data_bytes),
         buffer_(static_cast<std::size_t>(std::min<std::uint64_t>(io::trunk_format::kChunk, data_bytes + 1))) {
     if (codec != io::trunk_codec::Codec::none)
       encoder_ = std::make_unique<io::trunk_codec::Encoder>(
-          io::trunk_codec::EncodeOptions{io::trunk_codec::kDefaultBlockRaw, options.codec_level, io::trunk_codec::kDefaultMinMatch,
-                                     codec == io::trunk_codec::Codec::bf16_huff});
+          io::trunk_codec::EncodeOptions{io::trunk_codec::kDefaultBlockRaw, options.codec_level,
+                                         io::trunk_codec::kDefaultMinMatch,
+                                         codec == io::trunk_codec::Codec::bf16_huff});
     phase_ = encoder_ ? "code" : "copy";  // one phase for every run (the progress line restarts per phase)
   }
 
   /// Places `p` at `cursor` and writes it; returns the cursor after its padded bytes.
   std::uint64_t write(PlannedRun& p, std::uint64_t cursor) {
     p.run.file_offset = cursor;
-    if (!encoder_ || p.run.layer < 0) raw(p);  // raw: global runs always (read in pieces)
-    else coded(p);
+    if (!encoder_ || p.run.layer < 0)
+      raw(p);  // raw: global runs always (read in pieces)
+    else
+      coded(p);
     return cursor + p.run.padded_bytes();
   }
 
@@ -253,9 +265,8 @@ class RunWriter {
       PackedTensor& packed = p.run.tensors[k];
       stored.update(zeros_, s.run_offset - position);  // inter-tensor padding
       // A tensor read in rows is copied in pieces of whole rows, each row hashed.
-      const std::uint64_t row = s.rows && !s.tensor->shape.empty() && s.tensor->shape[0] > 0
-                                    ? s.tensor->nbytes / s.tensor->shape[0]
-                                    : 0;
+      const std::uint64_t row =
+          s.rows && !s.tensor->shape.empty() && s.tensor->shape[0] > 0 ? s.tensor->nbytes / s.tensor->shape[0] : 0;
       if (row > 0) packed.row_sums = static_cast<std::int64_t>(row_sums_.size());
       const std::uint64_t piece = row > 0 ? std::max<std::uint64_t>(1, buffer_.size() / row) * row : buffer_.size();
       if (piece > buffer_.size()) buffer_.resize(static_cast<std::size_t>(piece));
@@ -359,8 +370,8 @@ void verify_written(sdk::StorageBackend& storage, const fs::path& bin, const std
 
 /// trunk.json (k3/packed_trunk.hpp).
 nlohmann::json manifest_json(const std::vector<PlannedRun>& runs, const PackedRun& table, std::size_t row_sums,
-                             io::trunk_codec::Codec codec, const PackTrunkResult& result, const PackTrunkOptions& options,
-                             const ModelConfig& config, TrunkLayerRange range) {
+                             io::trunk_codec::Codec codec, const PackTrunkResult& result,
+                             const PackTrunkOptions& options, const ModelConfig& config, TrunkLayerRange range) {
   nlohmann::json layers = nlohmann::json::array();
   nlohmann::json globals = nlohmann::json::array();
   for (const auto& p : runs) (p.run.layer >= 0 ? layers : globals).push_back(run_json(p.run));
@@ -381,8 +392,7 @@ nlohmann::json manifest_json(const std::vector<PlannedRun>& runs, const PackedRu
 }  // namespace
 
 PackTrunkResult pack_trunk(const PackTrunkOptions& options) {
-  if (!fs::is_directory(options.model))
-    throw UsageError(options.model.string() + ": no such checkpoint directory");
+  if (!fs::is_directory(options.model)) throw UsageError(options.model.string() + ": no such checkpoint directory");
   PluginHost host;
   auto storage = host.create_storage(options.storage, {});
   const ModelConfig config = read_model_config(*storage, options.model.string());

@@ -22,9 +22,7 @@ inline void put_u32(unsigned char* p, std::uint32_t v) noexcept {
 inline void put_u64(unsigned char* p, std::uint64_t v) noexcept {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
-inline std::uint16_t get_u16(const unsigned char* p) noexcept {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-}
+inline std::uint16_t get_u16(const unsigned char* p) noexcept { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
 inline std::uint32_t get_u32(const unsigned char* p) noexcept {
   std::uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];

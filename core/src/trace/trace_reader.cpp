@@ -46,8 +46,8 @@ Opened open_trace(const std::filesystem::path& file) {
   if (std::memcmp(head.data(), tf::kMagic, sizeof tf::kMagic) != 0)
     throw UsageError(name + ": not a k3host trace (the magic is not \"K3TRACE\\0\")");
   if (o.size < kTraceHeaderBytesV2)
-    throw UsageError(name + ": truncated header: " + std::to_string(o.size) + " of " + std::to_string(kTraceHeaderBytesV2) +
-                     " bytes");
+    throw UsageError(name + ": truncated header: " + std::to_string(o.size) + " of " +
+                     std::to_string(kTraceHeaderBytesV2) + " bytes");
   o.version = tf::get_u32(head.data() + 8);
   if (o.version < 1 || o.version > kTraceVersion)
     throw UsageError(name + ": trace version " + std::to_string(o.version) +
@@ -165,22 +165,24 @@ void require_trace_of_run(const std::filesystem::path& file, const TraceHeader& 
   if (recorded.experts_per_layer != run.experts_per_layer)
     differs("geometry", std::to_string(recorded.experts_per_layer) + " experts per layer",
             std::to_string(run.experts_per_layer));
-  if (recorded.top_k != run.top_k) differs("geometry", "top-" + std::to_string(recorded.top_k), "top-" + std::to_string(run.top_k));
+  if (recorded.top_k != run.top_k)
+    differs("geometry", "top-" + std::to_string(recorded.top_k), "top-" + std::to_string(run.top_k));
   if (recorded.arch_fingerprint != run.arch_fingerprint)
     differs("model", "architecture fingerprint " + hex(recorded.arch_fingerprint), hex(run.arch_fingerprint));
   // The same architecture is not the same weights (a fine-tune, a new revision routes
   // differently): a run that knows its checkpoint wants a trace of that checkpoint.
   if (run.checkpoint_identity != 0 && recorded.checkpoint_identity != run.checkpoint_identity) {
     if (recorded.checkpoint_identity == 0)
-      throw UsageError(name + ": the trace records no checkpoint identity (generated, or written by an older k3host), "
-                              "so it cannot be tied to this run's checkpoint (identity " +
+      throw UsageError(name +
+                       ": the trace records no checkpoint identity (generated, or written by an older k3host), "
+                       "so it cannot be tied to this run's checkpoint (identity " +
                        hex(run.checkpoint_identity) + "); record it again with --set trace.out=FILE");
     differs("checkpoint", "checkpoint identity " + hex(recorded.checkpoint_identity),
             hex(run.checkpoint_identity) + " (record the trace again with this checkpoint: --set trace.out=FILE)");
   }
   if (compare_prompt && recorded.prompt_hash != run.prompt_hash)
-    differs("prompt", "prompt hash " + hex(recorded.prompt_hash), hex(run.prompt_hash) +
-            " (record the trace again with this prompt: --set trace.out=FILE)");
+    differs("prompt", "prompt hash " + hex(recorded.prompt_hash),
+            hex(run.prompt_hash) + " (record the trace again with this prompt: --set trace.out=FILE)");
 }
 
 }  // namespace k3

@@ -111,8 +111,7 @@ void sync_directory(const fs::path& dir) {
   if (::fsync(fd.get()) != 0) throw RuntimeError(dir.string() + ": cannot sync: " + std::strerror(errno));
 }
 
-AtomicFile::AtomicFile(fs::path target)
-    : target_(std::move(target)), temp_(atomic_temp_path(target_)), live_(temp_) {
+AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)), temp_(atomic_temp_path(target_)), live_(temp_) {
   // A link, a device, a FIFO or a folder at the target would be replaced by the rename.
   check_output_file(target_, {});
   fd_.reset(::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -185,12 +184,14 @@ void append_record(const fs::path& file, std::string_view record) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    throw UsageError(file.string() + ": " + std::string(file_type_name(st.st_mode)) + ", not a regular file to append to");
+    throw UsageError(file.string() + ": " + std::string(file_type_name(st.st_mode)) +
+                     ", not a regular file to append to");
   // A last line without its end of line (written by hand, or a record whose '\n' a crash
   // cut off) keeps its own line: the record starts on the next one. The last byte is read
   // under an exclusive lock that other appenders take too (released when fd closes), so it
   // is never the middle of a record being written.
-  if (::flock(fd.get(), LOCK_EX) != 0) throw RuntimeError(file.string() + ": cannot append: cannot lock: " + std::strerror(errno));
+  if (::flock(fd.get(), LOCK_EX) != 0)
+    throw RuntimeError(file.string() + ": cannot append: cannot lock: " + std::strerror(errno));
   if (::fstat(fd.get(), &st) != 0) throw RuntimeError(file.string() + ": cannot append: " + std::strerror(errno));
   char last = '\n';
   if (st.st_size > 0 && ::pread(fd.get(), &last, 1, st.st_size - 1) != 1)

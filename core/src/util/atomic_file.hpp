@@ -4,9 +4,9 @@
 // exception, a failed check) removes its temporary file. Every failure is a RuntimeError
 // naming the file and the system's reason. A target that is there but is not a regular file
 // (a symbolic link, a device, a FIFO, a folder) is refused with a UsageError before anything
-// is written, and again right before the rename (k3/user_files.hpp, check_output_file). While a writer has not committed, its
-// temporary's name is registered (LiveTemporary), so that a process exiting at once
-// (k3/temporaries.hpp: a second Ctrl-C) can unlink it from a signal handler.
+// is written, and again right before the rename (k3/user_files.hpp, check_output_file). While a writer has not
+// committed, its temporary's name is registered (LiveTemporary), so that a process exiting at once (k3/temporaries.hpp:
+// a second Ctrl-C) can unlink it from a signal handler.
 #pragma once
 #include <cstddef>
 #include <cstdint>

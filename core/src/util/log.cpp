@@ -100,8 +100,8 @@ std::string_view log_level_name(LogLevel level) noexcept {
 
 LogLevel parse_log_level(std::string_view text, std::string_view where) {
   const std::string v = util::ascii_lower(text);
-  for (const LogLevel l : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
-                           LogLevel::off})
+  for (const LogLevel l :
+       {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error, LogLevel::off})
     if (v == log_level_name(l)) return l;
   if (v == "warning") return LogLevel::warn;
   throw UsageError(std::string(where) + ": '" + std::string(text) +
@@ -167,7 +167,8 @@ std::atomic<int> g_stdout_line{kClosed};
 /// Whether stdout and stderr write to the same place (one terminal, pipe or file), where a
 /// log line would otherwise continue the job's open line of text.
 bool stdout_shares_stderr() {
-  struct stat out{}, err{};
+  struct stat out {
+  }, err{};
   if (::fstat(STDOUT_FILENO, &out) != 0 || ::fstat(STDERR_FILENO, &err) != 0) return false;
   return out.st_dev == err.st_dev && out.st_ino == err.st_ino;
 }
@@ -181,7 +182,8 @@ void write_line(LogLevel level, std::string_view line) {
     // The terminal's line must start at the margin: end the job's open line of text first
     // (on stderr only: the log file never saw that text).
     int open = kOpen;
-    if (g_stdout_line.load() == kOpen && stdout_shares_stderr() && g_stdout_line.compare_exchange_strong(open, kEndedByLog)) {
+    if (g_stdout_line.load() == kOpen && stdout_shares_stderr() &&
+        g_stdout_line.compare_exchange_strong(open, kEndedByLog)) {
       std::fflush(stdout);
       std::fputc('\n', stderr);
     }

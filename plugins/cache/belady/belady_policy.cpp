@@ -56,10 +56,11 @@ void BeladyPolicy::diverge(std::string why) noexcept {
 void BeladyPolicy::on_access(ExpertKey key, std::uint64_t seq) noexcept {
   if (!error_.empty()) return;
   try {
-    if (!have_future_) return diverge("belady: a request arrived before set_future(): this policy needs the future request stream");
+    if (!have_future_)
+      return diverge("belady: a request arrived before set_future(): this policy needs the future request stream");
     if (seq != expected_seq_)
-      return diverge("belady: request seq " + std::to_string(seq) + " arrived when seq " + std::to_string(expected_seq_) +
-                     " was expected");
+      return diverge("belady: request seq " + std::to_string(seq) + " arrived when seq " +
+                     std::to_string(expected_seq_) + " was expected");
     if (seq >= future_.size())
       return diverge("belady: request seq " + std::to_string(seq) + " is past the end of the future (" +
                      std::to_string(future_.size()) + " requests)");
@@ -98,7 +99,8 @@ void BeladyPolicy::on_remove(ExpertKey key) noexcept {
 
 Status BeladyPolicy::choose_victim(ExpertKey, const k3::sdk::VictimQuery& query, ExpertKey& victim) noexcept {
   if (!have_future_ && error_.empty())
-    return Status::error(StatusCode::invalid_argument, "belady: set_future() was not called: this policy needs the future request stream");
+    return Status::error(StatusCode::invalid_argument,
+                         "belady: set_future() was not called: this policy needs the future request stream");
   if (!error_.empty()) return Status::error(StatusCode::invalid_argument, error_);
   for (const Rank& r : order_) {
     const ExpertKey k = ExpertKey::unpack(r.key);
@@ -107,8 +109,8 @@ Status BeladyPolicy::choose_victim(ExpertKey, const k3::sdk::VictimQuery& query,
       return Status::success();
     }
   }
-  return Status::error(StatusCode::not_found,
-                       order_.empty() ? "belady: no resident key to evict" : "belady: every resident key is leased or pinned");
+  return Status::error(StatusCode::not_found, order_.empty() ? "belady: no resident key to evict"
+                                                             : "belady: every resident key is leased or pinned");
 }
 
 }  // namespace k3cache

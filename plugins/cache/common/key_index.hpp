@@ -88,7 +88,8 @@ class KeyIndex {
   }
 
   void grow() {
-    const std::vector<Cell> previous = std::exchange(cells_, std::vector<Cell>(cells_.empty() ? 16 : cells_.size() * 2));
+    const std::vector<Cell> previous =
+        std::exchange(cells_, std::vector<Cell>(cells_.empty() ? 16 : cells_.size() * 2));
     for (const Cell& c : previous)
       if (c.node != kNil) place(c.key, c.node);
   }

@@ -56,7 +56,10 @@ class KeyList {
   [[nodiscard]] std::uint32_t tail() const noexcept { return tail_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
-  void clear() noexcept { head_ = tail_ = kNil; size_ = 0; }
+  void clear() noexcept {
+    head_ = tail_ = kNil;
+    size_ = 0;
+  }
 
   void push_head(NodeSlab<Node>& slab, std::uint32_t i) noexcept {
     Node& n = slab[i];
@@ -69,8 +72,14 @@ class KeyList {
   }
   void unlink(NodeSlab<Node>& slab, std::uint32_t i) noexcept {
     Node& n = slab[i];
-    if (n.prev != kNil) slab[n.prev].next = n.next; else head_ = n.next;
-    if (n.next != kNil) slab[n.next].prev = n.prev; else tail_ = n.prev;
+    if (n.prev != kNil)
+      slab[n.prev].next = n.next;
+    else
+      head_ = n.next;
+    if (n.next != kNil)
+      slab[n.next].prev = n.prev;
+    else
+      tail_ = n.prev;
     n.prev = n.next = kNil;
     --size_;
   }

@@ -84,10 +84,13 @@ void LecarPolicy::on_access(ExpertKey key, std::uint64_t) noexcept {
   if (slot == kNil) return;
   Ghost& g = history_[slot];
   if (g.expert == kNone) return;
-  const double reward = std::exp(params_.learning_rate *
-                                 std::pow(discount_, static_cast<double>(clock_ - g.evicted_at)));
+  const double reward =
+      std::exp(params_.learning_rate * std::pow(discount_, static_cast<double>(clock_ - g.evicted_at)));
   double w_lru = w_lru_, w_lfu = 1.0 - w_lru_;
-  if (g.expert == kLru) w_lfu *= reward; else w_lru *= reward;
+  if (g.expert == kLru)
+    w_lfu *= reward;
+  else
+    w_lru *= reward;
   w_lru_ = w_lru / (w_lru + w_lfu);
   // Keep the weights away from 0 and 1 so that a wrong expert can win its way back.
   w_lru_ = std::clamp(w_lru_, 0.01, 0.99);

@@ -33,10 +33,10 @@
 namespace k3cache {
 
 struct LecarParams {
-  double learning_rate = 0;   ///< lambda of the weight update (paper: 0.45)
-  double history_ratio = 0;   ///< HISTORY entries per slot (paper: 1)
-  double halflife = 0;        ///< LFU count half-life, in multiples of capacity requests
-  std::uint64_t seed = 0;     ///< the expert draw's seed
+  double learning_rate = 0;  ///< lambda of the weight update (paper: 0.45)
+  double history_ratio = 0;  ///< HISTORY entries per slot (paper: 1)
+  double halflife = 0;       ///< LFU count half-life, in multiples of capacity requests
+  std::uint64_t seed = 0;    ///< the expert draw's seed
 };
 
 class LecarPolicy final : public k3::sdk::CachePolicy {
@@ -89,14 +89,14 @@ class LecarPolicy final : public k3::sdk::CachePolicy {
   double discount_ = 1;
   double w_lru_ = 0.5;
   NodeSlab<Node> slab_;
-  KeyList<Node> lru_;                 // resident keys, head = most recently used
-  KeyIndex index_;                    // resident key -> node
-  std::vector<std::uint32_t> heap_;   // resident nodes, min (score, last use, key) first
-  std::vector<std::uint32_t> search_; // scratch of lfu_candidate's best-first search
-  std::vector<Ghost> history_;        // ring of evicted keys
+  KeyList<Node> lru_;                  // resident keys, head = most recently used
+  KeyIndex index_;                     // resident key -> node
+  std::vector<std::uint32_t> heap_;    // resident nodes, min (score, last use, key) first
+  std::vector<std::uint32_t> search_;  // scratch of lfu_candidate's best-first search
+  std::vector<Ghost> history_;         // ring of evicted keys
   std::size_t history_next_ = 0;
-  KeyIndex history_index_;            // key -> its live ring entry
-  KeyIndex missed_;                   // keys accessed while not resident, awaiting on_insert
+  KeyIndex history_index_;  // key -> its live ring entry
+  KeyIndex missed_;         // keys accessed while not resident, awaiting on_insert
   std::uint64_t last_victim_ = 0;
   Expert last_expert_ = kNone;
   bool have_victim_ = false;

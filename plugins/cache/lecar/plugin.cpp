@@ -1,4 +1,5 @@
-// Registers LeCaR (LRU and decayed-LFU experts, regret-weighted) as cache plugin "lecar" (k3-cache-lecar.so). Parameters: kParams below (README.md explains them).
+// Registers LeCaR (LRU and decayed-LFU experts, regret-weighted) as cache plugin "lecar" (k3-cache-lecar.so).
+// Parameters: kParams below (README.md explains them).
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,9 +11,12 @@
 namespace {
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    k3::sdk::param::number("learning_rate", "0.45", "(0, 10]", "lambda: how much one regret moves the experts' weights (the paper's 0.45)"),
-    k3::sdk::param::number("history_ratio", "1", "[0, 16]", "HISTORY (evicted keys remembered) per slot; 0 turns learning off"),
-    k3::sdk::param::number("halflife", "4", "(0, 1000]", "half-life of the LFU expert's counts, in multiples of capacity requests"),
+    k3::sdk::param::number("learning_rate", "0.45", "(0, 10]",
+                           "lambda: how much one regret moves the experts' weights (the paper's 0.45)"),
+    k3::sdk::param::number("history_ratio", "1", "[0, 16]",
+                           "HISTORY (evicted keys remembered) per slot; 0 turns learning off"),
+    k3::sdk::param::number("halflife", "4", "(0, 1000]",
+                           "half-life of the LFU expert's counts, in multiples of capacity requests"),
     k3::sdk::param::integer("seed", "1", "[0, )", "seed of the expert draw"),
 };
 

@@ -60,7 +60,7 @@ class LfuPolicy final : public k3::sdk::CachePolicy {
   std::uint64_t halve_every_ = 1;
   std::uint64_t since_aging_ = 0;
   std::uint64_t clock_ = 0;
-  std::optional<std::uint64_t> missed_;  // last accessed key that was not resident
+  std::optional<std::uint64_t> missed_;               // last accessed key that was not resident
   std::unordered_map<std::uint64_t, Entry> entries_;  // resident keys
   std::set<Rank> order_;                              // victim first
 };

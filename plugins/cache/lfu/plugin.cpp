@@ -1,4 +1,5 @@
-// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: kParams below (README.md explains them).
+// Registers LFU with aging as cache plugin "lfu" (k3-cache-lfu.so). Parameters: kParams below (README.md explains
+// them).
 #include <memory>
 #include <string>
 #include <vector>

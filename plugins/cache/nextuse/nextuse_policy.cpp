@@ -91,7 +91,7 @@ void NextUsePolicy::on_insert(ExpertKey key) noexcept {
   try {
     const std::uint32_t id = meta_of(key.packed());
     Meta& m = metas_[id];
-    if (m.dense != kNotResident) return;  // already resident
+    if (m.dense != kNotResident) return;         // already resident
     if (m.count == 0) m.last_access = ++clock_;  // a prefetch of a key never accessed
     resident_.push_back(id);
     m.dense = static_cast<std::uint32_t>(resident_.size() - 1);

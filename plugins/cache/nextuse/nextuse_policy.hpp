@@ -28,17 +28,17 @@
 
 #include "key_index.hpp"
 #include "key_list.hpp"
-#include "splitmix64.hpp"
 #include "reuse_model.hpp"
+#include "splitmix64.hpp"
 
 namespace k3cache {
 
 struct NextUseParams {
-  std::uint32_t sample = 0;     ///< random candidates per eviction
-  std::uint32_t oldest = 0;     ///< least recently accessed candidates per eviction
-  bool per_layer = false;       ///< one gap table per layer (else one for all layers)
-  bool layer_order = true;      ///< time a key's next use by its layer's place in the token
-  std::uint64_t seed = 0;       ///< the candidate sampler's seed
+  std::uint32_t sample = 0;  ///< random candidates per eviction
+  std::uint32_t oldest = 0;  ///< least recently accessed candidates per eviction
+  bool per_layer = false;    ///< one gap table per layer (else one for all layers)
+  bool layer_order = true;   ///< time a key's next use by its layer's place in the token
+  std::uint64_t seed = 0;    ///< the candidate sampler's seed
 };
 
 class NextUsePolicy final : public k3::sdk::CachePolicy {
@@ -59,13 +59,13 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
   static constexpr std::size_t kMaxLayers = 128;  ///< layers with their own table and visit count
   struct Meta {
     std::uint64_t key = 0;
-    std::uint64_t last_visit = 0;  ///< its layer's visit count at the last access
-    std::uint64_t last_access = 0; ///< policy clock at the last access (tie-break)
-    std::uint64_t last_gap = 0;    ///< visits between its last two accesses; 0 = none yet
-    std::uint64_t previous_gap = 0;  ///< the gap before last_gap; 0 = none
-    std::uint32_t count = 0;       ///< accesses (saturating)
+    std::uint64_t last_visit = 0;        ///< its layer's visit count at the last access
+    std::uint64_t last_access = 0;       ///< policy clock at the last access (tie-break)
+    std::uint64_t last_gap = 0;          ///< visits between its last two accesses; 0 = none yet
+    std::uint64_t previous_gap = 0;      ///< the gap before last_gap; 0 = none
+    std::uint32_t count = 0;             ///< accesses (saturating)
     std::uint32_t dense = kNotResident;  ///< position in resident_, or kNotResident
-    std::uint32_t prev = kNil;  ///< recency list links (KeyList orientation: prev = newer)
+    std::uint32_t prev = kNil;           ///< recency list links (KeyList orientation: prev = newer)
     std::uint32_t next = kNil;
   };
 
@@ -86,9 +86,9 @@ class NextUsePolicy final : public k3::sdk::CachePolicy {
   std::uint32_t current_layer_ = 0;
   std::uint32_t min_layer_ = 0xFFFFFFFFu;
   std::uint32_t max_layer_ = 0;
-  std::vector<std::uint64_t> visits_;  // per layer slot: visits started
-  KeyIndex index_;                     // every key seen -> its Meta
-  NodeSlab<Meta> metas_;               // never released: a key seen is remembered
+  std::vector<std::uint64_t> visits_;    // per layer slot: visits started
+  KeyIndex index_;                       // every key seen -> its Meta
+  NodeSlab<Meta> metas_;                 // never released: a key seen is remembered
   std::vector<std::uint32_t> resident_;  // Meta ids of resident keys (dense, any order)
   KeyList<Meta> recency_;                // resident keys by last access, head = newest
   ReuseModel model_;

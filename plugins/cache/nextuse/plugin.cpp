@@ -1,4 +1,5 @@
-// Registers the online next-use predictor as cache plugin "nextuse" (k3-cache-nextuse.so). Parameters: kParams below (README.md explains them).
+// Registers the online next-use predictor as cache plugin "nextuse" (k3-cache-nextuse.so). Parameters: kParams below
+// (README.md explains them).
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,13 +11,15 @@
 namespace {
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    k3::sdk::param::integer("sample", "64", "[1, 4096]",
-                            "evictable keys scored per eviction (drawn at random; all of them when the cache holds no more)"),
+    k3::sdk::param::integer(
+        "sample", "64", "[1, 4096]",
+        "evictable keys scored per eviction (drawn at random; all of them when the cache holds no more)"),
     k3::sdk::param::integer("oldest", "8", "[0, 4096]",
                             "least recently accessed evictable keys scored per eviction, besides the random ones"),
     k3::sdk::param::boolean("per_layer", "false", "learn one reuse-gap table per layer instead of one for all layers"),
     k3::sdk::param::boolean("layer_order", "true",
-                            "time a key's next use by where its layer comes in the token; false = every key a whole token away (for comparison)"),
+                            "time a key's next use by where its layer comes in the token; false = every key a whole "
+                            "token away (for comparison)"),
     k3::sdk::param::integer("seed", "1", "[0, )", "seed of the candidate sampler"),
 };
 

@@ -13,8 +13,9 @@ using k3::sdk::Status;
 using k3::sdk::StatusCode;
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    k3::sdk::param::number("small_ratio", "0.1", "(0, 1]",
-                           "SMALL (probation) queue target as a fraction of the slots, at least 1 slot; the paper's 10 %"),
+    k3::sdk::param::number(
+        "small_ratio", "0.1", "(0, 1]",
+        "SMALL (probation) queue target as a fraction of the slots, at least 1 slot; the paper's 10 %"),
     k3::sdk::param::number("ghost_ratio", "1", "[0, 16]",
                            "GHOST entries (keys recently evicted from SMALL) per MAIN-target slot; 0 disables GHOST"),
     k3::sdk::param::integer("move_to_main_threshold", "1", "[1, 3]",

@@ -38,8 +38,8 @@ namespace k3cache {
 /// The policy's parameters; their defaults and ranges are the plugin's table (kParams in
 /// plugin.cpp), which the factory reads them through.
 struct S3FifoParams {
-  double small_ratio = 0;                  ///< SMALL target as a fraction of the slots (paper: 10%)
-  double ghost_ratio = 0;                  ///< GHOST entries per MAIN-target slot (paper: same size)
+  double small_ratio = 0;                    ///< SMALL target as a fraction of the slots (paper: 10%)
+  double ghost_ratio = 0;                    ///< GHOST entries per MAIN-target slot (paper: same size)
   std::uint32_t move_to_main_threshold = 0;  ///< counter value that promotes SMALL -> MAIN (1..3)
 };
 

@@ -45,7 +45,7 @@ class SievePolicy final : public k3::sdk::CachePolicy {
   NodeSlab<Node> slab_;
   KeyList<Node> queue_;
   std::unordered_map<std::uint64_t, std::uint32_t> index_;  // resident key -> node
-  std::uint32_t hand_ = kNil;  // next node to examine; kNil = start at the tail
+  std::uint32_t hand_ = kNil;                               // next node to examine; kNil = start at the tail
 };
 
 }  // namespace k3cache

@@ -210,8 +210,8 @@ inline void store_parked(const __m256d* park, std::size_t r0, std::size_t r1, fl
 /// so every parked accumulator takes its columns in the batch-1 order. After a panel's last
 /// chunk, the pass's totals go to y (store_parked).
 template <class Chunk>
-inline void for_each_pass_chunk(std::size_t begin, std::size_t end, std::size_t n, std::size_t xs,
-                                const Parked& park, float* y, std::size_t ys, Chunk&& chunk) {
+inline void for_each_pass_chunk(std::size_t begin, std::size_t end, std::size_t n, std::size_t xs, const Parked& park,
+                                float* y, std::size_t ys, Chunk&& chunk) {
   for (std::size_t r0 = begin; r0 < end; r0 += kChunkPassRows) {
     const std::size_t r1 = end - r0 < kChunkPassRows ? end : r0 + kChunkPassRows;
     for (std::size_t p = 0; p < n; p += kPosTile) {
@@ -233,8 +233,7 @@ inline void for_each_pass_chunk(std::size_t begin, std::size_t end, std::size_t 
 /// past its end into the next pass's (c0: the chunk's first column).
 template <class W>
 inline void direct_half(const typename W::T* wp, std::size_t h, std::size_t blocks, const double* xk, bool fresh,
-                        __m256d* park, const typename W::T* pass, std::size_t stride, std::size_t row,
-                        std::size_t c0) {
+                        __m256d* park, const typename W::T* pass, std::size_t stride, std::size_t row, std::size_t c0) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   __m256d acc[kPosTile];
 #pragma GCC unroll 8
@@ -256,13 +255,13 @@ inline void direct_half(const typename W::T* wp, std::size_t h, std::size_t bloc
 /// (position rows xs doubles apart, xs = cols rounded up to whole blocks), (row r,
 /// position b) into y[b * ys + r].
 template <class W>
-void dense_position_passes(const typename W::T* w, std::size_t cols, std::size_t begin, std::size_t end,
-                           std::size_t n, const double* xw, std::size_t xs, float* y, std::size_t ys) {
+void dense_position_passes(const typename W::T* w, std::size_t cols, std::size_t begin, std::size_t end, std::size_t n,
+                           const double* xw, std::size_t xs, float* y, std::size_t ys) {
   alignas(64) Parked park;
   const std::size_t stride = cols * sizeof(typename W::T);
   const std::size_t full = cols / 8 * 8;  // columns in whole blocks
-  for_each_pass_chunk(begin, end, n, xs, park, y, ys, [&](std::size_t r0, std::size_t r1, std::size_t p,
-                                                          std::size_t c0, std::size_t c1) {
+  for_each_pass_chunk(begin, end, n, xs, park, y, ys,
+                      [&](std::size_t r0, std::size_t r1, std::size_t p, std::size_t c0, std::size_t c1) {
     const double* panel = xw + p * xs;
     const std::size_t blocks = ((c1 < full ? c1 : full) - c0) / 8;
     for (std::size_t r = r0; r < r1; ++r) {
@@ -375,17 +374,20 @@ inline void mxfp4_position_passes(const Mxfp4Matrix& m, std::size_t begin, std::
                                   const double* xw, std::size_t xs, float* y, std::size_t ys) {
   alignas(64) Parked park;
   alignas(64) double scratch[kScratchRows * kChunkCols];
-  for_each_pass_chunk(begin, end, n, xs, park, y, ys, [&](std::size_t r0, std::size_t r1, std::size_t p,
-                                                          std::size_t c0, std::size_t c1) {
+  for_each_pass_chunk(begin, end, n, xs, park, y, ys,
+                      [&](std::size_t r0, std::size_t r1, std::size_t p, std::size_t c0, std::size_t c1) {
     const std::size_t blocks = (c1 - c0) / 8;
     const double* xc = xw + p * xs + c0 * kPosTile;  // block c0 / 8, first position
     for (std::size_t r = r0; r < r1; r += kScratchRows) {
       const std::size_t R = r1 - r < kScratchRows ? r1 - r : kScratchRows;
       mxfp4_decode(m, r, R, c0, c1, scratch, r0);
       __m256d* pr = park + (r - r0) * kPosTile * 2;
-      if (R == 3) chunk_positions<3>(scratch, blocks, xc, c0 == 0, pr);
-      else if (R == 2) chunk_positions<2>(scratch, blocks, xc, c0 == 0, pr);
-      else chunk_positions<1>(scratch, blocks, xc, c0 == 0, pr);
+      if (R == 3)
+        chunk_positions<3>(scratch, blocks, xc, c0 == 0, pr);
+      else if (R == 2)
+        chunk_positions<2>(scratch, blocks, xc, c0 == 0, pr);
+      else
+        chunk_positions<1>(scratch, blocks, xc, c0 == 0, pr);
     }
   });
 }
@@ -407,8 +409,10 @@ struct Avx2 : Tiles {
     if (whole == n) return;
     // The rest, widened again in panels of the register tiles (xw is no longer needed).
     const double* xr = widened_panels(x + (p + whole) * cols, n - whole, cols, xs, Lanes::kDensePositions);
-    if (xr != nullptr) dense_register_tiles<W>(w, rows, cols, rr, xr, xs, p + whole, n - whole, y);
-    else dense_each_position<W>(w, rows, cols, rr, x, p + whole, n - whole, y);
+    if (xr != nullptr)
+      dense_register_tiles<W>(w, rows, cols, rr, xr, xs, p + whole, n - whole, y);
+    else
+      dense_each_position<W>(w, rows, cols, rr, x, p + whole, n - whole, y);
   }
 
   static constexpr std::size_t mxfp4_panel(std::size_t batch) {
@@ -423,8 +427,10 @@ struct Avx2 : Tiles {
     if (whole == n) return;
     // The rest, widened again in panels of the register tiles (xw is no longer needed).
     const double* xr = widened_panels(x + (p + whole) * m.cols, n - whole, m.cols, xs, Lanes::kMxfp4Positions);
-    if (xr != nullptr) mxfp4_register_tiles(m, rr, xr, xs, p + whole, n - whole, y);
-    else mxfp4_each_position(m, rr, x, p + whole, n - whole, y);
+    if (xr != nullptr)
+      mxfp4_register_tiles(m, rr, xr, xs, p + whole, n - whole, y);
+    else
+      mxfp4_each_position(m, rr, x, p + whole, n - whole, y);
   }
 };
 

@@ -66,8 +66,8 @@ constexpr std::size_t kDenseRowTile = 8;  // 8 FMA chains: two FMA pipes x laten
 constexpr std::size_t kPosRowTile = 3;       // MXFP4
 constexpr std::size_t kDensePosRowTile = 3;  // bf16, fp32
 constexpr std::size_t kPosTile = 8;
-constexpr std::size_t kChunkCols = 256;      // a multiple of the MXFP4 group (32)
-constexpr std::size_t kChunkPassRows = 12;   // whole tiles of 3 rows
+constexpr std::size_t kChunkCols = 256;     // a multiple of the MXFP4 group (32)
+constexpr std::size_t kChunkPassRows = 12;  // whole tiles of 3 rows
 
 /// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) over the lanes of one accumulator.
 inline double reduce_tree(__m512d acc) {
@@ -96,9 +96,9 @@ struct Bf16Weights {
   // the high halves of zeroed dwords: one shuffle where zero-extend and shift took two.
   static __m512d load8(const T* p) {
     const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i to_high_halves = _mm256_setr_epi8(-128, -128, 0, 1, -128, -128, 2, 3, -128, -128, 4, 5, -128, -128,
-                                                     6, 7, -128, -128, 8, 9, -128, -128, 10, 11, -128, -128, 12, 13,
-                                                     -128, -128, 14, 15);
+    const __m256i to_high_halves = _mm256_setr_epi8(-128, -128, 0, 1, -128, -128, 2, 3, -128, -128, 4, 5, -128, -128, 6,
+                                                    7, -128, -128, 8, 9, -128, -128, 10, 11, -128, -128, 12, 13, -128,
+                                                    -128, 14, 15);
     return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_shuffle_epi8(both, to_high_halves)));
   }
   static __m512d load_tail(const T* p, std::size_t k) {
@@ -154,8 +154,10 @@ template <class W, std::size_t R>
 inline void dense_tail(const typename W::T* w, std::size_t rows, std::size_t cols, std::size_t r, std::size_t left,
                        const float* x, std::size_t batch, float* y) {
   if constexpr (R > 1) {
-    if (left == R - 1) dense_tile<W, R - 1>(w, rows, cols, r, x, batch, y);
-    else dense_tail<W, R - 1>(w, rows, cols, r, left, x, batch, y);
+    if (left == R - 1)
+      dense_tile<W, R - 1>(w, rows, cols, r, x, batch, y);
+    else
+      dense_tail<W, R - 1>(w, rows, cols, r, left, x, batch, y);
   }
 }
 
@@ -199,8 +201,10 @@ template <std::size_t R, std::size_t B, class Tile>
 inline void chunked_positions_left(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p, std::size_t left,
                                    std::size_t cols) {
   if constexpr (B > 1) {
-    if (left == B - 1) chunked_rows<R, B - 1>(tile, r0, r1, p, cols);
-    else chunked_positions_left<R, B - 1>(tile, r0, r1, p, left, cols);
+    if (left == B - 1)
+      chunked_rows<R, B - 1>(tile, r0, r1, p, cols);
+    else
+      chunked_positions_left<R, B - 1>(tile, r0, r1, p, left, cols);
   }
 }
 
@@ -224,7 +228,7 @@ inline void for_each_chunked_tile(std::size_t begin, std::size_t end, std::size_
 /// variables from the stack inside the loop of the 3 x 8 tile).
 template <class W, std::size_t R, std::size_t B>
 [[gnu::noinline]] void dense_pos_blocks(const typename W::T* w, std::size_t cols, std::size_t c0, std::size_t c1,
-                             const double* xp, bool fresh, __m512d* park) {
+                                        const double* xp, bool fresh, __m512d* park) {
   constexpr std::size_t kLineElems = kCacheLine / sizeof(typename W::T);
   const std::size_t stride = cols * sizeof(typename W::T);
   __m512d acc[R][B];
@@ -438,8 +442,10 @@ inline void mxfp4_tile(const Mxfp4Matrix& m, std::size_t r, const float* x, cons
   for (std::size_t b = 0; b < batch; ++b) {
     const float* xb = x + b * m.cols;
     float* yb = y + b * m.rows + r;
-    if (xw != nullptr) mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
-    else mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
+    if (xw != nullptr)
+      mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
+    else
+      mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
   }
 }
 
@@ -448,8 +454,10 @@ template <std::size_t R>
 inline void mxfp4_tail(const Mxfp4Matrix& m, std::size_t r, std::size_t left, const float* x, const double* xw,
                        std::size_t batch, float* y) {
   if constexpr (R > 1) {
-    if (left == R - 1) mxfp4_tile<R - 1>(m, r, x, xw, batch, y);
-    else mxfp4_tail<R - 1>(m, r, left, x, xw, batch, y);
+    if (left == R - 1)
+      mxfp4_tile<R - 1>(m, r, x, xw, batch, y);
+    else
+      mxfp4_tail<R - 1>(m, r, left, x, xw, batch, y);
   }
 }
 
@@ -597,12 +605,13 @@ struct Avx512 {
                               const float* /*x*/, std::size_t /*batch*/, const double* xw, std::size_t xs,
                               std::size_t p0, std::size_t n, float* y) {
     alignas(64) Parked park;
-    for_each_chunked_tile<kDensePosRowTile, kPosTile>(
-        rr.begin, rr.end, n, cols,
-        [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
-          dense_pos_tile<W, R, B>(w + r * cols, cols, c0, c1, xw + p * xs,
-                                  park + (r - rr.begin) % kChunkPassRows * kPosTile, y + (p0 + p) * rows + r, rows);
-        });
+    for_each_chunked_tile<kDensePosRowTile, kPosTile>(rr.begin, rr.end, n, cols,
+                                                      [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p,
+                                                                                        std::size_t c0,
+                                                                                        std::size_t c1) {
+      dense_pos_tile<W, R, B>(w + r * cols, cols, c0, c1, xw + p * xs,
+                              park + (r - rr.begin) % kChunkPassRows * kPosTile, y + (p0 + p) * rows + r, rows);
+    });
   }
 
   static void mxfp4_each_position(const Mxfp4Matrix& m, RowRange rr, const float* x, std::size_t p, std::size_t n,
@@ -615,12 +624,12 @@ struct Avx512 {
   static void mxfp4_positions(const Mxfp4Matrix& m, RowRange rr, const float* /*x*/, std::size_t /*batch*/,
                               const double* xw, std::size_t xs, std::size_t p0, std::size_t n, float* y) {
     alignas(64) Parked park;
-    for_each_chunked_tile<kPosRowTile, kPosTile>(
-        rr.begin, rr.end, n, m.cols,
-        [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p, std::size_t c0, std::size_t c1) {
-          mxfp4_pos_tile<R, B>(m, r, c0, c1, xw + p * xs, park + (r - rr.begin) % kChunkPassRows * kPosTile,
-                               y + (p0 + p) * m.rows + r, m.rows);
-        });
+    for_each_chunked_tile<kPosRowTile, kPosTile>(rr.begin, rr.end, n, m.cols,
+                                                 [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t p,
+                                                                                   std::size_t c0, std::size_t c1) {
+      mxfp4_pos_tile<R, B>(m, r, c0, c1, xw + p * xs, park + (r - rr.begin) % kChunkPassRows * kPosTile,
+                           y + (p0 + p) * m.rows + r, m.rows);
+    });
   }
 
   // dot_f32: one zmm is the contract's 8 accumulators; the last k < 8 elements masked.

@@ -13,7 +13,8 @@ int score() { return k3::kernels::avx512::cpu_supported() ? 3 : 0; }
 k3::sdk::Status make_kernel_set(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::KernelSet>& out,
                                 std::vector<std::string>& unknown_params) {
   return k3::kernels::make_op_table_kernel_set(args, out, unknown_params, "avx512", k3::kernels::avx512::ops,
-                                               k3::kernels::avx512::cpu_supported(), "AVX2, FMA, AVX-512F or AVX-512BW");
+                                               k3::kernels::avx512::cpu_supported(),
+                                               "AVX2, FMA, AVX-512F or AVX-512BW");
 }
 
 }  // namespace

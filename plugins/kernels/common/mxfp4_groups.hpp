@@ -7,7 +7,7 @@
 
 namespace k3::kernels {
 
-inline constexpr std::size_t kMxfp4Group = 32;                     // weights per scale byte
+inline constexpr std::size_t kMxfp4Group = 32;                    // weights per scale byte
 inline constexpr std::size_t kMxfp4GroupBytes = kMxfp4Group / 2;  // their packed bytes
 
 /// Bytes of packed nibbles per row of a matrix of `cols` columns.

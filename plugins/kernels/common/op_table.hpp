@@ -10,8 +10,8 @@
 namespace k3::kernels {
 
 struct OpTable {
-  void (*matmul_bf16)(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range,
-                      const float* x, std::size_t batch, float* y) noexcept;
+  void (*matmul_bf16)(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
+                      std::size_t batch, float* y) noexcept;
   void (*matmul_f32)(const float* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
                      std::size_t batch, float* y) noexcept;
   void (*matmul_mxfp4)(const sdk::Mxfp4Matrix& w, sdk::RowRange range, const float* x, std::size_t batch,

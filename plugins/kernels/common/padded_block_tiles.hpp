@@ -130,7 +130,7 @@ struct PaddedBlockTiles {
     // One block of 8 columns: the R rows' weights at wc, the B positions' activations at xk.
     const typename W::T* wc = w;
     const double* xk = xp;
-    const auto block = [&](const Block (&wv)[R]) {
+    const auto block = [&](const Block(&wv)[R]) {
 #pragma GCC unroll 8
       for (std::size_t b = 0; b < B; ++b) {
         const Block xv = L::load_f64x8(xk + 8 * b);
@@ -172,10 +172,10 @@ struct PaddedBlockTiles {
   template <class W>
   static void dense_register_tiles(const typename W::T* w, std::size_t rows, std::size_t cols, RowRange rr,
                                    const double* xw, std::size_t xs, std::size_t p, std::size_t n, float* y) {
-    for_each_tile<L::kDenseRows, L::kDensePositions>(
-        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
-          dense_tile<W, R, B>(w + r * cols, cols, xw + j * xs, y + (p + j) * rows + r, rows);
-        });
+    for_each_tile<L::kDenseRows, L::kDensePositions>(rr.begin, rr.end, n,
+                                                     [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+      dense_tile<W, R, B>(w + r * cols, cols, xw + j * xs, y + (p + j) * rows + r, rows);
+    });
   }
 
   static constexpr std::size_t dense_panel(std::size_t /*batch*/) { return L::kDensePositions; }
@@ -259,8 +259,10 @@ struct PaddedBlockTiles {
     for (std::size_t b = 0; b < batch; ++b) {
       const float* xb = x + b * m.cols;
       float* yb = y + b * m.rows + r;
-      if (xw != nullptr) mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
-      else mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
+      if (xw != nullptr)
+        mxfp4_rows<R>(m, r, F64Activations{xw + b * m.cols}, xb, yb);
+      else
+        mxfp4_rows<R>(m, r, F32Activations{xb}, xb, yb);
     }
   }
 
@@ -284,7 +286,7 @@ struct PaddedBlockTiles {
     // One group of the R rows (their 16 bytes at p[r], scale bytes s[r]); the B positions'
     // activations of its first block at xk.
     const double* xk = xp;
-    const auto group = [&](const std::uint8_t* const (&p)[R], const unsigned (&s)[R]) {
+    const auto group = [&](const std::uint8_t* const(&p)[R], const unsigned(&s)[R]) {
       decltype(L::mxfp4_table(0)) table[R];
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r) table[r] = L::mxfp4_table(s[r]);
@@ -345,12 +347,12 @@ struct PaddedBlockTiles {
   /// Rows rr x positions [p, p + n) in register tiles of kMxfp4Rows x kMxfp4Positions; xw
   /// holds the n positions' activations in panels of kMxfp4Positions (position rows xs
   /// doubles apart).
-  static void mxfp4_register_tiles(const Mxfp4Matrix& m, RowRange rr, const double* xw, std::size_t xs,
-                                   std::size_t p, std::size_t n, float* y) {
-    for_each_tile<L::kMxfp4Rows, L::kMxfp4Positions>(
-        rr.begin, rr.end, n, [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
-          mxfp4_pos_tile<R, B>(m, r, xw + j * xs, y + (p + j) * m.rows + r, m.rows);
-        });
+  static void mxfp4_register_tiles(const Mxfp4Matrix& m, RowRange rr, const double* xw, std::size_t xs, std::size_t p,
+                                   std::size_t n, float* y) {
+    for_each_tile<L::kMxfp4Rows, L::kMxfp4Positions>(rr.begin, rr.end, n,
+                                                     [&]<std::size_t R, std::size_t B>(std::size_t r, std::size_t j) {
+      mxfp4_pos_tile<R, B>(m, r, xw + j * xs, y + (p + j) * m.rows + r, m.rows);
+    });
   }
 
   static constexpr std::size_t mxfp4_panel(std::size_t /*batch*/) { return L::kMxfp4Positions; }

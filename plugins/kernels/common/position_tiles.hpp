@@ -44,8 +44,10 @@ inline void tile_rows(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p)
 template <std::size_t R, std::size_t B, class Tile>
 inline void positions_left(Tile& tile, std::size_t r0, std::size_t r1, std::size_t p, std::size_t left) {
   if constexpr (B > 1) {
-    if (left == B - 1) tile_rows<R, B - 1>(tile, r0, r1, p);
-    else positions_left<R, B - 1>(tile, r0, r1, p, left);
+    if (left == B - 1)
+      tile_rows<R, B - 1>(tile, r0, r1, p);
+    else
+      positions_left<R, B - 1>(tile, r0, r1, p, left);
   }
 }
 

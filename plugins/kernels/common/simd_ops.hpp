@@ -68,7 +68,7 @@ void SimdOps<Isa>::matmul_dense(const typename W::T* w, std::size_t rows, std::s
   over_widened_positions(
       x, batch, cols, xs, Isa::dense_panel(batch),
       [&](const double* xw, std::size_t p, std::size_t n) {
-        Isa::template dense_positions<W>(w, rows, cols, rr, x, batch, xw, xs, p, n, y);
+    Isa::template dense_positions<W>(w, rows, cols, rr, x, batch, xw, xs, p, n, y);
       },
       [&](std::size_t p, std::size_t n) { Isa::template dense_each_position<W>(w, rows, cols, rr, x, p, n, y); });
 }
@@ -80,8 +80,8 @@ void SimdOps<Isa>::matmul_bf16(const std::uint16_t* w, std::size_t rows, std::si
 }
 
 template <class Isa>
-void SimdOps<Isa>::matmul_f32(const float* w, std::size_t rows, std::size_t cols, sdk::RowRange range,
-                              const float* x, std::size_t batch, float* y) noexcept {
+void SimdOps<Isa>::matmul_f32(const float* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
+                              std::size_t batch, float* y) noexcept {
   matmul_dense<typename Isa::F32Weights>(w, rows, cols, range, x, batch, y);
 }
 

@@ -24,8 +24,8 @@ class ScalarKernels final : public k3::sdk::KernelSet {
     ops::matmul_bf16(w, rows, cols, range, x, batch, y);
   }
 
-  void matmul_f32(const float* w, std::size_t rows, std::size_t cols, RowRange range, const float* x,
-                  std::size_t batch, float* y) const noexcept override {
+  void matmul_f32(const float* w, std::size_t rows, std::size_t cols, RowRange range, const float* x, std::size_t batch,
+                  float* y) const noexcept override {
     ops::matmul_f32(w, rows, cols, range, x, batch, y);
   }
 

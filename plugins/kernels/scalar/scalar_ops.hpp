@@ -55,9 +55,7 @@ inline constexpr std::array<double, 16> kE2M1 = {0.0,  0.5,  1.0,  1.5,  2.0,  3
 
 /// MXFP4 group scale byte -> multiplier 2^(s-127). 255 (NaN in the OCP spec) makes every
 /// weight of its group zero: the group's products are ±0 and leave the sums unchanged.
-inline double mxfp4_scale(std::uint8_t s) noexcept {
-  return s == 255 ? 0.0 : std::ldexp(1.0, int{s} - 127);
-}
+inline double mxfp4_scale(std::uint8_t s) noexcept { return s == 255 ? 0.0 : std::ldexp(1.0, int{s} - 127); }
 
 /// Code of column c in a packed row: the low nibble holds the even column.
 inline unsigned mxfp4_code(const std::uint8_t* packed_row, std::size_t c) noexcept {
@@ -116,9 +114,7 @@ struct F32Row {
 struct Mxfp4Row {
   const std::uint8_t* packed;
   const std::uint8_t* scales;
-  double operator()(std::size_t c) const noexcept {
-    return kE2M1[mxfp4_code(packed, c)] * mxfp4_scale(scales[c / 32]);
-  }
+  double operator()(std::size_t c) const noexcept { return kE2M1[mxfp4_code(packed, c)] * mxfp4_scale(scales[c / 32]); }
 };
 
 /// One row's dot with one position: row_dots with n = 1.
@@ -164,8 +160,8 @@ inline void matmul_rows(const MakeRow& make_row, std::size_t rows, std::size_t c
   }
 }
 
-inline void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range,
-                        const float* x, std::size_t batch, float* y) noexcept {
+inline void matmul_bf16(const std::uint16_t* w, std::size_t rows, std::size_t cols, sdk::RowRange range, const float* x,
+                        std::size_t batch, float* y) noexcept {
   matmul_rows([&](std::size_t r) { return Bf16Row{w + r * cols}; }, rows, cols, range, x, batch, y);
 }
 
@@ -178,8 +174,11 @@ inline void matmul_mxfp4(const sdk::Mxfp4Matrix& w, sdk::RowRange range, const f
                          float* y) noexcept {
   const std::size_t packed_stride = mxfp4_packed_stride(w.cols);
   const std::size_t scale_stride = mxfp4_scale_stride(w.cols);
-  matmul_rows([&](std::size_t r) { return Mxfp4Row{w.packed + r * packed_stride, w.scales + r * scale_stride}; },
-              w.rows, w.cols, range, x, batch, y);
+  matmul_rows(
+      [&](std::size_t r) {
+    return Mxfp4Row{w.packed + r * packed_stride, w.scales + r * scale_stride};
+      },
+      w.rows, w.cols, range, x, batch, y);
 }
 
 }  // namespace k3::kernels::scalar

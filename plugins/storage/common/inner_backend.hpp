@@ -17,7 +17,8 @@ namespace k3::storage::local {
 /// The two table entries every decorator has: which backend it wraps (default
 /// `default_name`), and the keys forwarded to it.
 constexpr k3::sdk::ParamDescriptor inner_name(const char* default_name) {
-  return sdk::param::string("inner", default_name, "the wrapped storage backend (any storage plugin, decorators included)");
+  return sdk::param::string("inner", default_name,
+                            "the wrapped storage backend (any storage plugin, decorators included)");
 }
 inline constexpr k3::sdk::ParamDescriptor kInnerKeys = sdk::param::storage_params(
     "inner.*", "the inner backend's parameters, forwarded without the prefix (inner.inner.x goes two levels down)");
@@ -26,7 +27,8 @@ inline constexpr k3::sdk::ParamDescriptor kInnerKeys = sdk::param::storage_param
 inline sdk::Status create_inner(sdk::HostServices* host, const std::string& decorator, const std::string& name,
                                 const std::vector<sdk::Param>& forwarded, std::unique_ptr<sdk::StorageBackend>& out) {
   if (host == nullptr)
-    return sdk::Status::error(sdk::StatusCode::internal, decorator + ": the host gave no services to create '" + name + "'");
+    return sdk::Status::error(sdk::StatusCode::internal,
+                              decorator + ": the host gave no services to create '" + name + "'");
   sdk::Status st = host->create_storage(name, forwarded, out);
   if (!st.ok()) st.detail = decorator + ": inner backend '" + name + "': " + st.detail;
   return st;

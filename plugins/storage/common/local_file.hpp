@@ -91,7 +91,8 @@ inline sdk::Status open_local(const std::string& path, int extra_flags, UniqueFd
     size = static_cast<std::uint64_t>(end);
   } else {
     return sdk::Status::error(sdk::StatusCode::invalid_argument,
-                              path + (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file or block device"));
+                              path +
+                                  (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file or block device"));
   }
   fd = std::move(f);
   return sdk::Status::success();
@@ -118,7 +119,8 @@ inline sdk::Status list_local_folder(const std::string& path, std::vector<std::s
     struct stat st {};
     if (::fstatat(dfd, e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode)) names.emplace_back(name);
   }
-  if (errno != 0) return sdk::Status::error(sdk::StatusCode::io_error, path + ": cannot list the folder: " + errno_text(errno));
+  if (errno != 0)
+    return sdk::Status::error(sdk::StatusCode::io_error, path + ": cannot list the folder: " + errno_text(errno));
   return sdk::Status::success();
 }
 

@@ -37,8 +37,7 @@ inline std::uint64_t align_up(std::uint64_t v, std::uint64_t a) noexcept { retur
 /// powers of two with max_chunk >= alignment.
 inline void plan_segments(std::size_t request, std::uint64_t offset, std::uint64_t length, std::byte* dest,
                           std::uint64_t alignment, std::uint64_t max_chunk, std::vector<Segment>& out) {
-  const bool aligned_start =
-      offset % alignment == 0 && reinterpret_cast<std::uintptr_t>(dest) % alignment == 0;
+  const bool aligned_start = offset % alignment == 0 && reinterpret_cast<std::uintptr_t>(dest) % alignment == 0;
   std::uint64_t done = 0;
   if (aligned_start) {
     const std::uint64_t body = align_down(length, alignment);

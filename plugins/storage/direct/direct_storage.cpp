@@ -80,8 +80,8 @@ class DirectFile final : public local::AlignedFile {
     got = 0;
     while (got < seg.needed()) {
       const std::uint64_t position = seg.file_offset + got;
-      const ssize_t n = ::pread(fd_.get(), target + got, static_cast<std::size_t>(seg.length - got),
-                                static_cast<off_t>(position));
+      const ssize_t n =
+          ::pread(fd_.get(), target + got, static_cast<std::size_t>(seg.length - got), static_cast<off_t>(position));
       if (n < 0) {
         const int err = errno;
         if (err == EINTR) continue;

@@ -18,13 +18,13 @@ struct FaultParams {
   double short_read_rate = 0.0;
   double eio_rate = 0.0;
   double delay_rate = 0.0;
-  std::vector<std::uint64_t> fail_offsets;          ///< a request covering one always fails
-  std::uint64_t fail_after_bytes = UINT64_MAX;      ///< a request reaching past it always fails
+  std::vector<std::uint64_t> fail_offsets;      ///< a request covering one always fails
+  std::uint64_t fail_after_bytes = UINT64_MAX;  ///< a request reaching past it always fails
 };
 
 struct FaultDecision {
   Fault fault = Fault::none;
-  bool permanent = false;       ///< fail_offsets / fail_after_bytes: fails even when retried
+  bool permanent = false;  ///< fail_offsets / fail_after_bytes: fails even when retried
   bool delay = false;
   std::uint64_t short_got = 0;  ///< short_read: bytes reported as read (< length)
 };

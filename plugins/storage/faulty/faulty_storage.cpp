@@ -50,14 +50,13 @@ class FaultyFile final : public local::DecoratorFile {
         const faulty::FaultDecision d = faulty::decide(config_->faults, r.offset, r.length);
         delay = delay || d.delay;
         if (d.fault != faulty::Fault::none && (d.permanent || first_attempt(r.offset, r.length))) {
-          injected[i] = d.fault == faulty::Fault::eio
-                            ? Status::error(StatusCode::io_error, path_ + ": read error at offset " +
-                                                                      std::to_string(r.offset) +
-                                                                      ": injected EIO (faulty)")
-                            : Status::error(StatusCode::short_read,
-                                            path_ + ": short read at offset " + std::to_string(r.offset) + ": got " +
-                                                std::to_string(d.short_got) + " of " + std::to_string(r.length) +
-                                                " bytes (injected by faulty)");
+          injected[i] =
+              d.fault == faulty::Fault::eio
+                  ? Status::error(StatusCode::io_error, path_ + ": read error at offset " + std::to_string(r.offset) +
+                                                            ": injected EIO (faulty)")
+                  : Status::error(StatusCode::short_read, path_ + ": short read at offset " + std::to_string(r.offset) +
+                                                              ": got " + std::to_string(d.short_got) + " of " +
+                                                              std::to_string(r.length) + " bytes (injected by faulty)");
           continue;
         }
         passed.push_back(r);
@@ -136,9 +135,11 @@ namespace k3::storage::faulty {
 constexpr k3::sdk::ParamDescriptor kParams[] = {
     local::inner_name("posix"),
     local::kInnerKeys,
-    sdk::param::integer("seed", "0", "[0, )", "selects the fault pattern (faults are a function of seed, offset and length)"),
+    sdk::param::integer("seed", "0", "[0, )",
+                        "selects the fault pattern (faults are a function of seed, offset and length)"),
     sdk::param::number("eio_rate", "0", "[0, 1]", "probability that a request fails with io_error"),
-    sdk::param::number("short_read_rate", "0", "[0, 1]", "probability that a request (not already EIO) is a short read"),
+    sdk::param::number("short_read_rate", "0", "[0, 1]",
+                       "probability that a request (not already EIO) is a short read"),
     sdk::param::number("delay_rate", "0", "[0, 1]",
                        "probability that a request is delayed; a batch with any delayed request sleeps delay_us once"),
     sdk::param::integer("delay_us", "1000", "[0, 10000000]", "the injected delay in microseconds"),
@@ -146,9 +147,10 @@ constexpr k3::sdk::ParamDescriptor kParams[] = {
                        "comma-separated byte offsets; a request whose range contains one always fails with io_error"),
     sdk::param::integer("fail_after_bytes", nullptr, "[0, )",
                         "a request reaching past this byte of the file always fails with io_error; unset = never"),
-    sdk::param::boolean("transient", "true",
-                        "a rate-drawn fault hits only the first attempt of a request (the retry succeeds); false: every "
-                        "attempt"),
+    sdk::param::boolean(
+        "transient", "true",
+        "a rate-drawn fault hits only the first attempt of a request (the retry succeeds); false: every "
+        "attempt"),
 };
 
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,

@@ -69,9 +69,12 @@ struct ResponseHeaders {
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    if (name == "content-range") content_range = std::string(value);
-    else if (name == "etag") etag = std::string(value);
-    else if (name == "last-modified") last_modified = std::string(value);
+    if (name == "content-range")
+      content_range = std::string(value);
+    else if (name == "etag")
+      etag = std::string(value);
+    else if (name == "last-modified")
+      last_modified = std::string(value);
   }
 };
 

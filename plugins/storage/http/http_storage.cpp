@@ -33,12 +33,12 @@
 namespace {
 
 namespace http = k3::storage::http;
-using k3::sdk::Status;
-using k3::sdk::StatusCode;
 using http::Identity;
 using http::Settings;
 using http::Transfer;
 using http::Transport;
+using k3::sdk::Status;
+using k3::sdk::StatusCode;
 
 constexpr std::string_view kComponent = "storage/http";
 
@@ -76,14 +76,17 @@ class HttpFile final : public k3::sdk::StorageFile, public k3::sdk::StorageFileV
       if (r.length == 0) continue;
       if (r.dest == nullptr) {
         results[i] = Status::error(StatusCode::invalid_argument, http::shown_url(identity_.url) + ": read at offset " +
-                                                                     std::to_string(r.offset) + " has no destination buffer");
+                                                                     std::to_string(r.offset) +
+                                                                     " has no destination buffer");
         continue;
       }
-      const std::uint64_t avail = r.offset >= identity_.version.size ? 0 : std::min(r.length, identity_.version.size - r.offset);
+      const std::uint64_t avail =
+          r.offset >= identity_.version.size ? 0 : std::min(r.length, identity_.version.size - r.offset);
       if (avail < r.length)
         results[i] = Status::error(StatusCode::short_read, http::shown_url(identity_.url) + ": short read at offset " +
-                                                               std::to_string(r.offset) + ": got " + std::to_string(avail) +
-                                                               " of " + std::to_string(r.length) + " bytes");
+                                                               std::to_string(r.offset) + ": got " +
+                                                               std::to_string(avail) + " of " +
+                                                               std::to_string(r.length) + " bytes");
       if (avail > 0) http::cut_pieces(i, r.offset, avail, r.dest, s.max_range_bytes, pieces);
     }
     std::vector<http::Range> ranges = http::plan_ranges(std::move(pieces), s.coalesce_gap_bytes, s.max_range_bytes);
@@ -106,7 +109,7 @@ class HttpFile final : public k3::sdk::StorageFile, public k3::sdk::StorageFileV
   }
 
   std::shared_ptr<Transport> transport_;
-  Identity identity_;  ///< read by the worker during run(); never written after open
+  Identity identity_;    ///< read by the worker during run(); never written after open
   std::string version_;  ///< "ETag <etag>", "Last-Modified <date>" or empty
 };
 
@@ -129,7 +132,8 @@ class HttpBackend final : public k3::sdk::StorageBackend {
     try {
       if (!uri.starts_with("http://") && !uri.starts_with("https://"))
         return Status::error(StatusCode::invalid_argument,
-                             std::string(uri) + ": not an http:// or https:// URL (the http storage plugin reads URLs only)");
+                             std::string(uri) +
+                                 ": not an http:// or https:// URL (the http storage plugin reads URLs only)");
       Identity identity;
       identity.url = std::string(uri);
       std::byte probe_byte{};
@@ -155,10 +159,11 @@ class HttpBackend final : public k3::sdk::StorageBackend {
                                    "parameter allow_unvalidated: true to read it anyway");
         const std::lock_guard lock(warned_mutex_);
         if (warned_.insert(identity.url).second && transport_->host() != nullptr)
-          transport_->host()->log(k3::sdk::LogLevel::warn, kComponent,
-                                  http::shown_url(uri) +
-                                      ": the server sends neither ETag nor Last-Modified: a change of the file on the "
-                                      "server while it is read is noticed only if its size changes (allow_unvalidated)");
+          transport_->host()->log(
+              k3::sdk::LogLevel::warn, kComponent,
+              http::shown_url(uri) +
+                  ": the server sends neither ETag nor Last-Modified: a change of the file on the "
+                  "server while it is read is noticed only if its size changes (allow_unvalidated)");
       }
       out = std::make_unique<HttpFile>(transport_, std::move(identity));
       return Status::success();
@@ -196,7 +201,8 @@ Status secret_header(const std::string& name, bool bearer, std::vector<std::stri
 namespace k3::storage::http {
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    sdk::param::integer("connections", "8", "[1, 256]", "connections to the server (the pool; requests beyond it queue)"),
+    sdk::param::integer("connections", "8", "[1, 256]",
+                        "connections to the server (the pool; requests beyond it queue)"),
     sdk::param::integer("connect_timeout_ms", "10000", "[1, 600000]", "TCP + TLS handshake timeout in ms"),
     sdk::param::integer("low_speed_bytes", "1024", "[0, 1073741824]",
                         "a transfer slower than this many bytes/s for low_speed_time_s is a stall (timed out, "
@@ -210,8 +216,9 @@ constexpr k3::sdk::ParamDescriptor kParams[] = {
     sdk::param::integer("backoff_ms", "100", "[0, 600000]",
                         "delay before the first retry in ms; doubles each attempt, drawn in [d/2, d]"),
     sdk::param::integer("backoff_max_ms", "5000", "[0, 600000]", "cap of the retry delay in ms, at least backoff_ms"),
-    sdk::param::integer("max_range_bytes", "8388608", "[4096, 1073741824]",
-                        "the largest range one request asks for; a larger read is split, adjacent reads merged up to it"),
+    sdk::param::integer(
+        "max_range_bytes", "8388608", "[4096, 1073741824]",
+        "the largest range one request asks for; a larger read is split, adjacent reads merged up to it"),
     sdk::param::integer("coalesce_gap_bytes", "0", "[0, 1073741824]",
                         "reads of a batch at most this far apart are merged into one range; at most max_range_bytes"),
     sdk::param::choice("http_version", "auto", "auto|1.1|2",
@@ -262,8 +269,10 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
 
   std::call_once(curl_initialised, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
-  if (version == "auto") s.http_version = CURL_HTTP_VERSION_2TLS;
-  else if (version == "1.1") s.http_version = CURL_HTTP_VERSION_1_1;
+  if (version == "auto")
+    s.http_version = CURL_HTTP_VERSION_2TLS;
+  else if (version == "1.1")
+    s.http_version = CURL_HTTP_VERSION_1_1;
   else {  // "2": the reader refused anything but the three choices
     if ((info->features & CURL_VERSION_HTTP2) == 0)
       return sdk::Status::error(sdk::StatusCode::unsupported, "http_version: 2 asked, but this libcurl has no HTTP/2");
@@ -271,8 +280,8 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
   }
   if (!s.ca_bundle.empty() && ::access(s.ca_bundle.c_str(), R_OK) != 0)
     return params.refuse("ca_bundle", "cannot read " + s.ca_bundle);
-  for (const auto& [key, name, bearer] : {std::tuple{"bearer_token_env", bearer_env, true},
-                                          std::tuple{"header_env", header_env, false}}) {
+  for (const auto& [key, name, bearer] :
+       {std::tuple{"bearer_token_env", bearer_env, true}, std::tuple{"header_env", header_env, false}}) {
     if (name.empty()) continue;
     sdk::Status h = secret_header(name, bearer, s.secret_headers);
     if (h.code == sdk::StatusCode::invalid_argument) return params.refuse(key, h.detail);

@@ -25,9 +25,10 @@ void Transfer::reset_attempt() {
 
 bool Transfer::accept_headers() {
   if (headers.status == 200) {
-    refused = Status::error(StatusCode::io_error,
-                            where() + ": the server ignored the Range header (200 with the whole body); "
-                                      "the http backend needs a server that answers range requests with 206");
+    refused =
+        Status::error(StatusCode::io_error, where() +
+                                                ": the server ignored the Range header (200 with the whole body); "
+                                                "the http backend needs a server that answers range requests with 206");
     return false;
   }
   if (headers.status != 206) return true;  // an error page or a redirect: dropped, judged at the end
@@ -149,21 +150,23 @@ Verdict judge(Transfer& t, CURLcode rc) {
   }
   if (s == 206) {
     if (t.received != t.range.length())
-      return {true, Status::error(StatusCode::io_error, t.where() + ": truncated body: got " + std::to_string(t.received) +
-                                                            " of " + std::to_string(t.range.length()) + " bytes")};
+      return {true,
+              Status::error(StatusCode::io_error, t.where() + ": truncated body: got " + std::to_string(t.received) +
+                                                      " of " + std::to_string(t.range.length()) + " bytes")};
     if (t.probe) {
       const auto cr = parse_content_range(*t.headers.content_range);  // checked in accept_headers
       if (!cr || !cr->total)
-        return {false, Status::error(StatusCode::io_error,
-                                     t.where() + ": Content-Range '" + *t.headers.content_range +
-                                         "' gives no size; the http backend needs the object's size")};
+        return {false,
+                Status::error(StatusCode::io_error, t.where() + ": Content-Range '" + *t.headers.content_range +
+                                                        "' gives no size; the http backend needs the object's size")};
       record_version(t, *cr->total);
     }
     return {};
   }
   const std::string code = "HTTP " + std::to_string(s);
   if (s >= 500 || s == 408 || s == 429) return {true, Status::error(StatusCode::io_error, t.where() + ": " + code)};
-  if (s == 404 || s == 410) return {false, Status::error(StatusCode::not_found, t.where() + ": " + code + " (no such file)")};
+  if (s == 404 || s == 410)
+    return {false, Status::error(StatusCode::not_found, t.where() + ": " + code + " (no such file)")};
   if (s == 401 || s == 403)
     return {false, Status::error(StatusCode::io_error,
                                  t.where() + ": " + code + " (access denied: check the token or the presigned URL)")};
@@ -172,8 +175,9 @@ Verdict judge(Transfer& t, CURLcode rc) {
                                  changed_message(t.where(), "the server answered 412 to '" +
                                                                 t.identity->version.precondition() + "'"))};
   if (s == 416)
-    return {false, Status::error(StatusCode::io_error, t.where() + ": " + code +
-                                                           " (range not satisfiable: the object is shorter than at open)")};
+    return {false,
+            Status::error(StatusCode::io_error,
+                          t.where() + ": " + code + " (range not satisfiable: the object is shorter than at open)")};
   if (s == 200)  // an empty body, so on_body never saw it
     return {false, Status::error(StatusCode::io_error, t.where() + ": the server ignored the Range header (200)")};
   if (s >= 300 && s < 400)

@@ -33,14 +33,14 @@ inline constexpr int kMaxRedirects = 5;
 
 /// The parameters, as the factory read them; their defaults are those of kParams.
 struct Settings {
-  long connections = 0;             ///< connections to one host (and in all)
-  long connect_timeout_ms = 0;      ///< TCP + TLS handshake
-  long low_speed_bytes = 0;         ///< a transfer slower than this (bytes/s) ...
-  long low_speed_time_s = 0;        ///< ... for this long is a stall
-  long request_timeout_s = 0;       ///< whole attempt; 0 = none (stalls are caught above)
-  long read_timeout_s = 0;          ///< a range from its first request to its last byte, retries included
-  int retries = 0;                  ///< attempts after the first, for transient failures
-  long backoff_ms = 0;              ///< first retry delay; doubles per attempt
+  long connections = 0;         ///< connections to one host (and in all)
+  long connect_timeout_ms = 0;  ///< TCP + TLS handshake
+  long low_speed_bytes = 0;     ///< a transfer slower than this (bytes/s) ...
+  long low_speed_time_s = 0;    ///< ... for this long is a stall
+  long request_timeout_s = 0;   ///< whole attempt; 0 = none (stalls are caught above)
+  long read_timeout_s = 0;      ///< a range from its first request to its last byte, retries included
+  int retries = 0;              ///< attempts after the first, for transient failures
+  long backoff_ms = 0;          ///< first retry delay; doubles per attempt
   long backoff_max_ms = 0;
   std::uint64_t max_range_bytes = 0;
   std::uint64_t coalesce_gap_bytes = 0;

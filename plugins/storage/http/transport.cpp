@@ -197,7 +197,8 @@ bool Transport::follow_redirect(Transfer& t, const std::string& to_url) {
   if (!to) return refuse("a redirect to '" + shown_url(to_url) + "': only http:// and https:// are followed");
   const auto from = origin_of(t.identity->url);
   if (from && from->scheme == "https" && to->scheme == "http")
-    return refuse("a redirect from https to http ('" + shown_url(to_url) + "') is refused: the bytes would travel unprotected");
+    return refuse("a redirect from https to http ('" + shown_url(to_url) +
+                  "') is refused: the bytes would travel unprotected");
   t.url = to_url;
   t.same_origin = from && *from == *to;
   return true;
@@ -231,8 +232,9 @@ void Transport::settle(Transfer& t, CURLcode rc) {
     return finish(t, std::move(v.status));
   }
   // Exponential backoff, full jitter over its upper half: [d/2, d].
-  const double base = std::min(static_cast<double>(settings_.backoff_max_ms),
-                               static_cast<double>(settings_.backoff_ms) * std::ldexp(1.0, std::min(t.attempt - 1, 20)));
+  const double base =
+      std::min(static_cast<double>(settings_.backoff_max_ms),
+               static_cast<double>(settings_.backoff_ms) * std::ldexp(1.0, std::min(t.attempt - 1, 20)));
   std::uniform_real_distribution<double> jitter(0.5, 1.0);
   const auto delay = std::chrono::duration<double, std::milli>(base * jitter(rng_));
   t.not_before = now + std::chrono::duration_cast<Clock::duration>(delay);
@@ -243,8 +245,8 @@ void Transport::settle(Transfer& t, CURLcode rc) {
     return finish(t, st ? std::move(*st) : std::move(v.status));
   }
   ++counters_.retries;
-  warn_retry(v.status.detail + " (attempt " + std::to_string(t.attempt) + " of " + std::to_string(settings_.retries + 1) +
-             "; retrying in " + seconds_text(delay.count() / 1000.0) + ")");
+  warn_retry(v.status.detail + " (attempt " + std::to_string(t.attempt) + " of " +
+             std::to_string(settings_.retries + 1) + "; retrying in " + seconds_text(delay.count() / 1000.0) + ")");
   waiting_.push_back(&t);
 }
 
@@ -288,7 +290,9 @@ void Transport::warn_retry(const std::string& line) {
   const auto now = Clock::now();
   if (last_warning_ == Clock::time_point{} || now - last_warning_ >= std::chrono::seconds(1)) {
     host_->log(k3::sdk::LogLevel::warn, kComponent,
-               line + (unwarned_ == 0 ? "" : " [and " + std::to_string(unwarned_) + " more retries since the last warning]"));
+               line + (unwarned_ == 0
+                           ? ""
+                           : " [and " + std::to_string(unwarned_) + " more retries since the last warning]"));
     last_warning_ = now;
     unwarned_ = 0;
     return;

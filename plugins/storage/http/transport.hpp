@@ -84,8 +84,8 @@ class Transport {
   bool stopping_ = false;           ///< guarded by mutex_
   // Worker thread only.
   std::vector<EasyHandle> idle_;
-  std::vector<Transfer*> active_;   ///< in the multi handle
-  std::vector<Transfer*> waiting_;  ///< backing off before the next attempt
+  std::vector<Transfer*> active_;               ///< in the multi handle
+  std::vector<Transfer*> waiting_;              ///< backing off before the next attempt
   std::optional<Clock::time_point> stop_seen_;  ///< when stop_requested() was first seen true
   Clock::time_point last_warning_{};
   std::uint64_t unwarned_ = 0;  ///< retries logged at debug since the last warning line

@@ -98,7 +98,8 @@ class MmapBackend final : public k3::sdk::StorageBackend {
       }
       auto map = std::make_unique<Mapping>(base, static_cast<std::size_t>(size));
       if (host_ != nullptr)
-        host_->log(k3::sdk::LogLevel::debug, "storage/mmap", "mapped " + path + " (" + std::to_string(size) + " bytes)");
+        host_->log(k3::sdk::LogLevel::debug, "storage/mmap",
+                   "mapped " + path + " (" + std::to_string(size) + " bytes)");
       out = std::make_unique<MmapFile>(path, std::move(map), size);  // the mapping outlives the descriptor
       return Status::success();
     } catch (const std::exception& e) {
@@ -128,9 +129,12 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
   const std::string advice = params.get_string("advice");
   unknown_params = params.unused();
   int flag = MADV_NORMAL;  // "normal"; the reader refused anything but the four choices
-  if (advice == "random") flag = MADV_RANDOM;
-  else if (advice == "sequential") flag = MADV_SEQUENTIAL;
-  else if (advice == "willneed") flag = MADV_WILLNEED;
+  if (advice == "random")
+    flag = MADV_RANDOM;
+  else if (advice == "sequential")
+    flag = MADV_SEQUENTIAL;
+  else if (advice == "willneed")
+    flag = MADV_WILLNEED;
   out = std::make_unique<MmapBackend>(args.host, flag, advice);
   return sdk::Status::success();
 }

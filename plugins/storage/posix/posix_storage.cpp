@@ -62,9 +62,8 @@ class PosixFile final : public k3::sdk::StorageFile {
   Status read_one(const k3::sdk::ReadRequest& request) const {
     if (request.length == 0) return Status::success();
     if (request.dest == nullptr)
-      return Status::error(StatusCode::invalid_argument, path_ + ": read at offset " +
-                                                             std::to_string(request.offset) +
-                                                             " has no destination buffer");
+      return Status::error(StatusCode::invalid_argument,
+                           path_ + ": read at offset " + std::to_string(request.offset) + " has no destination buffer");
     return k3::storage::posix::read_fully(::pread, fd_.get(), path_, request.offset, request.length, request.dest);
   }
 
@@ -95,8 +94,7 @@ class PosixBackend final : public k3::sdk::StorageBackend {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       const int err = errno;
-      if (err == ENOENT || err == ENOTDIR)
-        return Status::error(StatusCode::not_found, path + ": no such file");
+      if (err == ENOENT || err == ENOTDIR) return Status::error(StatusCode::not_found, path + ": no such file");
       return Status::error(StatusCode::io_error, path + ": cannot open: " + k3::storage::posix::errno_text(err));
     }
     struct stat st {};

@@ -32,14 +32,13 @@ inline std::string errno_text(int err) { return std::system_category().message(e
 
 /// `pread_fn(fd, buf, count, offset)` behaves like pread(2): bytes read, or -1 with errno.
 template <class PreadFn>
-sdk::Status read_fully(PreadFn&& pread_fn, int fd, std::string_view path, std::uint64_t offset,
-                       std::uint64_t length, std::byte* dest) {
+sdk::Status read_fully(PreadFn&& pread_fn, int fd, std::string_view path, std::uint64_t offset, std::uint64_t length,
+                       std::byte* dest) {
   constexpr auto kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
   auto short_read = [&](std::uint64_t got) {
     return sdk::Status::error(sdk::StatusCode::short_read, std::string(path) + ": short read at offset " +
-                                                               std::to_string(offset) + ": got " +
-                                                               std::to_string(got) + " of " +
-                                                               std::to_string(length) + " bytes");
+                                                               std::to_string(offset) + ": got " + std::to_string(got) +
+                                                               " of " + std::to_string(length) + " bytes");
   };
   std::uint64_t done = 0;
   while (done < length) {

@@ -40,8 +40,8 @@ enum class Fill : std::uint8_t {
 struct Rule {
   Fill fill = Fill::none;
   Dtype dtype = Dtype::other;
-  float std = 0;           ///< uniform
-  int scale_byte = 0;      ///< fp4_scales
+  float std = 0;             ///< uniform
+  int scale_byte = 0;        ///< fp4_scales
   std::uint32_t conv_k = 1;  ///< conv_taps: the kernel size (the table's period)
   friend bool operator==(const Rule&, const Rule&) = default;
 };
@@ -149,14 +149,11 @@ class Table {
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t x = splitmix64(state);
       const float unit = static_cast<float>(x >> 40) * 0x1p-24f;  // [0, 1), exact in float
-      const float sym = 2.0f * unit - 1.0f;                      // [-1, 1)
+      const float sym = 2.0f * unit - 1.0f;                       // [-1, 1)
       std::byte* out = bytes_.data() + i * es;
       switch (rule.fill) {
-        case Fill::none:
-          break;
-        case Fill::fp4_codes:
-          out[0] = static_cast<std::byte>(x & 0xff);
-          break;
+        case Fill::none: break;
+        case Fill::fp4_codes: out[0] = static_cast<std::byte>(x & 0xff); break;
         case Fill::fp4_scales: {
           const int s = rule.scale_byte - static_cast<int>((x & 3) == 0) + static_cast<int>((x & 3) == 3);
           out[0] = static_cast<std::byte>(s);
@@ -165,21 +162,11 @@ class Table {
         case Fill::uniform:
           store(out, rule.std * 1.7320508f * sym);  // uniform(-a, a) has std a/sqrt(3)
           break;
-        case Fill::near_one:
-          store(out, 1.0f + 0.1f * sym);
-          break;
-        case Fill::conv_taps:
-          store(out, i % period_ == period_ - 1 ? 0.6f + 0.4f * unit : 0.25f * sym);
-          break;
-        case Fill::a_log:
-          store(out, 2.7725887f * unit);
-          break;
-        case Fill::dt_bias:
-          store(out, 0.5f * sym);
-          break;
-        case Fill::router_bias:
-          store(out, 0.02f * sym);
-          break;
+        case Fill::near_one: store(out, 1.0f + 0.1f * sym); break;
+        case Fill::conv_taps: store(out, i % period_ == period_ - 1 ? 0.6f + 0.4f * unit : 0.25f * sym); break;
+        case Fill::a_log: store(out, 2.7725887f * unit); break;
+        case Fill::dt_bias: store(out, 0.5f * sym); break;
+        case Fill::router_bias: store(out, 0.02f * sym); break;
       }
     }
   }

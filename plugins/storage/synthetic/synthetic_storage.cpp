@@ -66,7 +66,8 @@ class SyntheticFile final : public local::DecoratorFile {
     Status st = inner().read(batch);
     // Requests the inner backend served are filled; a failed one keeps its failure.
     for (const auto& r : batch)
-      if (r.result == StatusCode::ok && r.length > 0) syn::fill_range(*spans_, file_key_, seed_, r.offset, r.length, r.dest);
+      if (r.result == StatusCode::ok && r.length > 0)
+        syn::fill_range(*spans_, file_key_, seed_, r.offset, r.length, r.dest);
     return st;
   }
 
@@ -114,7 +115,8 @@ class SyntheticBackend final : public local::DecoratorBackend {
   }
 
   /// The tensor spans of a shard, from its header read through the inner backend.
-  Status layout(std::string_view uri, k3::sdk::StorageFile& file, std::shared_ptr<const std::vector<syn::TensorSpan>>& out) {
+  Status layout(std::string_view uri, k3::sdk::StorageFile& file,
+                std::shared_ptr<const std::vector<syn::TensorSpan>>& out) {
     const std::string where = "synthetic: " + std::string(uri) + ": ";
     const std::uint64_t size = file.size();
     if (size < 8) return Status::error(StatusCode::invalid_argument, where + "not a safetensors file (under 8 bytes)");
@@ -123,9 +125,9 @@ class SyntheticBackend final : public local::DecoratorBackend {
     std::uint64_t header = 0;
     for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
     if (header > kMaxHeaderBytes || header > size - 8)
-      return Status::error(StatusCode::invalid_argument,
-                           where + "header length " + std::to_string(header) + " does not fit the file of " +
-                               std::to_string(size) + " bytes");
+      return Status::error(StatusCode::invalid_argument, where + "header length " + std::to_string(header) +
+                                                             " does not fit the file of " + std::to_string(size) +
+                                                             " bytes");
     if (Status st = read_exact(file, 8, header, bytes); !st.ok()) return st;
     std::vector<syn::TensorEntry> entries;
     try {

@@ -29,8 +29,7 @@ class LinkModel {
       begin = std::max(begin, busy_until_.top());
       busy_until_.pop();
     }
-    const double transfer =
-        bytes_per_second_ > 0 ? static_cast<double>(bytes) / bytes_per_second_ : 0.0;
+    const double transfer = bytes_per_second_ > 0 ? static_cast<double>(bytes) / bytes_per_second_ : 0.0;
     const double start = std::max(begin + latency_, link_free_);
     const double done = start + transfer;
     if (bytes_per_second_ > 0) link_free_ = done;

@@ -53,7 +53,9 @@ inline std::uint64_t page_count(std::uint64_t length, std::uint64_t page_bytes =
 /// The header's size for a block of `length` bytes (the data starts there).
 inline std::uint64_t header_bytes(std::uint64_t length) noexcept { return kFixedBytes + 8 * page_count(length) + 8; }
 
-inline std::uint64_t hash(const void* p, std::uint64_t n) noexcept { return XXH3_64bits(p, static_cast<std::size_t>(n)); }
+inline std::uint64_t hash(const void* p, std::uint64_t n) noexcept {
+  return XXH3_64bits(p, static_cast<std::size_t>(n));
+}
 
 /// The header of block bytes `data` (its page checksums computed).
 inline std::vector<std::byte> encode(std::uint64_t file_size, std::uint64_t index, std::uint64_t version,

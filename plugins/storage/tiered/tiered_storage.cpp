@@ -60,11 +60,11 @@ using k3::sdk::StatusCode;
 constexpr std::string_view kComponent = "storage/tiered";
 
 struct Settings {
-  std::string dir;                                   ///< the tier's directory (created)
-  std::uint64_t max_bytes = 0;                       ///< cap on stored block bytes; 0 = none
+  std::string dir;              ///< the tier's directory (created)
+  std::uint64_t max_bytes = 0;  ///< cap on stored block bytes; 0 = none
   std::uint64_t block_bytes = std::uint64_t{1} << 20;
   std::uint64_t max_pending_bytes = std::uint64_t{256} << 20;  ///< queued for writing; beyond: not cached
-  bool fsync = false;                                ///< fsync each block before its rename
+  bool fsync = false;                                          ///< fsync each block before its rename
 };
 
 /// Part of a read inside one block: where in the block, how much, and where it goes.
@@ -75,7 +75,9 @@ struct Part {
 };
 
 /// A block's name inside the tier: "<file key>/<block index>.blk".
-std::string block_name(const std::string& key, std::uint64_t index) { return key + "/" + std::to_string(index) + ".blk"; }
+std::string block_name(const std::string& key, std::uint64_t index) {
+  return key + "/" + std::to_string(index) + ".blk";
+}
 
 /// The tier: its index (the blocks present, in least-recently-used order), the writer
 /// thread, and the counters. Shared by the backend and its files. Thread-safe.
@@ -126,8 +128,8 @@ class Tier {
                      " from the inner backend; " + std::to_string(written_.load()) + " blocks written, " +
                      std::to_string(evicted_.load()) + " evicted, " + std::to_string(dropped_.load()) +
                      " not cached (writer busy or failing), " + std::to_string(bad_.load()) +
-                     " torn or damaged blocks dropped and fetched again; " + std::to_string(total_bytes()) + " bytes in " +
-                     s_.dir);
+                     " torn or damaged blocks dropped and fetched again; " + std::to_string(total_bytes()) +
+                     " bytes in " + s_.dir);
   }
 
   /// The counters, in a fixed order (sdk::StorageCounters).
@@ -179,8 +181,8 @@ class Tier {
     const std::uint64_t from = first_page * P, to = std::min(end_page * P, block_length);
     thread_local std::vector<std::byte> scratch;
     if (scratch.size() < head + (to - from)) scratch.resize(static_cast<std::size_t>(head + (to - from)));
-    if (!read_exact(fd.get(), scratch.data(), head, 0) || !read_exact(fd.get(), scratch.data() + head, to - from, head + from) ||
-        !at_eof(fd.get(), head + block_length))
+    if (!read_exact(fd.get(), scratch.data(), head, 0) ||
+        !read_exact(fd.get(), scratch.data() + head, to - from, head + from) || !at_eof(fd.get(), head + block_length))
       return forget(name, true);
     block_bytes_read_ += head + (to - from);
     const auto t0 = std::chrono::steady_clock::now();
@@ -376,8 +378,10 @@ class Tier {
       } else {
         ++dropped_;
         if (!warned_.exchange(true) && host_ != nullptr)
-          host_->log(k3::sdk::LogLevel::warn, kComponent,
-                     s_.dir + ": cannot write a block to the tier (full or read-only?); reads still come from the inner backend");
+          host_->log(
+              k3::sdk::LogLevel::warn, kComponent,
+              s_.dir +
+                  ": cannot write a block to the tier (full or read-only?); reads still come from the inner backend");
       }
       const std::lock_guard lock(queue_mutex_);
       pending_bytes_ -= job.data.size();
@@ -394,11 +398,11 @@ class Tier {
 
   std::mutex queue_mutex_;
   std::condition_variable queue_wake_;
-  std::deque<Job> queue_;             ///< guarded by queue_mutex_
-  std::uint64_t pending_bytes_ = 0;   ///< guarded by queue_mutex_
-  bool stopping_ = false;             ///< guarded by queue_mutex_
+  std::deque<Job> queue_;            ///< guarded by queue_mutex_
+  std::uint64_t pending_bytes_ = 0;  ///< guarded by queue_mutex_
+  bool stopping_ = false;            ///< guarded by queue_mutex_
   std::thread writer_;
-  std::uint64_t tmp_counter_ = 0;     ///< writer thread only
+  std::uint64_t tmp_counter_ = 0;  ///< writer thread only
 
   std::atomic<std::uint64_t> hit_bytes_{0}, miss_bytes_{0}, written_{0}, evicted_{0}, dropped_{0}, bad_{0}, sampled_{0};
   std::atomic<std::uint64_t> block_bytes_read_{0}, check_ns_{0};
@@ -409,7 +413,11 @@ class TieredFile final : public k3::sdk::StorageFile {
  public:
   TieredFile(std::unique_ptr<k3::sdk::StorageFile> inner, std::shared_ptr<Tier> tier, std::string key,
              std::uint64_t version)
-      : inner_(std::move(inner)), tier_(std::move(tier)), key_(std::move(key)), size_(inner_->size()), version_(version) {}
+      : inner_(std::move(inner)),
+        tier_(std::move(tier)),
+        key_(std::move(key)),
+        size_(inner_->size()),
+        version_(version) {}
 
   [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
   [[nodiscard]] std::uint32_t alignment() const noexcept override { return 1; }
@@ -434,7 +442,8 @@ class TieredFile final : public k3::sdk::StorageFile {
       auto& r = batch[i];
       r.result = StatusCode::ok;
       if (r.length == 0) continue;
-      if (r.dest == nullptr || r.offset > size_ || r.length > size_ - r.offset) {  // the inner backend says what is wrong
+      if (r.dest == nullptr || r.offset > size_ ||
+          r.length > size_ - r.offset) {  // the inner backend says what is wrong
         passthrough.push_back(i);
         inner.push_back(r);
         continue;
@@ -484,7 +493,9 @@ class TieredBackend final : public k3::sdk::StorageBackend, public k3::sdk::Stor
   TieredBackend(std::unique_ptr<k3::sdk::StorageBackend> inner, std::shared_ptr<Tier> tier)
       : inner_(std::move(inner)), tier_(std::move(tier)) {}
 
-  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override { return inner_->list(uri, names); }
+  Status list(std::string_view uri, std::vector<std::string>& names) noexcept override {
+    return inner_->list(uri, names);
+  }
 
   Status open(std::string_view uri, std::unique_ptr<k3::sdk::StorageFile>& out) noexcept override {
     std::unique_ptr<k3::sdk::StorageFile> file;
@@ -522,7 +533,8 @@ class TieredBackend final : public k3::sdk::StorageBackend, public k3::sdk::Stor
   /// one, else a hash of its first, middle and last kSample bytes read from the inner
   /// backend now (one batch), so a file replaced under the same size gets other blocks.
   Status version_of(std::string_view uri, k3::sdk::StorageFile& file, std::uint64_t& version) {
-    if (const auto* v = dynamic_cast<const k3::sdk::StorageFileVersion*>(&file); v != nullptr && !v->version().empty()) {
+    if (const auto* v = dynamic_cast<const k3::sdk::StorageFileVersion*>(&file);
+        v != nullptr && !v->version().empty()) {
       const std::string_view text = v->version();
       version = tier::version_tag('v', std::as_bytes(std::span(text.data(), text.size())));
       return Status::success();
@@ -536,8 +548,10 @@ class TieredBackend final : public k3::sdk::StorageBackend, public k3::sdk::Stor
         batch.push_back({at, n, bytes.data() + batch.size() * n, StatusCode::ok});
     if (!batch.empty())
       if (Status st = file.read(batch); !st.ok())
-        return Status::error(st.code, std::string(uri) + ": reading the bytes that tell its revision apart "
-                                                         "(the inner backend gives no validator): " + st.detail);
+        return Status::error(st.code, std::string(uri) +
+                                          ": reading the bytes that tell its revision apart "
+                                          "(the inner backend gives no validator): " +
+                                          st.detail);
     version = tier::version_tag('s', bytes);
     tier_->count_sampled();
     return Status::success();
@@ -552,7 +566,8 @@ class TieredBackend final : public k3::sdk::StorageBackend, public k3::sdk::Stor
 namespace k3::storage::tiered {
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    sdk::param::required(sdk::param::path("dir", nullptr, "the local directory that holds the tier; created when missing")),
+    sdk::param::required(
+        sdk::param::path("dir", nullptr, "the local directory that holds the tier; created when missing")),
     local::inner_name("http"),
     local::kInnerKeys,
     sdk::param::integer("max_mb", "0", "[0, 1099511627776]",
@@ -561,7 +576,8 @@ constexpr k3::sdk::ParamDescriptor kParams[] = {
                         "block size in KiB: the unit fetched, stored, checked and evicted"),
     sdk::param::integer("max_pending_mb", "256", "[1, 1048576]",
                         "MiB of fetched blocks waiting to be written; beyond it a block is delivered but not cached"),
-    sdk::param::boolean("fsync", "false", "fsync each block before its rename (survives power loss; costs write latency)"),
+    sdk::param::boolean("fsync", "false",
+                        "fsync each block before its rename (survives power loss; costs write latency)"),
 };
 
 sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBackend>& out,
@@ -586,7 +602,8 @@ sdk::Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::StorageBack
   try {
     if (sdk::Status started = t->start(); !started.ok()) return started;
   } catch (const std::exception& e) {
-    return sdk::Status::error(sdk::StatusCode::io_error, "tiered: cannot open the tier directory: " + std::string(e.what()));
+    return sdk::Status::error(sdk::StatusCode::io_error,
+                              "tiered: cannot open the tier directory: " + std::string(e.what()));
   }
   out = std::make_unique<TieredBackend>(std::move(wrapped), std::move(t));
   return sdk::Status::success();

@@ -65,7 +65,8 @@ class RingPool {
     }
     auto ring = std::make_unique<Ring>(entries_);
     if (ring->init_result() != 0) {
-      error = "io_uring_queue_init(" + std::to_string(entries_) + ") failed: " + local::errno_text(-ring->init_result());
+      error = "io_uring_queue_init(" + std::to_string(entries_) +
+              ") failed: " + local::errno_text(-ring->init_result());
       return nullptr;
     }
     return ring;
@@ -132,8 +133,7 @@ class UringFile final : public local::AlignedFile {
         free_slots.pop_back();
         slots[s].segment = next_segment++;
         slots[s].done = 0;
-        if (segments[slots[s].segment].bounce && !slots[s].bounce)
-          slots[s].bounce = bounce_buffer();
+        if (segments[slots[s].segment].bounce && !slots[s].bounce) slots[s].bounce = bounce_buffer();
         to_submit.push_back(s);
       }
       while (!to_submit.empty()) {
@@ -224,8 +224,9 @@ class UringFile final : public local::AlignedFile {
                 std::vector<Status>& results, const std::string& why) {
     for (const auto& seg : segments)
       if (results[seg.request].ok())
-        results[seg.request] = Status::error(
-            StatusCode::io_error, path_ + ": read at offset " + std::to_string(batch[seg.request].offset) + ": " + why);
+        results[seg.request] =
+            Status::error(StatusCode::io_error,
+                          path_ + ": read at offset " + std::to_string(batch[seg.request].offset) + ": " + why);
   }
 
   /// Waits for reads still owned by the kernel so no buffer is freed under it.

@@ -13,7 +13,8 @@ constexpr std::array<std::uint8_t, 256> make_table() {
   std::array<std::uint8_t, 256> t{};
   t.fill(kBad);
   constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (std::size_t i = 0; i < alphabet.size(); ++i) t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::uint8_t>(i);
+  for (std::size_t i = 0; i < alphabet.size(); ++i)
+    t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::uint8_t>(i);
   return t;
 }
 constexpr auto kTable = make_table();

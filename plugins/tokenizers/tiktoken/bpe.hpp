@@ -22,7 +22,7 @@ struct BpeScratch {
   std::vector<Rank> ranks;            ///< rank of the pair starting at each part
   std::vector<std::uint32_t> next;    ///< heap variant: linked list
   std::vector<std::uint32_t> prev;
-  std::vector<std::uint64_t> heap;    ///< (rank << 32 | start) min-heap entries
+  std::vector<std::uint64_t> heap;  ///< (rank << 32 | start) min-heap entries
 };
 
 /// Pieces at least this long take the heap path.
@@ -31,6 +31,7 @@ inline constexpr std::size_t kHeapBpeMinBytes = 64;
 /// Appends the ids of `piece` (non-empty) to `out`. A piece that is itself a token is that
 /// one id (tiktoken checks this first). Throws TokenizerError when a byte of the piece has no
 /// rank (the rank file does not cover all 256 bytes).
-void byte_pair_encode(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<std::uint32_t>& out);
+void byte_pair_encode(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
+                      std::vector<std::uint32_t>& out);
 
 }  // namespace k3::tiktoken

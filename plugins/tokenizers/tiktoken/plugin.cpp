@@ -28,7 +28,8 @@ std::string read_through_host(sdk::HostServices* host, const std::string& uri, c
   if (host == nullptr) fail(StatusCode::internal, uri + ": the host gave no services to read the " + what);
   std::string data;
   const Status st = host->read_file(uri, kMaxFileBytes, data);
-  if (st.code == StatusCode::not_found) fail(StatusCode::not_found, uri + ": " + what + " not found (" + st.detail + ")");
+  if (st.code == StatusCode::not_found)
+    fail(StatusCode::not_found, uri + ": " + what + " not found (" + st.detail + ")");
   if (!st.ok()) fail(st.code, uri + ": cannot read the " + what + ": " + st.detail);
   return data;
 }
@@ -74,13 +75,14 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
 
   try {
     TiktokenConfig cfg{RankTable::parse(read_through_host(args.host, model, "rank file"), model),
-                       pattern_source(pattern), {}, {max_chunk, max_run}};
-    if (!config.empty())
-      cfg.specials.add_from_config(read_through_host(args.host, config, "tokenizer config"), config);
+                       pattern_source(pattern),
+                       {},
+                       {max_chunk, max_run}};
+    if (!config.empty()) cfg.specials.add_from_config(read_through_host(args.host, config, "tokenizer config"), config);
     if (!specials.empty()) cfg.specials.add_inline(specials);
     if (reserved > kMaxRank - cfg.ranks.end())
-      return params.refuse("num_reserved_special_tokens",
-                           "too large: the ids would pass 2^24 - 1 after the " + std::to_string(cfg.ranks.end()) + " ranks");
+      return params.refuse("num_reserved_special_tokens", "too large: the ids would pass 2^24 - 1 after the " +
+                                                              std::to_string(cfg.ranks.end()) + " ranks");
     cfg.specials.add_reserved(cfg.ranks.end(), reserved);
     cfg.specials.finish();
     out = std::make_unique<TiktokenTokenizer>(std::move(cfg));
@@ -89,7 +91,8 @@ Status create(const sdk::CreateArgs& args, std::unique_ptr<sdk::Tokenizer>& out,
   }
   if (args.host != nullptr)
     args.host->log(sdk::LogLevel::debug, "tokenizer/tiktoken",
-                   "loaded " + model + " (pattern " + pattern + ", vocabulary " + std::to_string(out->vocab_size()) + ")");
+                   "loaded " + model + " (pattern " + pattern + ", vocabulary " + std::to_string(out->vocab_size()) +
+                       ")");
   return Status::success();
 }
 

@@ -27,30 +27,32 @@ namespace {
 #define K3_NWS R"(\P{White_Space})"
 #define K3_CONTRACTIONS R"((?i:'s|'t|'re|'ve|'m|'ll|'d))"
 
-constexpr const char* kCl100k =
-    K3_CONTRACTIONS R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^)" K3_WS R"(\p{L}\p{N}]+[\r\n]*|)" K3_WS
-    R"(*[\r\n]+|)" K3_WS R"(+(?!)" K3_NWS R"()|)" K3_WS "+";
+constexpr const char* kCl100k = K3_CONTRACTIONS R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^)" K3_WS
+                                                R"(\p{L}\p{N}]+[\r\n]*|)" K3_WS R"(*[\r\n]+|)" K3_WS R"(+(?!)" K3_NWS
+                                                R"()|)" K3_WS "+";
 
 constexpr const char* kO200k =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)" K3_CONTRACTIONS
     R"(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)" K3_CONTRACTIONS
-    R"(?|\p{N}{1,3}| ?[^)" K3_WS R"(\p{L}\p{N}]+[\r\n/]*|)" K3_WS R"(*[\r\n]+|)" K3_WS R"(+(?!)" K3_NWS
-    R"()|)" K3_WS "+";
+    R"(?|\p{N}{1,3}| ?[^)" K3_WS R"(\p{L}\p{N}]+[\r\n/]*|)" K3_WS R"(*[\r\n]+|)" K3_WS R"(+(?!)" K3_NWS R"()|)" K3_WS
+    "+";
 
 #define K3_UPPER_NOT_HAN R"((?:(?!\p{sc:Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]))"
 #define K3_LOWER_NOT_HAN R"((?:(?!\p{sc:Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}]))"
 
 // arch-refs §9, in order: Han runs; words (lower-case tail); words (upper-case head); up to
 // three digits; punctuation runs; newlines; whitespace not followed by non-space; whitespace.
-constexpr const char* kKimi =
-    R"(\p{sc:Han}+)"
-    R"(|[^\r\n\p{L}\p{N}]?)" K3_UPPER_NOT_HAN "*" K3_LOWER_NOT_HAN "+" K3_CONTRACTIONS "?"
-    R"(|[^\r\n\p{L}\p{N}]?)" K3_UPPER_NOT_HAN "+" K3_LOWER_NOT_HAN "*" K3_CONTRACTIONS "?"
-    R"(|\p{N}{1,3})"
-    R"(| ?[^)" K3_WS R"(\p{L}\p{N}]+[\r\n]*)"
-    "|" K3_WS R"(*[\r\n]+)"
-    "|" K3_WS "+(?!" K3_NWS ")"
-    "|" K3_WS "+";
+constexpr const char* kKimi = R"(\p{sc:Han}+)"
+                              R"(|[^\r\n\p{L}\p{N}]?)" K3_UPPER_NOT_HAN "*" K3_LOWER_NOT_HAN "+" K3_CONTRACTIONS
+                              "?"
+                              R"(|[^\r\n\p{L}\p{N}]?)" K3_UPPER_NOT_HAN "+" K3_LOWER_NOT_HAN "*" K3_CONTRACTIONS
+                              "?"
+                              R"(|\p{N}{1,3})"
+                              R"(| ?[^)" K3_WS R"(\p{L}\p{N}]+[\r\n]*)"
+                              "|" K3_WS R"(*[\r\n]+)"
+                              "|" K3_WS "+(?!" K3_NWS
+                              ")"
+                              "|" K3_WS "+";
 
 // Long runs (up to max_run_chars code points, or the whole text) can make the JIT
 // backtrack deeply through the lookahead groups; the stack grows on demand up to this.

@@ -50,8 +50,8 @@ RankTable RankTable::parse(const std::string& data, const std::string& name) {
     const auto where = [&] { return name + ":" + std::to_string(line_no); };
     const auto fields = fields_of(line);
     if (fields.size() != 2)
-      fail(StatusCode::invalid_argument, where() + ": expected '<base64 token> <rank>', got " +
-                                             std::to_string(fields.size()) + " field(s)");
+      fail(StatusCode::invalid_argument,
+           where() + ": expected '<base64 token> <rank>', got " + std::to_string(fields.size()) + " field(s)");
     if (!decode_base64(fields[0], token))
       fail(StatusCode::invalid_argument, where() + ": bad base64 '" + std::string(fields[0]) + "'");
     if (token.empty()) fail(StatusCode::invalid_argument, where() + ": empty token");
@@ -65,7 +65,8 @@ RankTable RankTable::parse(const std::string& data, const std::string& name) {
     if (table.bytes_.size() + token.size() > std::numeric_limits<std::uint32_t>::max())
       fail(StatusCode::invalid_argument, where() + ": rank file too large");
     entries.push_back({{static_cast<std::uint32_t>(table.bytes_.size()), static_cast<std::uint32_t>(token.size())},
-                       static_cast<Rank>(rank), line_no});
+                       static_cast<Rank>(rank),
+                       line_no});
     table.bytes_ += token;
   }
   table.build(entries, name);
@@ -94,8 +95,8 @@ void RankTable::build(const std::vector<Entry>& entries, const std::string& orig
     while (slots_[i].length != 0) {
       const Slot& s = slots_[i];
       if (s.length == key.size() && std::memcmp(bytes_.data() + s.offset, key.data(), key.size()) == 0)
-        fail(StatusCode::invalid_argument, where() + ": token already has rank " + std::to_string(s.rank) +
-                                               " (line " + std::to_string(line_of_rank[s.rank]) + ")");
+        fail(StatusCode::invalid_argument, where() + ": token already has rank " + std::to_string(s.rank) + " (line " +
+                                               std::to_string(line_of_rank[s.rank]) + ")");
       i = (i + 1) & mask;
     }
     slots_[i] = {e.span.offset, e.span.length, static_cast<std::uint32_t>(h), e.rank};
@@ -111,7 +112,8 @@ Rank RankTable::rank_of(std::string_view bytes) const noexcept {
   for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.length == 0) return kNoRank;
-    if (s.hash == h32 && s.length == bytes.size() && std::memcmp(bytes_.data() + s.offset, bytes.data(), bytes.size()) == 0)
+    if (s.hash == h32 && s.length == bytes.size() &&
+        std::memcmp(bytes_.data() + s.offset, bytes.data(), bytes.size()) == 0)
       return s.rank;
   }
 }

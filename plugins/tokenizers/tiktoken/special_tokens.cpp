@@ -16,12 +16,13 @@ namespace k3::tiktoken {
 using sdk::StatusCode;
 
 void SpecialTokens::add(std::string text, std::uint32_t id, const std::string& origin) {
-  if (text.empty()) fail(StatusCode::invalid_argument, origin + ": special token " + std::to_string(id) + " has empty text");
+  if (text.empty())
+    fail(StatusCode::invalid_argument, origin + ": special token " + std::to_string(id) + " has empty text");
   // Valid UTF-8 text can only match at character boundaries of valid UTF-8 input, so the
   // segments between specials stay valid for the pre-tokenizer.
   if (const std::size_t bad = find_invalid_utf8(text); bad != kValidUtf8)
-    fail(StatusCode::invalid_argument, origin + ": special token " + std::to_string(id) +
-                                           " is not valid UTF-8 at byte " + std::to_string(bad));
+    fail(StatusCode::invalid_argument,
+         origin + ": special token " + std::to_string(id) + " is not valid UTF-8 at byte " + std::to_string(bad));
   if (const auto it = by_text_.find(text); it != by_text_.end()) {
     if (it->second == id) return;
     fail(StatusCode::invalid_argument, origin + ": special token '" + text + "' is given ids " +
@@ -37,7 +38,8 @@ void SpecialTokens::add(std::string text, std::uint32_t id, const std::string& o
 }
 
 void SpecialTokens::add_from_config(const std::string& json, const std::string& name) {
-  if (const auto deep = sdk::json_too_deep(json)) fail(StatusCode::invalid_argument, sdk::json_depth_message(name, *deep));
+  if (const auto deep = sdk::json_too_deep(json))
+    fail(StatusCode::invalid_argument, sdk::json_depth_message(name, *deep));
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (const auto err = parser.parse(json).get(root))
@@ -53,7 +55,8 @@ void SpecialTokens::add_from_config(const std::string& json, const std::string& 
       fail(StatusCode::invalid_argument, name + ": added_tokens_decoder key '" + std::string(key) + "' is not an id");
     std::string_view content;
     if (field.value["content"].get_string().get(content))
-      fail(StatusCode::invalid_argument, name + ": added_tokens_decoder[\"" + std::string(key) + "\"] has no string 'content'");
+      fail(StatusCode::invalid_argument,
+           name + ": added_tokens_decoder[\"" + std::string(key) + "\"] has no string 'content'");
     add(std::string(content), id, name + " added_tokens_decoder[\"" + std::string(key) + "\"]");
   }
 }

@@ -41,8 +41,8 @@ class SpecialTokens {
   [[nodiscard]] const std::string* text_of(std::uint32_t id) const;
   /// The leftmost special token in subject at or after `from` (the longest one if several
   /// start there): false if none.
-  bool find_in(std::string_view subject, std::size_t from, MatchScratch& scratch, std::size_t& begin,
-               std::size_t& end, std::uint32_t& id) const;
+  bool find_in(std::string_view subject, std::size_t from, MatchScratch& scratch, std::size_t& begin, std::size_t& end,
+               std::uint32_t& id) const;
 
  private:
   std::unordered_map<std::string, std::uint32_t> by_text_;

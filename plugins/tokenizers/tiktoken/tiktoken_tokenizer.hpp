@@ -21,8 +21,8 @@ struct EncodeScratch;
 
 struct TiktokenConfig {
   RankTable ranks;
-  std::string pattern;       ///< PCRE2 source (UTF + UCP)
-  SpecialTokens specials;    ///< finished
+  std::string pattern;     ///< PCRE2 source (UTF + UCP)
+  SpecialTokens specials;  ///< finished
   ChunkLimits limits;
 };
 

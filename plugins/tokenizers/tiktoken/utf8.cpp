@@ -64,18 +64,21 @@ char32_t next_code_point(std::string_view text, std::size_t& pos) noexcept {
     return (char32_t{b & 0x0Fu} << 12) | (char32_t{s[1] & 0x3Fu} << 6) | (s[2] & 0x3Fu);
   }
   pos += 4;
-  return (char32_t{b & 0x07u} << 18) | (char32_t{s[1] & 0x3Fu} << 12) | (char32_t{s[2] & 0x3Fu} << 6) |
-         (s[3] & 0x3Fu);
+  return (char32_t{b & 0x07u} << 18) | (char32_t{s[1] & 0x3Fu} << 12) | (char32_t{s[2] & 0x3Fu} << 6) | (s[3] & 0x3Fu);
 }
 
 bool python_isspace(char32_t c) noexcept {
   if (c <= 0x20u) return c == 0x20u || (c >= 0x09u && c <= 0x0Du) || (c >= 0x1Cu && c <= 0x1Fu);
   switch (c) {
-    case 0x85u: case 0xA0u: case 0x1680u: case 0x2028u: case 0x2029u:
-    case 0x202Fu: case 0x205Fu: case 0x3000u:
-      return true;
-    default:
-      return c >= 0x2000u && c <= 0x200Au;
+    case 0x85u:
+    case 0xA0u:
+    case 0x1680u:
+    case 0x2028u:
+    case 0x2029u:
+    case 0x202Fu:
+    case 0x205Fu:
+    case 0x3000u: return true;
+    default: return c >= 0x2000u && c <= 0x200Au;
   }
 }
 

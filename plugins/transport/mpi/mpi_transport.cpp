@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -74,8 +74,8 @@ class MpiTransport final : public k3::sdk::Transport {
   Status send(int dest, std::span<const std::byte> bytes, std::uint32_t timeout_ms) noexcept override {
     if (Status bad = check_peer(dest, bytes.size()); !bad.ok()) return bad;
     MPI_Request req = MPI_REQUEST_NULL;
-    if (const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD,
-                                 &req);
+    if (const int rc =
+            MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD, &req);
         rc != MPI_SUCCESS)
       return Status::error(StatusCode::io_error, "sending to rank " + std::to_string(dest) + ": " + mpi_error(rc));
     Waiter w(*this, timeout_ms);
@@ -100,8 +100,8 @@ class MpiTransport final : public k3::sdk::Transport {
   Status post(int dest, std::span<const std::byte> bytes, std::uint64_t& ticket) noexcept override {
     if (Status bad = check_peer(dest, bytes.size()); !bad.ok()) return bad;
     MPI_Request req = MPI_REQUEST_NULL;
-    if (const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD,
-                                 &req);
+    if (const int rc =
+            MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD, &req);
         rc != MPI_SUCCESS)
       return Status::error(StatusCode::io_error, "sending to rank " + std::to_string(dest) + ": " + mpi_error(rc));
     ticket = ++tickets_;
@@ -153,7 +153,9 @@ class MpiTransport final : public k3::sdk::Transport {
   }
 
   void abort(int code, std::string_view reason) noexcept override {
-    if (host_ != nullptr) host_->log(k3::sdk::LogLevel::error, "", "rank " + std::to_string(rank_) + " aborts the job: " + std::string(reason));
+    if (host_ != nullptr)
+      host_->log(k3::sdk::LogLevel::error, "",
+                 "rank " + std::to_string(rank_) + " aborts the job: " + std::string(reason));
     MPI_Abort(MPI_COMM_WORLD, code);
   }
 

@@ -20,7 +20,8 @@ Status ClockPolicy::reset(std::uint64_t capacity_slots) noexcept {
     slot_of_.clear();
     slot_of_.reserve(capacity_slots);
   } catch (const std::bad_alloc&) {
-    return Status::error(StatusCode::out_of_memory, "clock: cannot allocate " + std::to_string(capacity_slots) + " slots");
+    return Status::error(StatusCode::out_of_memory,
+                         "clock: cannot allocate " + std::to_string(capacity_slots) + " slots");
   }
   hand_ = 0;
   missed_.reset();

@@ -11,8 +11,9 @@
 namespace {
 
 constexpr k3::sdk::ParamDescriptor kParams[] = {
-    k3::sdk::param::boolean("insert_referenced", "true",
-                            "a key loaded on its own miss starts with its reference bit set (a prefetched key never does)"),
+    k3::sdk::param::boolean(
+        "insert_referenced", "true",
+        "a key loaded on its own miss starts with its reference bit set (a prefetched key never does)"),
 };
 
 k3::sdk::Status make_clock(const k3::sdk::CreateArgs& args, std::unique_ptr<k3::sdk::CachePolicy>& out,

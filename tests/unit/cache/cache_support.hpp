@@ -33,7 +33,7 @@ inline k3::sdk::ExpertKey key(std::uint32_t layer, std::uint32_t expert) { retur
 class HostView final : public k3::sdk::VictimQuery {
  public:
   std::set<std::uint64_t> resident;
-  std::set<std::uint64_t> leased;  // leased or pinned: never a victim
+  std::set<std::uint64_t> leased;                 // leased or pinned: never a victim
   mutable std::vector<k3::sdk::ExpertKey> asked;  // every key the policy asked about
 
   [[nodiscard]] bool evictable(k3::sdk::ExpertKey k) const noexcept override {

@@ -117,8 +117,7 @@ Counters run_workload(k3::sdk::CachePolicy& policy, const std::string& name, con
 
 }  // namespace
 
-TEST_CASE("cache policy conformance: lease, residency and capacity rules on random workloads",
-          "[cache][conformance]") {
+TEST_CASE("cache policy conformance: lease, residency and capacity rules on random workloads", "[cache][conformance]") {
   const std::vector<std::string> names = k3test::cache_policy_names();
   REQUIRE_FALSE(names.empty());
   for (const std::string& name : names) {

@@ -99,7 +99,7 @@ TEST_CASE("lru keeps layers apart: the same expert index in two layers is two ke
   Driver d(*policy, 2);
   d.request(key(0, 7));
   d.request(key(1, 7));
-  d.request(key(0, 7));                    // hit on layer 0 only
+  d.request(key(0, 7));  // hit on layer 0 only
   CHECK(d.request(key(2, 7)) == key(1, 7));
 }
 
@@ -140,14 +140,14 @@ TEST_CASE("lru on_remove drops any key, wherever it is in the order", "[cache][l
   const auto policy = k3test::cache_policy("lru");
   Driver d(*policy, 5);
   for (ExpertKey k : {A, B, C, D, E}) d.request(k);  // A B C D E
-  d.evict(C);                                          // middle
+  d.evict(C);                                        // middle
   CHECK(d.victim() == A);
-  d.evict(A);                                          // oldest
+  d.evict(A);  // oldest
   CHECK(d.victim() == B);
-  d.evict(E);                                          // newest
-  policy->on_remove(key(42, 42));                      // unknown: ignored
-  d.request(A);                                        // B D A
-  d.request(B);                                        // D A B (hit)
+  d.evict(E);                      // newest
+  policy->on_remove(key(42, 42));  // unknown: ignored
+  d.request(A);                    // B D A
+  d.request(B);                    // D A B (hit)
   CHECK(d.victim() == D);
   d.evict(D);
   d.evict(A);
@@ -163,13 +163,13 @@ TEST_CASE("lru: an access without insert changes nothing, an insert counts as mo
   policy->on_access(C, 100);  // a miss the host has not inserted (yet)
   d.view.resident.insert(C.packed());
   d.view.leased = {A.packed(), B.packed()};
-  CHECK_FALSE(d.victim());    // C is not known to the policy, so it is never offered
+  CHECK_FALSE(d.victim());  // C is not known to the policy, so it is never offered
   d.view.leased.clear();
   d.view.resident.erase(C.packed());
-  d.insert(C);                // a prefetch: inserted without an access
-  d.request(A);               // B C A
+  d.insert(C);   // a prefetch: inserted without an access
+  d.request(A);  // B C A
   CHECK(d.victim() == B);
-  d.insert(B);                // inserting a resident key again refreshes it: C A B
+  d.insert(B);  // inserting a resident key again refreshes it: C A B
   CHECK(d.victim() == C);
 }
 
@@ -180,8 +180,8 @@ TEST_CASE("lru listens to prefetches: a prefetched key ranks just below the newe
   REQUIRE(listener != nullptr);
   Driver d(*policy, 4);
   d.request(A);
-  d.request(B);      // B A
-  d.insert(C);       // C B A
+  d.request(B);              // B A
+  d.insert(C);               // C B A
   listener->on_prefetch(C);  // B C A: the newest requested key stays in front
   d.insert(D);
   listener->on_prefetch(D);  // B D C A
@@ -190,7 +190,7 @@ TEST_CASE("lru listens to prefetches: a prefetched key ranks just below the newe
   CHECK(d.victim() == C);
   d.evict(C);
   CHECK(d.victim() == D);
-  d.request(D);      // a prefetched key's request makes it the newest: D B
+  d.request(D);  // a prefetched key's request makes it the newest: D B
   CHECK(d.victim() == B);
   listener->on_prefetch(E);  // not resident: ignored
   CHECK(d.victim() == B);

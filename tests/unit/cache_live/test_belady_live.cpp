@@ -78,7 +78,8 @@ k3::JobReport run(const Run& r) {
 
 std::string scratch_file(const std::string& name) { return (k3::test::scratch_dir() / name).string(); }
 
-k3::ReplayCounts simulate(k3::PluginHost& host, const k3::Trace& trace, const std::string& policy, std::uint64_t slots) {
+k3::ReplayCounts simulate(k3::PluginHost& host, const k3::Trace& trace, const std::string& policy,
+                          std::uint64_t slots) {
   const auto p = host.create_cache(policy, {});
   return k3::Replay(trace).run(*p, policy, slots);
 }
@@ -173,7 +174,8 @@ TEST_CASE("live: demo LRU and belady live equal the simulator", "[live][belady]"
   CHECK(belady.io.expert_hits > lru.io.expert_hits);
 }
 
-TEST_CASE("live: cache.future refuses traces of another run and damaged files and stops a divergent run", "[live][belady]") {
+TEST_CASE("live: cache.future refuses traces of another run and damaged files and stops a divergent run",
+          "[live][belady]") {
   k3::PluginHost host;
   if (!have_plugin(host, "belady")) {
     WARN("SKIPPED: the belady cache plugin is not built (plugins/cache/belady)");

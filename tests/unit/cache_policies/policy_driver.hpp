@@ -23,8 +23,7 @@ inline ExpertKey key(std::uint32_t expert, std::uint32_t layer = 0) { return Exp
 
 class Driver {
  public:
-  Driver(k3::PluginHost& host, const std::string& policy, std::uint64_t capacity,
-         const k3::PluginParams& params = {})
+  Driver(k3::PluginHost& host, const std::string& policy, std::uint64_t capacity, const k3::PluginParams& params = {})
       : policy_(host.create_cache(policy, params)), capacity_(capacity) {
     const auto st = policy_->reset(capacity);
     REQUIRE(st.ok());

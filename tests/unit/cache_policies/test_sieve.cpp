@@ -34,8 +34,8 @@ TEST_CASE("sieve: the hand wraps from the head to the tail", "[sieve]") {
 TEST_CASE("sieve: a leased key is skipped, keeps its place, and the next in order goes", "[sieve]") {
   k3::PluginHost host;
   Driver d(host, "sieve", 3);
-  d.run({1, 2, 3});  // [3 2 1], nothing visited
-  d.lease(1);        // the hand would pick 1
+  d.run({1, 2, 3});                // [3 2 1], nothing visited
+  d.lease(1);                      // the hand would pick 1
   d.request(policy_test::key(4));  // 1 skipped; 2 evicted; hand -> 3.  [4 3 1]
   d.unlease_all();
   d.request(policy_test::key(5));  // hand at 3: evicted; hand -> 4.  [5 4 1]

@@ -38,7 +38,8 @@ k3::Trace chunked_trace() {
   t.header.layers = 1;
   t.header.experts_per_layer = 4;
   t.header.top_k = 2;
-  const std::uint32_t rec[][3] = {{0, 1, 1}, {0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {2, 3, 1}, {2, 1, 0}, {3, 0, 1}, {3, 2, 0}};
+  const std::uint32_t rec[][3] = {{0, 1, 1}, {0, 0, 0}, {1, 1, 0}, {1, 2, 0},
+                                  {2, 3, 1}, {2, 1, 0}, {3, 0, 1}, {3, 2, 0}};
   for (const auto& r : rec)  // {position, expert, starts a group}
     t.records.push_back({r[0], 0, static_cast<std::uint16_t>(r[1]), r[2] != 0});
   t.header.record_count = t.records.size();
@@ -185,7 +186,8 @@ class StubbornPolicy final : public k3::sdk::CachePolicy {
   }
   void on_insert(k3::sdk::ExpertKey) noexcept override {}
   void on_remove(k3::sdk::ExpertKey) noexcept override {}
-  k3::sdk::Status choose_victim(k3::sdk::ExpertKey, const k3::sdk::VictimQuery&, k3::sdk::ExpertKey& v) noexcept override {
+  k3::sdk::Status choose_victim(k3::sdk::ExpertKey, const k3::sdk::VictimQuery&,
+                                k3::sdk::ExpertKey& v) noexcept override {
     v = first_;
     return {};
   }
@@ -202,7 +204,8 @@ TEST_CASE("sim: a victim that is leased or not resident is an error naming the p
   StubbornPolicy p;
   // Capacity 3: group (10 11): 11 needs a victim; the policy offers 00 (resident,
   // evictable). Group (00 02): 00 is then a miss, and the policy offers 00 again: not resident.
-  CHECK_THROWS_WITH(replay.run(p, "stubborn", 3), Catch::Contains("stubborn at 3 slots") && Catch::Contains("not resident"));
+  CHECK_THROWS_WITH(replay.run(p, "stubborn", 3),
+                    Catch::Contains("stubborn at 3 slots") && Catch::Contains("not resident"));
   // No slot at all: refused up front.
   CHECK_THROWS_AS(replay.run(p, "stubborn", 0), k3::UsageError);
 }

@@ -71,8 +71,10 @@ TEST_CASE("trace: round trip keeps header and records", "[trace]") {
   CHECK(t.header.record_count == 4);
   CHECK(t.header.checkpoint_identity == 0x1122334455667788ull);
   // Groups: the first record, and the first of another layer.
-  const std::vector<k3::TraceRecord> want = {
-      {0, 1, 7, true}, {0, 1, 299, false}, {70000, 2, 5, true}, {70000, 2, 6, false}};
+  const std::vector<k3::TraceRecord> want = {{0, 1, 7, true},
+                                             {0, 1, 299, false},
+                                             {70000, 2, 5, true},
+                                             {70000, 2, 6, false}};
   CHECK(t.records == want);
   // No temporary file is left behind.
   int files = 0;
@@ -89,8 +91,8 @@ TEST_CASE("trace: the byte layout is the documented one", "[trace]") {
   CHECK(bytes[12] == 80);  // header bytes
   CHECK(bytes[16] == 3);   // layers
   CHECK((bytes[20] | bytes[21] << 8) == 300);
-  CHECK(bytes[24] == 2);   // top-k
-  CHECK(bytes[28] == 8);   // record bytes
+  CHECK(bytes[24] == 2);     // top-k
+  CHECK(bytes[28] == 8);     // record bytes
   CHECK(bytes[32] == 0xef);  // fingerprint, low byte first
   CHECK(bytes[56] == 4);     // record count
   CHECK(bytes[72] == 0x88);  // checkpoint identity, low byte first
@@ -165,8 +167,10 @@ TEST_CASE("trace: version 1 files are read, grouped by token and layer", "[trace
   reseal(b, 72);
   spit(dir / "v1.k3trace", b);
   const k3::Trace t = k3::read_trace(dir / "v1.k3trace");
-  const std::vector<k3::TraceRecord> want = {
-      {0, 1, 7, true}, {5, 1, 299, true}, {70000, 2, 5, true}, {70000, 2, 6, false}};
+  const std::vector<k3::TraceRecord> want = {{0, 1, 7, true},
+                                             {5, 1, 299, true},
+                                             {70000, 2, 5, true},
+                                             {70000, 2, 6, false}};
   CHECK(t.records == want);
 }
 

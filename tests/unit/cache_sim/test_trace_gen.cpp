@@ -49,9 +49,12 @@ TEST_CASE("trace-gen: the same seed gives the same trace, another seed another",
 
 TEST_CASE("trace-gen: reuse 1 repeats the first token and zipf concentrates popularity", "[tracegen]") {
   const k3::Trace same = k3::generate_trace(settings(0.0, 1.0));
-  for (std::size_t i = 6 * 4; i < same.records.size(); ++i) CHECK(same.records[i].expert == same.records[i - 24].expert);
+  for (std::size_t i = 6 * 4; i < same.records.size(); ++i)
+    CHECK(same.records[i].expert == same.records[i - 24].expert);
   // Steeper Zipf, fewer distinct experts (uniform 64 experts x 50 tokens touches nearly all).
-  const auto distinct = [](double zipf) { return k3::trace_stats(k3::generate_trace(settings(zipf, 0.0))).distinct_keys; };
+  const auto distinct = [](double zipf) {
+    return k3::trace_stats(k3::generate_trace(settings(zipf, 0.0))).distinct_keys;
+  };
   const auto flat = distinct(0.0), steep = distinct(2.0);
   CHECK(flat > 6 * 60);
   CHECK(steep < flat / 2);

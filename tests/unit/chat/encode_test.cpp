@@ -68,12 +68,11 @@ TEST_CASE("encode: golden conversation, ids segment by segment") {
     }
   }
   CHECK(at == ids.size());
-  CHECK(chat_tokens().decode(ids) ==
-        [&] {
-          std::string all;
-          for (const auto& s : segments) all += s.text;
-          return all;
-        }());
+  CHECK(chat_tokens().decode(ids) == [&] {
+    std::string all;
+    for (const auto& s : segments) all += s.text;
+    return all;
+  }());
 }
 
 TEST_CASE("encode: control-token text typed by a user is not a control id") {

@@ -35,17 +35,24 @@ std::vector<Segment> cat(std::initializer_list<std::vector<Segment>> parts) {
   return out;
 }
 
-const std::vector<Segment> kEffortMessage = cat({{O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"),
-                                                  t("=\""), t("thinking-effort"), t("\""), S, t(kEffortMax)},
-                                                 close_message()});
+const std::vector<Segment> kEffortMessage =
+    cat({{O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"), t("=\""), t("thinking-effort"),
+          t("\""), S, t(kEffortMax)},
+         close_message()});
 
 }  // namespace
 
 TEST_CASE("render: system and user, thinking max, generation prompt (the reference's golden case)") {
   const std::vector<Message> msgs{{Role::system, "You are helpful."}, {Role::user, "Hello"}};
   const auto got = k3::chat::render(msgs);
-  const auto want = cat({kEffortMessage, open_message("system"), {t("You are helpful.")}, close_message(),
-                         open_message("user"), {t("Hello")}, close_message(), open_message("assistant"),
+  const auto want = cat({kEffortMessage,
+                         open_message("system"),
+                         {t("You are helpful.")},
+                         close_message(),
+                         open_message("user"),
+                         {t("Hello")},
+                         close_message(),
+                         open_message("assistant"),
                          {O, t("think"), S}});
   CHECK(got == want);
 }
@@ -57,9 +64,17 @@ TEST_CASE("render: thinking off drops the effort message and stored reasoning, o
   RenderOptions opt;
   opt.thinking = false;
   opt.effort = Effort::low;  // ignored with thinking off
-  const auto want = cat({open_message("user"), {t("2+2?")}, close_message(), open_message("assistant"),
-                         {O, t("response"), S, t("4"), C, t("response"), S}, close_message(), open_message("user"),
-                         {t("and 3+3?")}, close_message(), open_message("assistant"), {O, t("response"), S}});
+  const auto want = cat({open_message("user"),
+                         {t("2+2?")},
+                         close_message(),
+                         open_message("assistant"),
+                         {O, t("response"), S, t("4"), C, t("response"), S},
+                         close_message(),
+                         open_message("user"),
+                         {t("and 3+3?")},
+                         close_message(),
+                         open_message("assistant"),
+                         {O, t("response"), S}});
   CHECK(k3::chat::render(msgs, opt) == want);
 }
 
@@ -67,15 +82,26 @@ TEST_CASE("render: two turns with thinking keep the assistant's reasoning in its
   Message a{Role::assistant, "Paris."};
   a.reasoning_content = "The capital of France.";
   Message b{Role::assistant, "Hi"};  // no reasoning: the think element is still there, empty
-  const std::vector<Message> msgs{{Role::user, "Capital of France?"}, a, {Role::user, "Hello"}, b,
-                                  {Role::user, "Bye"}};
-  const auto want =
-      cat({kEffortMessage, open_message("user"), {t("Capital of France?")}, close_message(), open_message("assistant"),
-           {O, t("think"), S, t("The capital of France."), C, t("think"), S, O, t("response"), S, t("Paris."), C,
-            t("response"), S},
-           close_message(), open_message("user"), {t("Hello")}, close_message(), open_message("assistant"),
-           {O, t("think"), S, C, t("think"), S, O, t("response"), S, t("Hi"), C, t("response"), S}, close_message(),
-           open_message("user"), {t("Bye")}, close_message(), open_message("assistant"), {O, t("think"), S}});
+  const std::vector<Message> msgs{{Role::user, "Capital of France?"}, a, {Role::user, "Hello"}, b, {Role::user, "Bye"}};
+  const auto want = cat({kEffortMessage,
+                         open_message("user"),
+                         {t("Capital of France?")},
+                         close_message(),
+                         open_message("assistant"),
+                         {O, t("think"), S, t("The capital of France."), C, t("think"), S, O, t("response"), S,
+                          t("Paris."), C, t("response"), S},
+                         close_message(),
+                         open_message("user"),
+                         {t("Hello")},
+                         close_message(),
+                         open_message("assistant"),
+                         {O, t("think"), S, C, t("think"), S, O, t("response"), S, t("Hi"), C, t("response"), S},
+                         close_message(),
+                         open_message("user"),
+                         {t("Bye")},
+                         close_message(),
+                         open_message("assistant"),
+                         {O, t("think"), S}});
   CHECK(k3::chat::render(msgs) == want);
 }
 
@@ -125,7 +151,8 @@ TEST_CASE("render: tool declaration, calls with typed arguments, results in call
   opt.tools = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
                   "properties": {"city": {"type": "string"}}, "required": ["city"]}, "description": "Weather é"}}])";
   Message a{Role::assistant, ""};
-  a.tool_calls = {{"c1", "get_weather", R"({"city": "Paris", "days": 1e2, "opts": {"a": [1,2]}, "ok": true, "x": null})"},
+  a.tool_calls = {{"c1", "get_weather",
+                   R"({"city": "Paris", "days": 1e2, "opts": {"a": [1,2]}, "ok": true, "x": null})"},
                   {"c2", "clock", ""},
                   {"c3", "bad", R"({"a": 1)"}};
   Message r1{Role::tool, "22C"}, r2{Role::tool, "noon"}, r3{Role::tool, "?"};
@@ -140,32 +167,49 @@ TEST_CASE("render: tool declaration, calls with typed arguments, results in call
       R"([{"function":{"description":"Weather é","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}},"type":"function"}])"
       "\n```";
   auto arg = [](const std::string& key, const std::string& type, const std::string& text) {
-    return std::vector<Segment>{O, t("argument"), t(" key"), t("=\""), t(key), t("\""), t(" type"), t("=\""), t(type),
-                                t("\""), S, t(text), C, t("argument"), S};
+    return std::vector<Segment>{O,       t("argument"), t(" key"), t("=\""),      t(key),
+                                t("\""), t(" type"),    t("=\""),  t(type),       t("\""),
+                                S,       t(text),       C,         t("argument"), S};
   };
   auto call = [](const std::string& name, const std::string& index) {
-    return std::vector<Segment>{O, t("call"), t(" tool"), t("=\""), t(name), t("\""), t(" index"), t("=\""), t(index),
-                                t("\""), S};
+    return std::vector<Segment>{O,           t("call"), t(" tool"), t("=\""), t(name), t("\""),
+                                t(" index"), t("=\""),  t(index),   t("\""),  S};
   };
   auto result = [](const std::string& name, const std::string& index, const std::string& text) {
     return cat({{O, t("message"), t(" role"), t("=\""), t("tool"), t("\""), t(" tool"), t("=\""), t(name), t("\""),
                  t(" index"), t("=\""), t(index), t("\""), S, t(text)},
                 close_message()});
   };
-  const auto want = cat({{O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"), t("=\""),
-                          t("tool-declare"), t("\""), S, t(declared)},
-                         close_message(), open_message("user"), {t("go")}, close_message(), open_message("assistant"),
-                         {O, t("response"), S, C, t("response"), S, O, t("tools"), S}, call("get_weather", "1"),
-                         arg("city", "string", "Paris"), arg("days", "number", "1e2"),
-                         arg("opts", "object", "{\"a\": [1,2]}"), arg("ok", "boolean", "true"), arg("x", "null", "null"),
-                         {C, t("call"), S}, call("clock", "2"), {C, t("call"), S}, call("bad", "3"),
-                         {O, t("json"), t(" type"), t("=\""), t("object"), t("\""), S, t("{\"a\": 1"), C, t("json"), S},
-                         {C, t("call"), S, C, t("tools"), S}, close_message(), result("get_weather", "1", "22C"),
-                         result("clock", "2", "noon"), result("bad", "3", "?"),
-                         {O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"), t("=\""),
-                          t("tool-choice"), t("\""), S,
-                          t("The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.")},
-                         close_message(), open_message("assistant"), {O, t("response"), S}});
+  const auto want = cat(
+      {{O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"), t("=\""), t("tool-declare"), t("\""),
+        S, t(declared)},
+       close_message(),
+       open_message("user"),
+       {t("go")},
+       close_message(),
+       open_message("assistant"),
+       {O, t("response"), S, C, t("response"), S, O, t("tools"), S},
+       call("get_weather", "1"),
+       arg("city", "string", "Paris"),
+       arg("days", "number", "1e2"),
+       arg("opts", "object", "{\"a\": [1,2]}"),
+       arg("ok", "boolean", "true"),
+       arg("x", "null", "null"),
+       {C, t("call"), S},
+       call("clock", "2"),
+       {C, t("call"), S},
+       call("bad", "3"),
+       {O, t("json"), t(" type"), t("=\""), t("object"), t("\""), S, t("{\"a\": 1"), C, t("json"), S},
+       {C, t("call"), S, C, t("tools"), S},
+       close_message(),
+       result("get_weather", "1", "22C"),
+       result("clock", "2", "noon"),
+       result("bad", "3", "?"),
+       {O, t("message"), t(" role"), t("=\""), t("system"), t("\""), t(" type"), t("=\""), t("tool-choice"), t("\""), S,
+        t("The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.")},
+       close_message(),
+       open_message("assistant"),
+       {O, t("response"), S}});
   opt.tool_choice = ToolChoice::required;
   CHECK(k3::chat::render(msgs, opt) == want);
 }

@@ -10,10 +10,12 @@ using k3::chat::detail::join_arguments;
 using k3::chat::detail::split_arguments;
 
 TEST_CASE("tool json: arguments keep each non-string value's literal text") {
-  const auto a = split_arguments(R"( {"s": "x\"y\u00e9", "n" :1e2, "arr":[1, 2 ],"o":{"k":"v"},"b":false,"z":null} trailing)");
+  const auto a =
+      split_arguments(R"( {"s": "x\"y\u00e9", "n" :1e2, "arr":[1, 2 ],"o":{"k":"v"},"b":false,"z":null} trailing)");
   REQUIRE(a.has_value());
-  const std::vector<Argument> want{{"s", "string", "x\"yé"},     {"n", "number", "1e2"},     {"arr", "array", "[1, 2 ]"},
-                                   {"o", "object", "{\"k\":\"v\"}"}, {"b", "boolean", "false"}, {"z", "null", "null"}};
+  const std::vector<Argument> want{{"s", "string", "x\"yé"},    {"n", "number", "1e2"},
+                                   {"arr", "array", "[1, 2 ]"}, {"o", "object", "{\"k\":\"v\"}"},
+                                   {"b", "boolean", "false"},   {"z", "null", "null"}};
   CHECK(*a == want);
   CHECK(split_arguments("")->empty());
   CHECK(split_arguments("{}")->empty());
@@ -22,8 +24,8 @@ TEST_CASE("tool json: arguments keep each non-string value's literal text") {
 }
 
 TEST_CASE("tool json: anything but one well-formed object falls back to the raw block") {
-  for (const char* bad : {"{\"a\": 1", "[1,2]", "   ", "{\"a\" 1}", "{\"a\": 1,}", "{1: 2}", "{\"a\": tru}", "\"s\"",
-                          "{\"a\": NaN}"})
+  for (const char* bad :
+       {"{\"a\": 1", "[1,2]", "   ", "{\"a\" 1}", "{\"a\": 1,}", "{1: 2}", "{\"a\": tru}", "\"s\"", "{\"a\": NaN}"})
     CHECK_FALSE(split_arguments(bad).has_value());
 }
 
@@ -46,8 +48,8 @@ TEST_CASE("tool json: the declaration is sorted at every depth, compact, non-ASC
 
 TEST_CASE("tool json: nothing nested deeper than 64 levels is parsed (chat::render's tools and arguments)") {
   // 60,000 levels overflowed the stack of the serializer that sorts the declaration.
-  const std::string deep = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":" + std::string(60000, '[') +
-                           std::string(60000, ']') + "}}]";
+  const std::string deep = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":" +
+                           std::string(60000, '[') + std::string(60000, ']') + "}}]";
   CHECK_THROWS_WITH(declared_tools(deep), Catch::Contains("tools: JSON nested deeper than 64 levels"));
   // Arguments too deep to take apart fall back to the raw block, like any other they cannot.
   CHECK_FALSE(split_arguments("{\"a\": " + std::string(70, '[') + std::string(70, ']') + "}"));

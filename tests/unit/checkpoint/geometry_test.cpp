@@ -2,8 +2,8 @@
 // geometry files are refused with file:line:col; and the full k3 layout written as headers
 // only indexes fast.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 #include <catch2/catch.hpp>
 

@@ -57,8 +57,9 @@ TEST_CASE("checkpoint identity: the same bytes give the same identity at any thr
   CHECK(index.sampled_bytes() <= index.files().size() * 4 * 65536);
 }
 
-TEST_CASE("checkpoint identity: config.json, a header and a sampled trunk byte change it, a routed expert's byte does not",
-          "[identity]") {
+TEST_CASE(
+    "checkpoint identity: config.json, a header and a sampled trunk byte change it, a routed expert's byte does not",
+    "[identity]") {
   const std::uint64_t base = k3::test::identity_of(k3::test::test_model("tiny"));
   const k3::CheckpointIndex index = k3::test::open_index(k3::test::test_model("tiny"));
 

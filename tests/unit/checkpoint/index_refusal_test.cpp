@@ -138,8 +138,7 @@ TEST_CASE("overlapping spans are refused", "[index][bad_input]") {
   REQUIRE(pos2 != std::string::npos);
   const auto close2 = s.json.find(']', pos2);
   const std::uint64_t end1 = std::stoull(s.json.substr(pos2 + second.size(), close2 - pos2 - second.size()));
-  s.json.replace(pos2, close2 - pos2,
-                 "\"data_offsets\":[" + std::to_string(end0 - 2) + "," + std::to_string(end1 - 2));
+  s.json.replace(pos2, close2 - pos2, "\"data_offsets\":[" + std::to_string(end0 - 2) + "," + std::to_string(end1 - 2));
   write_shard(shard, s);
   CHECK_THAT(refusal(dir), Catch::Contains(shard.string()) && Catch::Contains("overlap"));
 }
@@ -177,10 +176,10 @@ TEST_CASE("require() names file and tensor for a wrong dtype, shape or a missing
   const TensorInfo* t = index.find(name);
   REQUIRE(t != nullptr);
   const std::string file = index.files()[t->file].uri;
-  CHECK_THROWS_WITH(index.require(name, DType::bf16, {16}), Catch::Contains(file) && Catch::Contains(name) &&
-                                                                 Catch::Contains("dtype F32, expected BF16"));
-  CHECK_THROWS_WITH(index.require(name, DType::f32, {2}), Catch::Contains(file) && Catch::Contains(name) &&
-                                                              Catch::Contains("shape [16], expected [2]"));
+  CHECK_THROWS_WITH(index.require(name, DType::bf16, {16}),
+                    Catch::Contains(file) && Catch::Contains(name) && Catch::Contains("dtype F32, expected BF16"));
+  CHECK_THROWS_WITH(index.require(name, DType::f32, {2}),
+                    Catch::Contains(file) && Catch::Contains(name) && Catch::Contains("shape [16], expected [2]"));
   CHECK_THROWS_AS(index.require("language_model.model.layers.99.mlp.up_proj.weight", DType::bf16, {1}), UsageError);
   CHECK(index.find("no.such.tensor") == nullptr);
 }
@@ -261,7 +260,8 @@ TEST_CASE("a flat config (keys at the root, kda_ aliases) is read like the neste
   CHECK_THAT(config_refusal(dir / "config.json"), Catch::Contains("linear_attn_config.num_heads"));
 }
 
-TEST_CASE("config.json's k3host_thinking says whether the model thinks, and another type is refused", "[config][bad_input]") {
+TEST_CASE("config.json's k3host_thinking says whether the model thinks, and another type is refused",
+          "[config][bad_input]") {
   const fs::path dir = tiny_copy("cfg-thinking");
   const fs::path cfg = dir / "config.json";
   const std::string good = read_file(cfg);
@@ -270,5 +270,6 @@ TEST_CASE("config.json's k3host_thinking says whether the model thinks, and anot
   write_file(cfg, replace_once(good, head, head + " \"k3host_thinking\": false,"));
   CHECK(k3::test::read_config(dir).thinking == std::optional<bool>(false));
   write_file(cfg, replace_once(good, head, head + " \"k3host_thinking\": \"no\","));
-  CHECK_THAT(config_refusal(cfg), Catch::Contains(cfg.string()) && Catch::Contains("k3host_thinking must be true or false"));
+  CHECK_THAT(config_refusal(cfg),
+             Catch::Contains(cfg.string()) && Catch::Contains("k3host_thinking must be true or false"));
 }

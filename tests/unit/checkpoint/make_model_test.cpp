@@ -27,7 +27,9 @@ using k3::test::read_file;
 
 namespace {
 
-fs::path geometry_file(const std::string& name) { return fs::path(K3_SOURCE_DIR) / "configs/models" / (name + ".yaml"); }
+fs::path geometry_file(const std::string& name) {
+  return fs::path(K3_SOURCE_DIR) / "configs/models" / (name + ".yaml");
+}
 
 fs::path write_model(const std::string& geometry, const std::string& tag, std::optional<std::uint64_t> seed = {}) {
   const fs::path dir = fresh_dir(tag) / "model";
@@ -147,7 +149,8 @@ TEST_CASE("tokenizer files: byte ranks, BPE merges, K3 specials at ranks+0..255"
   for (std::size_t r = 256; r < tokens.size(); ++r) {
     const auto& t = tokens[r];
     bool split = false;
-    for (std::size_t k = 1; k < t.size() && !split; ++k) split = earlier.count(t.substr(0, k)) && earlier.count(t.substr(k));
+    for (std::size_t k = 1; k < t.size() && !split; ++k)
+      split = earlier.count(t.substr(0, k)) && earlier.count(t.substr(k));
     INFO("rank " << r);
     CHECK(split);
     earlier.insert(t);
@@ -217,7 +220,8 @@ TEST_CASE("weights: norms near 1, projections ~1/sqrt(fan_in), MXFP4 groups with
   for (std::int64_t e = 0; e < c.num_experts; ++e) {
     const std::string x = "language_model.model.layers.2.block_sparse_moe.experts." + std::to_string(e) + ".w2.";
     const std::string packed = bytes_of(x + "weight_packed"), scale = bytes_of(x + "weight_scale");
-    const auto rows = static_cast<std::size_t>(c.routed_expert_hidden_size), cols = static_cast<std::size_t>(c.moe_intermediate_size);
+    const auto rows = static_cast<std::size_t>(c.routed_expert_hidden_size),
+               cols = static_cast<std::size_t>(c.moe_intermediate_size);
     std::vector<float> v;
     std::int64_t z = 0;
     for (std::size_t r = 0; r < rows; ++r)
@@ -318,7 +322,7 @@ TEST_CASE("a temporary folder left by a killed writer is removed by the next wri
   REQUIRE(::waitpid(child, &status, 0) == child);
   const fs::path stale = parent / (".model.k3tmp." + std::to_string(child) + ".AbCdEf");
   const fs::path live = parent / (".model.k3tmp." + std::to_string(::getpid()) + ".AbCdEf");  // a writer still running
-  const fs::path other = parent / (".other.k3tmp." + std::to_string(child) + ".AbCdEf");    // another target's
+  const fs::path other = parent / (".other.k3tmp." + std::to_string(child) + ".AbCdEf");      // another target's
   for (const auto& p : {stale, live, other}) {
     fs::create_directories(p);
     k3::test::write_file(p / "model-00001-of-00002.safetensors", "half");

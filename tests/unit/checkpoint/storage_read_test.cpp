@@ -152,7 +152,8 @@ TEST_CASE("a backend that cannot list reads the shards the index json names", "[
   }
 }
 
-TEST_CASE("without listing, the index json is required and its shard names must be file names", "[uri][index][bad_input]") {
+TEST_CASE("without listing, the index json is required and its shard names must be file names",
+          "[uri][index][bad_input]") {
   NoListStorage storage;
   const fs::path dir = tiny_copy("no-list-no-index");
   fs::remove(dir / "model.safetensors.index.json");
@@ -174,17 +175,20 @@ TEST_CASE("without listing, the index json is required and its shard names must 
              Catch::Contains("../" + shard) && Catch::Contains("not a plain .safetensors file name"));
 }
 
-TEST_CASE("a shard name must be a plain file name, the same rule for a listed folder and the index", "[uri][index][bad_input]") {
+TEST_CASE("a shard name must be a plain file name, the same rule for a listed folder and the index",
+          "[uri][index][bad_input]") {
   for (const char* good : {"model-00001-of-00064.safetensors", "a b?#&+.safetensors", "\xc3\xa9.safetensors", "..x"})
     CHECK(io::plain_name_problem(good).empty());
   for (const char* bad : {"", ".", "..", "../x.safetensors", "a/b.safetensors", "a\\b.safetensors",
                           "%2e%2e%2fx.safetensors", "a\tb.safetensors", "a\x7f.safetensors"})
     CHECK_FALSE(io::plain_name_problem(bad).empty());
-  CHECK(io::shown_name("a\x01" "b\n") == "a\\x01b\\x0a");  // split: \x01b would be one escape
+  CHECK(io::shown_name("a\x01"
+                       "b\n") == "a\\x01b\\x0a");  // split: \x01b would be one escape
 
   // Names from the index (a backend that cannot list), and from a listing (posix).
   NoListStorage storage;
-  for (const std::string& name : {std::string("%2e%2e%2fx.safetensors"), std::string("a\x01" "b.safetensors")}) {
+  for (const std::string& name : {std::string("%2e%2e%2fx.safetensors"), std::string("a\x01"
+                                                                                     "b.safetensors")}) {
     const fs::path dir = tiny_copy("bad-name-index");
     const fs::path index_json = dir / "model.safetensors.index.json";
     const std::string json = read_file(index_json);
@@ -196,10 +200,10 @@ TEST_CASE("a shard name must be a plain file name, the same rule for a listed fo
     write_file(index_json, replace_once(json, "\"" + shard + "\"", "\"" + escaped + "\""));
     for (const bool listing : {false, true}) {
       INFO((listing ? "listed" : "named by the index") << ": " << io::shown_name(name));
-      const std::string what = usage_error([&] {
-        (void)(listing ? open_index(dir) : CheckpointIndex::open(storage, dir.string()));
-      });
-      CHECK_THAT(what, Catch::Contains(index_json.string()) && Catch::Contains("shard '" + io::shown_name(name) + "'") &&
+      const std::string what =
+          usage_error([&] { (void)(listing ? open_index(dir) : CheckpointIndex::open(storage, dir.string())); });
+      CHECK_THAT(what, Catch::Contains(index_json.string()) &&
+                           Catch::Contains("shard '" + io::shown_name(name) + "'") &&
                            Catch::Contains("not a plain .safetensors file name"));
     }
   }

@@ -37,12 +37,13 @@ void check_round_trip(const k3::Pipeline& p, const TempDir& dir) {
 
 TEST_CASE("dump() round-trips the default pipeline with overrides of every kind", "[dump]") {
   TempDir dir;
-  const k3::Pipeline p = k3::load_pipeline(
-      k3test::source_dir() / "configs/default.yaml",
-      {"description='Quotes \"and\" colons: here, # not a comment'", "plugin_path=[a/b, /c]", "job.ids=[3, 1, 4]",
-       "storage.params={n: 1, nested: {x: \"true\", y: [1, 2]}, empty: ''}", "memory.expert_cache_gb=fit",
-       "memory.trunk_gb=2.25", "job.prompt=line one\nline two", "threads=7", "job.sampling.top_p=0.1",
-       "cache.future=rel/trace.bin", "job.mode=recompute", "tokenizer.params.n=007"});
+  const k3::Pipeline p =
+      k3::load_pipeline(k3test::source_dir() / "configs/default.yaml",
+                        {"description='Quotes \"and\" colons: here, # not a comment'", "plugin_path=[a/b, /c]",
+                         "job.ids=[3, 1, 4]", "storage.params={n: 1, nested: {x: \"true\", y: [1, 2]}, empty: ''}",
+                         "memory.expert_cache_gb=fit", "memory.trunk_gb=2.25", "job.prompt=line one\nline two",
+                         "threads=7", "job.sampling.top_p=0.1", "cache.future=rel/trace.bin", "job.mode=recompute",
+                         "tokenizer.params.n=007"});
   check_round_trip(p, dir);
 }
 

@@ -40,7 +40,8 @@ TEST_CASE("wrong types point at the value", "[errors]") {
   text = "threads: 1.5\n";
   CHECK(error_of(dir, text) == at(dir, text, "1.5") + ": threads: expected an integer, got '1.5'");
   text = "memory:\n  stream_embedding: maybe\n";
-  CHECK(error_of(dir, text) == at(dir, text, "maybe") + ": memory.stream_embedding: expected true or false, got 'maybe'");
+  CHECK(error_of(dir, text) ==
+        at(dir, text, "maybe") + ": memory.stream_embedding: expected true or false, got 'maybe'");
   text = "memory:\n  trunk_gb: fitt\n";
   CHECK(error_of(dir, text) == at(dir, text, "fitt") + ": memory.trunk_gb: expected a size in GB or 'fit', got 'fitt'");
   text = "job:\n  sampling:\n    temperature: [1]\n";
@@ -48,12 +49,14 @@ TEST_CASE("wrong types point at the value", "[errors]") {
   text = "description:\n  a: b\n";
   CHECK(error_of(dir, text) == at(dir, text, "a: b") + ": description: expected text, got a map");
   text = "plugin_path: plugins\n";
-  CHECK(error_of(dir, text) == at(dir, text, "plugins") + ": plugin_path: expected a list (e.g. [a, b]), got 'plugins'");
+  CHECK(error_of(dir, text) ==
+        at(dir, text, "plugins") + ": plugin_path: expected a list (e.g. [a, b]), got 'plugins'");
   text = "job:\n  ids: [1, two]\n";
   CHECK(error_of(dir, text) == at(dir, text, "two") + ": job.ids: expected an integer, got 'two'");
   text = "storage:\n  plugin: my plugin\n";
-  CHECK(error_of(dir, text) == at(dir, text, "my plugin") +
-                                   ": storage.plugin: expected a name (letters, digits, '_', '.', '-'), got 'my plugin'");
+  CHECK(error_of(dir, text) ==
+        at(dir, text, "my plugin") +
+            ": storage.plugin: expected a name (letters, digits, '_', '.', '-'), got 'my plugin'");
   text = "storage:\n  plugin:\n";
   CHECK(error_of(dir, text) == at(dir, text, "plugin") + ": storage.plugin: expected a name, got null");
   text = "threads:\n";
@@ -61,10 +64,11 @@ TEST_CASE("wrong types point at the value", "[errors]") {
   text = "memory: 3\n";
   CHECK(error_of(dir, text) == at(dir, text, "3") + ": memory: expected a section (a map of keys), got '3'");
   text = "kernels:\n  params: [a]\n";
-  CHECK(error_of(dir, text) == at(dir, text, "[a]") + ": kernels.params: expected a map of plugin parameters, got a list");
+  CHECK(error_of(dir, text) ==
+        at(dir, text, "[a]") + ": kernels.params: expected a map of plugin parameters, got a list");
   text = "cache:\n  params:\n    deep: [[1]]\n";
-  CHECK(error_of(dir, text) == at(dir, text, "[1]]") +
-                                   ": cache.params.deep: a parameter list holds plain values, got a list");
+  CHECK(error_of(dir, text) ==
+        at(dir, text, "[1]]") + ": cache.params.deep: a parameter list holds plain values, got a list");
 }
 
 TEST_CASE("out-of-range values point at the value and give the range", "[errors]") {
@@ -84,11 +88,10 @@ TEST_CASE("out-of-range values point at the value and give the range", "[errors]
   text = "job:\n  ids: [5, -2]\n";
   CHECK(error_of(dir, text) == at(dir, text, "-2") + ": job.ids: must be in >= 0 (got -2)");
   text = "job:\n  mode: turbo\n";
-  CHECK(error_of(dir, text) == at(dir, text, "turbo") +
-                                   ": job.mode: must be one of incremental, recompute (got 'turbo')");
-  text = "threads: 99999999999999999999\n";
   CHECK(error_of(dir, text) ==
-        at(dir, text, "999") + ": threads: expected an integer, got '99999999999999999999'");
+        at(dir, text, "turbo") + ": job.mode: must be one of incremental, recompute (got 'turbo')");
+  text = "threads: 99999999999999999999\n";
+  CHECK(error_of(dir, text) == at(dir, text, "999") + ": threads: expected an integer, got '99999999999999999999'");
   text = "job:\n  sampling:\n    temperature: .nan\n";
   CHECK(error_of(dir, text) == at(dir, text, ".nan") + ": job.sampling.temperature: expected a number, got '.nan'");
 }
@@ -112,8 +115,9 @@ TEST_CASE("YAML syntax errors, duplicate keys, tags and a non-map file point at 
   CHECK(error_of(dir, text) == at(dir, text, "threads: 2") + ": duplicate key 'threads' (first set at line 1)");
 
   text = "- a\n- b\n";
-  CHECK(error_of(dir, text) == at(dir, text, "- a") + ": a pipeline file must be a YAML map of keys (e.g. 'memory:'), "
-                                                     "not a list");
+  CHECK(error_of(dir, text) == at(dir, text, "- a") +
+                                   ": a pipeline file must be a YAML map of keys (e.g. 'memory:'), "
+                                   "not a list");
   text = "threads: 1\n---\nthreads: 2\n";
   CHECK(error_of(dir, text).find(": a pipeline file holds one YAML document, found a second") != std::string::npos);
 

@@ -33,8 +33,8 @@ TEST_CASE("extends follows a chain of relative paths, later keys win, maps merge
 
   const k3::Pipeline p = k3::load_pipeline(top);
   CHECK(p.get_string("description") == "top");
-  CHECK(p.get_int("threads") == 2);                     // middle over base
-  CHECK(p.get_double("memory.trunk_gb") == 11.0);       // middle over base
+  CHECK(p.get_int("threads") == 2);                       // middle over base
+  CHECK(p.get_double("memory.trunk_gb") == 11.0);         // middle over base
   CHECK(p.get_double("memory.expert_cache_gb") == 20.0);  // base survives the memory merge
   // Lists replace: only top's entry, resolved against top's folder.
   REQUIRE(p.get_strings("plugin_path").size() == 1);

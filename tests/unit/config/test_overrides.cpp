@@ -21,9 +21,9 @@ TEST_CASE("overrides: --set beats every file, and a later --set beats an earlier
 TEST_CASE("overrides: --set values are YAML: flow lists, flow maps, quoted strings, empty", "[overrides]") {
   TempDir dir;
   const auto file = dir.write("p.yaml", "job:\n  prompt: hello\nstorage:\n  params: {keep: 1}\n");
-  const k3::Pipeline p = k3::load_pipeline(
-      file, {"job.ids=[1, 2, \"3\"]", "storage.params={depth: 4, list: [x, y]}", "description='a: b'", "job.prompt=",
-             "storage.params.extra=yes", "job.sampling.top_p=0.25"});
+  const k3::Pipeline p =
+      k3::load_pipeline(file, {"job.ids=[1, 2, \"3\"]", "storage.params={depth: 4, list: [x, y]}", "description='a: b'",
+                               "job.prompt=", "storage.params.extra=yes", "job.sampling.top_p=0.25"});
   CHECK(p.get_ints("job.ids") == std::vector<std::int64_t>{1, 2, 3});
   CHECK(p.get_strings("job.ids") == std::vector<std::string>{"1", "2", "3"});
   // A --set map merges into the file's map, like one more file would.

@@ -18,7 +18,7 @@ struct Budget {
 // K3 plan stays within 3 GB (one ring slot of the 1.27 GB MLA layer; docs/streaming.md).
 const std::map<std::string, Budget>& design_table() {
   static const std::map<std::string, Budget> table{
-      {"ultra", {"1.6", "0.31", true}},    {"laptop", {"3", "1", false}},  {"desktop", {"16", "10", false}},
+      {"ultra", {"1.6", "0.31", true}},     {"laptop", {"3", "1", false}},    {"desktop", {"16", "10", false}},
       {"workstation", {"60", "30", false}}, {"server", {"110", "13", false}}, {"max", {"110", "109", false}},
       {"auto", {"fit", "fit", false}},
   };
@@ -27,9 +27,10 @@ const std::map<std::string, Budget>& design_table() {
 
 }  // namespace
 
-TEST_CASE("the default pipeline: the shipped fortune model, posix, nextuse, auto kernels, tiktoken/kimi, a short "
-          "greedy job",
-          "[presets][defaults]") {
+TEST_CASE(
+    "the default pipeline: the shipped fortune model, posix, nextuse, auto kernels, tiktoken/kimi, a short "
+    "greedy job",
+    "[presets][defaults]") {
   const fs::path file = k3test::source_dir() / "configs/default.yaml";
   const k3::Pipeline p = k3::load_pipeline(file);
   CHECK(p.get_path("model.path") == (k3test::source_dir() / "data/models/fortune").lexically_normal());
@@ -138,11 +139,13 @@ TEST_CASE("model.path demo selects the synthetic demo at model.demo_path, with i
   // The demo stands in for K3: the preset's budgets are K3's, scaled to it.
   CHECK(p.get_string("memory.budgets_for") == "k3");
   CHECK(p.where("memory.budgets_for") == "-m demo");
-  const k3::Pipeline own_bytes = k3::load_pipeline(
-      "laptop", std::vector<k3::Override>{{"model.path=demo", "-m demo"}, {"memory.budgets_for=model", "--set"}});
+  const k3::Pipeline own_bytes =
+      k3::load_pipeline("laptop", std::vector<k3::Override>{{"model.path=demo", "-m demo"},
+                                                            {"memory.budgets_for=model", "--set"}});
   CHECK(own_bytes.get_string("memory.budgets_for") == "model");
   // A geometry the command line chose stays (a synthetic tiny model at the demo location).
-  const k3::Pipeline tiny = k3::load_pipeline("laptop", std::vector<std::string>{"model.path=demo", "model.geometry=tiny"});
+  const k3::Pipeline tiny =
+      k3::load_pipeline("laptop", std::vector<std::string>{"model.path=demo", "model.geometry=tiny"});
   CHECK(tiny.get_path("model.path") == demo);
   CHECK(tiny.get_string("model.geometry") == "tiny");
   // ./demo is a folder named demo, not the demo.

@@ -111,7 +111,8 @@ TEST_CASE("history: records read back as written, a torn last line is ignored wi
   k3::chat::write_history(file, c.entries());
   append_raw(file, record.substr(0, record.size() / 2) + "\n" + record);
   CHECK_THROWS_WITH(k3::chat::read_history(file, vocab()),
-                    Catch::Contains(file.string() + ":" + std::to_string(c.entries().size() + 1) + ": not a JSON record"));
+                    Catch::Contains(file.string() + ":" + std::to_string(c.entries().size() + 1) +
+                                    ": not a JSON record"));
   // write_history replaces the file whole.
   k3::chat::write_history(file, c.entries());
   CHECK(read_all(file).size() == h.valid_bytes);

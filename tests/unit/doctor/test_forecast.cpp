@@ -53,7 +53,8 @@ TEST_CASE("forecast: a streaming plan reads its streamed trunk, missed experts a
   const double hit = static_cast<double>(p.expert_slots) / static_cast<double>(p.experts_total);
   CHECK(f.expert_hit_rate == Approx(hit));
   const double routed = static_cast<double>((c.num_hidden_layers - c.first_k_dense_replace) * c.num_experts_per_token);
-  CHECK(static_cast<double>(f.expert_bytes) == Approx(routed * static_cast<double>(p.expert_slot_bytes) * (1 - hit)).epsilon(1e-6));
+  CHECK(static_cast<double>(f.expert_bytes) ==
+        Approx(routed * static_cast<double>(p.expert_slot_bytes) * (1 - hit)).epsilon(1e-6));
   const auto E = static_cast<std::uint64_t>(c.hidden_size), V = static_cast<std::uint64_t>(c.vocab_size);
   CHECK(f.table_bytes == E * 2 + V * E * 2);  // an embedding row and the whole streamed lm_head
   CHECK(f.io_seconds == Approx(static_cast<double>(f.bytes_per_token()) / disk));

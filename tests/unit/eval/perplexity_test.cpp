@@ -135,8 +135,7 @@ TEST_CASE("one window scores what one whole-sequence feed predicts", "[perplexit
   s.feed(ids, true, logits);
   const auto vocab = static_cast<std::size_t>(m.config().vocab_size);
   double sum = 0;
-  for (std::size_t p = 1; p < ids.size(); ++p)
-    sum += k3::token_nll({logits.data() + (p - 1) * vocab, vocab}, ids[p]);
+  for (std::size_t p = 1; p < ids.size(); ++p) sum += k3::token_nll({logits.data() + (p - 1) * vocab, vocab}, ids[p]);
 
   const auto r = k3::perplexity(m, ids, windows_of(32, 16, 7));
   CHECK(r.ids == 20);
@@ -223,7 +222,8 @@ TEST_CASE("ids outside the vocabulary and texts too short to score are refused b
   k3::Model m(test_model("tiny"), host, resident("scalar", 1));
   auto ids = some_ids(m.config(), 5);
   ids[3] = static_cast<std::uint32_t>(m.config().vocab_size);
-  CHECK_THROWS_WITH(k3::perplexity(m, ids, windows_of(8, 4, 4)), Catch::Contains("position 3 is outside the vocabulary"));
+  CHECK_THROWS_WITH(k3::perplexity(m, ids, windows_of(8, 4, 4)),
+                    Catch::Contains("position 3 is outside the vocabulary"));
   const std::vector<std::uint32_t> one{1};
   CHECK_THROWS_AS(k3::perplexity(m, one, windows_of(8, 4, 4)), k3::UsageError);
   CHECK_THROWS_AS(k3::perplexity(m, some_ids(m.config(), 5), windows_of(8, 4, 0)), k3::UsageError);

@@ -119,7 +119,9 @@ class Child {
   [[nodiscard]] const std::string& out() const noexcept { return out_text_; }
   [[nodiscard]] const std::string& err() const noexcept { return err_text_; }
   /// The command line and what it printed, for failure messages.
-  [[nodiscard]] std::string shown() const { return shown_ + "\n--- stdout:\n" + out_text_ + "\n--- stderr:\n" + err_text_; }
+  [[nodiscard]] std::string shown() const {
+    return shown_ + "\n--- stdout:\n" + out_text_ + "\n--- stderr:\n" + err_text_;
+  }
 
  private:
   void pump(int timeout_ms) {
@@ -151,11 +153,11 @@ class Child {
 /// limit or its signal), only the generated text on stdout (-q).
 std::vector<std::string> common_args() {
   return {"--config", std::string(K3_SOURCE_DIR) + "/configs/default.yaml",
-          "--set", "model.path=" + k3::test::test_model("tiny").string(),
-          "--set", "model.generate_if_missing=false",
-          "--set", "job.stop_at_eos=false",
-          "--set", "threads=1",
-          "--set", "memory.context=4096",
+          "--set",    "model.path=" + k3::test::test_model("tiny").string(),
+          "--set",    "model.generate_if_missing=false",
+          "--set",    "job.stop_at_eos=false",
+          "--set",    "threads=1",
+          "--set",    "memory.context=4096",
           "-q"};
 }
 
@@ -188,17 +190,19 @@ std::vector<std::string> temporaries_in(const fs::path& dir) {
 /// The tiny model's tokenizer, to check that stdout printed exactly the report's ids.
 std::string decode(const std::vector<std::uint32_t>& ids) {
   static k3::PluginHost host;
-  static const k3::Pipeline pipeline = k3::load_pipeline(
-      std::string(K3_SOURCE_DIR) + "/configs/default.yaml",
-      {"model.path=" + k3::test::test_model("tiny").string(), "model.generate_if_missing=false", "job.report="});
+  static const k3::Pipeline pipeline = k3::load_pipeline(std::string(K3_SOURCE_DIR) + "/configs/default.yaml",
+                                                         {"model.path=" + k3::test::test_model("tiny").string(),
+                                                          "model.generate_if_missing=false", "job.report="});
   static const k3::Runtime runtime(pipeline, host);
   return runtime.decode(ids);
 }
 
 }  // namespace
 
-TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report and state and trace: resuming continues exactly",
-          "[interrupt][cli]") {
+TEST_CASE(
+    "Ctrl-C or SIGTERM stops at a token with exit 5 after writing report and state and trace: resuming continues "
+    "exactly",
+    "[interrupt][cli]") {
   struct Mode {
     const char* name;
     int sig;
@@ -206,7 +210,9 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
     std::vector<std::string> sampling;
   };
   for (const Mode& mode : {Mode{"greedy", SIGINT, "Ctrl-C", {}},
-                           Mode{"seeded", SIGTERM, "SIGTERM",
+                           Mode{"seeded",
+                                SIGTERM,
+                                "SIGTERM",
                                 {"--set", "job.sampling.temperature=0.9", "--set", "job.sampling.seed=11"}}}) {
     DYNAMIC_SECTION(mode.name << ", " << mode.by) {
       const fs::path out = k3::test::scratch_dir() / (std::string("stop-") + mode.name);
@@ -214,10 +220,10 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
       const std::vector<std::string> base = common_args() + mode.sampling;
       constexpr int kLimit = 2000;  // far more than the run gets to before the signal lands
 
-      Child run(base + std::vector<std::string>{"--set", "job.max_new_tokens=" + std::to_string(kLimit),
-                                                "--out", (out / "report.json").string(),
-                                                "--save-state", (out / "state.k3state").string(),
-                                                "--set", "trace.out=" + (out / "trace.k3trace").string()});
+      Child run(base + std::vector<std::string>{"--set", "job.max_new_tokens=" + std::to_string(kLimit), "--out",
+                                                (out / "report.json").string(), "--save-state",
+                                                (out / "state.k3state").string(), "--set",
+                                                "trace.out=" + (out / "trace.k3trace").string()});
       REQUIRE(run.wait_for([&] { return !run.out().empty(); }, 120));  // generated text: the decode runs
       run.signal(mode.sig);
       const int code = run.finish(120);
@@ -254,8 +260,8 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
       // Resume: --load-state and no prompt continues the conversation.
       constexpr int kMore = 6;
       Child resume(base + std::vector<std::string>{"--set", "job.max_new_tokens=" + std::to_string(kMore),
-                                                   "--load-state", (out / "state.k3state").string(),
-                                                   "--out", (out / "resume.json").string()});
+                                                   "--load-state", (out / "state.k3state").string(), "--out",
+                                                   (out / "resume.json").string()});
       const int resume_code = resume.finish(120);
       INFO(resume.shown());
       REQUIRE(resume_code == 0);
@@ -267,8 +273,8 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
       for (const auto id : ids_of(resumed, "generated_ids")) both.push_back(id);
 
       // The same pipeline uninterrupted, for as many tokens as the two runs together.
-      Child whole(base + std::vector<std::string>{"--set", "job.max_new_tokens=" + std::to_string(both.size()),
-                                                  "--out", (out / "whole.json").string()});
+      Child whole(base + std::vector<std::string>{"--set", "job.max_new_tokens=" + std::to_string(both.size()), "--out",
+                                                  (out / "whole.json").string()});
       const int whole_code = whole.finish(120);
       INFO(whole.shown());
       REQUIRE(whole_code == 0);
@@ -281,14 +287,13 @@ TEST_CASE("Ctrl-C or SIGTERM stops at a token with exit 5 after writing report a
 TEST_CASE("a second Ctrl-C exits at once with 5 and leaves no temporary file", "[interrupt][cli]") {
   const fs::path out = k3::test::scratch_dir() / "twice";
   fs::create_directories(out);
-  Child run(common_args() + std::vector<std::string>{
-                                "--set", "memory.trunk_gb=0.00005", "--set", "memory.expert_cache_gb=0.00005",
-                                "--set", "storage.plugin=throttle",
-                                "--set", "storage.params={inner: posix, latency_us: 100000}",
-                                "--set", "job.max_new_tokens=2000",
-                                "--out", (out / "report.json").string(),
-                                "--save-state", (out / "state.k3state").string(),
-                                "--set", "trace.out=" + (out / "trace.k3trace").string()});
+  Child run(common_args() + std::vector<std::string>{"--set", "memory.trunk_gb=0.00005", "--set",
+                                                     "memory.expert_cache_gb=0.00005", "--set",
+                                                     "storage.plugin=throttle", "--set",
+                                                     "storage.params={inner: posix, latency_us: 100000}", "--set",
+                                                     "job.max_new_tokens=2000", "--out", (out / "report.json").string(),
+                                                     "--save-state", (out / "state.k3state").string(), "--set",
+                                                     "trace.out=" + (out / "trace.k3trace").string()});
   REQUIRE(run.wait_for([&] { return !run.out().empty(); }, 120));
   // The trace is being recorded: its temporary file is there.
   REQUIRE(temporaries_in(out).size() == 1);

@@ -29,18 +29,18 @@ inline constexpr Format kFormats[] = {Format::bf16, Format::f32, Format::mxfp4};
 
 /// Value ranges of a random problem (as powers of two).
 struct Ranges {
-  int x_lo = -4, x_hi = 4;            // activations
-  int w_lo = -4, w_hi = 4;            // bf16 / f32 weights
+  int x_lo = -4, x_hi = 4;             // activations
+  int w_lo = -4, w_hi = 4;             // bf16 / f32 weights
   int scale_lo = 117, scale_hi = 137;  // mxfp4 scale bytes (255 groups are added on top)
 };
 
 struct MatmulCase {
   Format format;
   std::size_t rows, cols, batch;
-  std::vector<float> x;             // [batch, cols]
+  std::vector<float> x;               // [batch, cols]
   std::vector<std::uint16_t> w_bf16;  // [rows, cols]
-  std::vector<float> w_f32;         // [rows, cols]
-  Mxfp4Owned w_mxfp4;               // [rows, cols] packed
+  std::vector<float> w_f32;           // [rows, cols]
+  Mxfp4Owned w_mxfp4;                 // [rows, cols] packed
 
   MatmulCase(Format f, std::size_t r, std::size_t c, std::size_t b, std::uint64_t seed, Ranges ranges = {})
       : format(f), rows(r), cols(c), batch(b), w_mxfp4(f == Format::mxfp4 ? r : 0, f == Format::mxfp4 ? c : 0) {

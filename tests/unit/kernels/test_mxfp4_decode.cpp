@@ -54,8 +54,7 @@ TEST_CASE("every E2M1 code decodes to the spec value in both nibbles", "[kernels
   }
 }
 
-TEST_CASE("low nibble is the even column, and odd column counts use ceil(cols/2) bytes per row",
-          "[kernels][mxfp4]") {
+TEST_CASE("low nibble is the even column, and odd column counts use ceil(cols/2) bytes per row", "[kernels][mxfp4]") {
   // Two rows of 5 columns: 3 packed bytes and 1 scale per row. The high nibble of each
   // row's last byte is padding and holds a large code that must never be read.
   Mxfp4Owned m(2, 5);

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <initializer_list>
-#include <utility>
 #include <limits>
+#include <utility>
 
 #include "kernel_sets.hpp"
 #include "matmul_cases.hpp"
@@ -47,8 +47,8 @@ std::vector<HandCase> hand_cases() {
       {"F: lane 3 chains 1,1,1 then 2^53: 2^53+3 ties to 2^53+4, minus 2^53 = 4 (exact sum: 3)",
        with(40, {{3, 1}, {11, 1}, {19, 1}, {27, kBig}, {35, -kBig}}), 4.0},
       {"G: a single -0 product gives +0: the accumulators start at +0", with(1, {{0, -0.0}}), 0.0},
-      {"H: only -0 products over several lanes still give +0",
-       with(11, {{0, -0.0}, {3, -0.0}, {8, -0.0}, {10, -0.0}}), 0.0},
+      {"H: only -0 products over several lanes still give +0", with(11, {{0, -0.0}, {3, -0.0}, {8, -0.0}, {10, -0.0}}),
+       0.0},
   };
 }
 

@@ -25,8 +25,8 @@ TEST_CASE("matmuls agree with a naive long-double reference within the derived b
             const k3test::NaiveSum naive = k3test::naive_sum(mc.products(b, r));
             const long double err = std::fabs(static_cast<long double>(y[b * mc.rows + r]) - naive.sum);
             const long double bound = k3test::matvec_bound(naive);
-            INFO("set " << name << ", " << to_string(f) << ", cols " << cols << ", b " << b << ", r " << r
-                        << ": |err| " << static_cast<double>(err) << " > bound " << static_cast<double>(bound));
+            INFO("set " << name << ", " << to_string(f) << ", cols " << cols << ", b " << b << ", r " << r << ": |err| "
+                        << static_cast<double>(err) << " > bound " << static_cast<double>(bound));
             CHECK(err <= bound);
             // The bound is no blank cheque: at most a few fp32 ulps of the scale of the terms.
             CHECK(bound <= std::ldexp(1.0L, -20) * (naive.sum_abs + 1e-30L));

@@ -111,22 +111,22 @@ inline void pair_weights(std::vector<T>& w, std::size_t rows, std::size_t cols) 
 
 // One call of each matmul on shape s: weights drawn from `weights` (paired for cancelling
 // activations), x [s.batch, s.cols], y [s.batch, s.rows].
-inline void run_bf16(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s,
-                     const std::vector<float>& x, std::vector<float>& y, Activations kind) {
+inline void run_bf16(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s, const std::vector<float>& x,
+                     std::vector<float>& y, Activations kind) {
   auto w = weights.bf16(s.rows * s.cols);
   if (kind == Activations::cancelling) pair_weights(w, s.rows, s.cols);
   set.matmul_bf16(w.data(), s.rows, s.cols, s.range, x.data(), s.batch, y.data());
 }
 
-inline void run_f32(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s,
-                    const std::vector<float>& x, std::vector<float>& y, Activations kind) {
+inline void run_f32(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s, const std::vector<float>& x,
+                    std::vector<float>& y, Activations kind) {
   auto w = weights.floats(s.rows * s.cols);
   if (kind == Activations::cancelling) pair_weights(w, s.rows, s.cols);
   set.matmul_f32(w.data(), s.rows, s.cols, s.range, x.data(), s.batch, y.data());
 }
 
-inline void run_mxfp4(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s,
-                      const std::vector<float>& x, std::vector<float>& y, Activations kind) {
+inline void run_mxfp4(const k3::sdk::KernelSet& set, RandomInputs& weights, const Shape& s, const std::vector<float>& x,
+                      std::vector<float>& y, Activations kind) {
   Mxfp4Data m = random_mxfp4(weights, s.rows, s.cols);
   if (kind == Activations::cancelling) {
     // A pair (i, i+1) with i even is one byte: give both nibbles the low nibble's code.

@@ -27,14 +27,14 @@ class RandomInputs {
     const std::uint32_t mantissa = bits32() & 0x007FFFFFu;
     std::uint32_t exponent = 0;
     if (kind < 6) {
-      exponent = 119 + below(16);        // 2^-8 .. 2^7
+      exponent = 119 + below(16);  // 2^-8 .. 2^7
     } else if (kind < 8) {
-      exponent = below(255);             // 0 (subnormal/zero) .. 254 (huge), never inf/NaN
+      exponent = below(255);  // 0 (subnormal/zero) .. 254 (huge), never inf/NaN
     } else if (kind < 9) {
       exponent = 127 + below(3);
       return from_bits(sign | (exponent << 23));  // exactly ±1, ±2, ±4
     } else {
-      return from_bits(sign);            // +0 or -0
+      return from_bits(sign);  // +0 or -0
     }
     return from_bits(sign | (exponent << 23) | mantissa);
   }

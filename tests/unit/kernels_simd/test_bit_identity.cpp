@@ -175,15 +175,14 @@ TEST_CASE("dot_f32 of every SIMD set equals scalar bit for bit", "[kernels_simd]
   // Cancelling pairs: a gets equal values at each pair, b the big opposite ones.
   compare_dots(
       [](RandomInputs& rnd, std::size_t n) {
-        std::vector<float> v = rnd.floats(n);
-        pair_weights(v, 1, n);
-        return v;
+    std::vector<float> v = rnd.floats(n);
+    pair_weights(v, 1, n);
+    return v;
       },
       [](RandomInputs& rnd, std::size_t n) { return cancelling_activations(rnd, 1, n); });
 }
 
-TEST_CASE("inf and NaN activations give the scalar result (NaN where scalar gives NaN)",
-          "[kernels_simd][nonfinite]") {
+TEST_CASE("inf and NaN activations give the scalar result (NaN where scalar gives NaN)", "[kernels_simd][nonfinite]") {
   // Includes MXFP4 groups with scale byte 255: their weights are ±0, and 0·inf is NaN in
   // the scalar set, so it must be NaN in every set.
   compare_all_shapes("matmul_bf16", Activations::with_nonfinite, run_bf16);

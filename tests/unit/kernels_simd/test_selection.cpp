@@ -67,8 +67,7 @@ TEST_CASE("each SIMD set is runnable exactly when the CPU has its features", "[k
   }
 }
 
-TEST_CASE("a wider set scores higher and auto selection picks the widest runnable one",
-          "[kernels_simd][selection]") {
+TEST_CASE("a wider set scores higher and auto selection picks the widest runnable one", "[kernels_simd][selection]") {
   const k3::PluginInfo* scalar = k3simd::find_kernels("scalar");
   REQUIRE(scalar != nullptr);
   CHECK(scalar->score == 1);

@@ -67,7 +67,8 @@ TEST_CASE("openmp: with nothing set, the choice and the marker are set once, and
   CHECK(env(m::kOpenMpChoiceMarker).empty());
   const m::OpenMpWaitPolicy p = m::openmp_wait_policy();
   CHECK(p.reexec_error == "execv: test");
-  if (p.source == m::OpenMpWaitPolicy::Source::runtime_default) CHECK(p.describe().find("could not re-execute") != std::string::npos);
+  if (p.source == m::OpenMpWaitPolicy::Source::runtime_default)
+    CHECK(p.describe().find("could not re-execute") != std::string::npos);
   m::openmp_reexec_failed("");  // leave no error behind for the other tests
 }
 

@@ -79,7 +79,9 @@ TEST_CASE("a missing tensor is refused naming it", "[model][errors]") {
   const std::string name = "layers.0.self_attn.o_norm.weight";
   patch_shards(dir, name, "layers.0.self_attn.o_norm.weighX");
   std::string index = slurp(dir / "model.safetensors.index.json");
-  index = std::regex_replace(index, std::regex("\"language_model\\.model\\.layers\\.0\\.self_attn\\.o_norm\\.weight\"\\s*:\\s*\"[^\"]*\",?"), "");
+  index = std::regex_replace(
+      index, std::regex("\"language_model\\.model\\.layers\\.0\\.self_attn\\.o_norm\\.weight\"\\s*:\\s*\"[^\"]*\",?"),
+      "");
   spit(dir / "model.safetensors.index.json", index);
   CHECK_THAT(usage_error_loading(dir), Catch::Contains("o_norm.weight"));
 }
@@ -92,7 +94,8 @@ TEST_CASE("a tensor whose shape disagrees with config.json is refused naming fil
   std::smatch m;
   REQUIRE(std::regex_search(cfg, m, key));
   const long wider = std::stol(m[1]) + 32;
-  cfg = std::regex_replace(cfg, key, "\"intermediate_size\": " + std::to_string(wider), std::regex_constants::format_first_only);
+  cfg = std::regex_replace(cfg, key, "\"intermediate_size\": " + std::to_string(wider),
+                           std::regex_constants::format_first_only);
   spit(dir / "config.json", cfg);
   CHECK_THAT(usage_error_loading(dir), Catch::Contains("mlp.") && Catch::Contains(".safetensors"));
 }

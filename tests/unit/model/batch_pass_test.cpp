@@ -5,10 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <set>
-#include <span>
 #include <map>
 #include <numeric>
+#include <set>
+#include <span>
 #include <vector>
 
 #include <k3/batch.hpp>
@@ -119,8 +119,9 @@ Seen batched(k3::Model& m, const std::vector<std::vector<std::uint32_t>>& ids) {
       const std::size_t i = who[f], len = true_len[f];
       const bool every = feeds[f].all_positions || feeds[f].tentative;
       for (std::size_t t = every ? 0 : feeds[f].tokens.size() - 1; t < feeds[f].tokens.size(); ++t, ++row)
-        if (t < len) seen[i][fed[i] + t].assign(logits.begin() + static_cast<std::ptrdiff_t>(row * V),
-                                                 logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
+        if (t < len)
+          seen[i][fed[i] + t].assign(logits.begin() + static_cast<std::ptrdiff_t>(row * V),
+                                     logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
       if (feeds[f].tentative) sessions[i]->keep_tentative(len);
       fed[i] += len;
       CHECK(sessions[i]->position() == static_cast<std::int64_t>(fed[i]));
@@ -177,7 +178,8 @@ TEST_CASE("batched passes give the bits of a sequence alone across kernel sets, 
   for (const auto& p : ids) ref.push_back(alone(reference, p));
   std::vector<std::pair<std::string, k3::ModelSettings>> runs;
   for (const auto& p : host.plugins())
-    if (p.kind == k3::PluginKind::kernels && p.score > 0) runs.emplace_back(p.name + ", 2 threads", resident(p.name, 2));
+    if (p.kind == k3::PluginKind::kernels && p.score > 0)
+      runs.emplace_back(p.name + ", 2 threads", resident(p.name, 2));
   runs.emplace_back("streamed, scalar, 1 thread", streamed("tiny", "scalar", 1));
   runs.emplace_back("streamed, auto, 2 threads", streamed("tiny", "auto", 2));
   for (const auto& [what, settings] : runs) {

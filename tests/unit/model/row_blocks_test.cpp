@@ -16,8 +16,7 @@ using k3::maths::BlockShares;
 using k3::maths::for_row_blocks;
 using k3::maths::kRowBlock;
 
-TEST_CASE("one thread runs its share front to back, then halves of the others' from the back",
-          "[model][row_blocks]") {
+TEST_CASE("one thread runs its share front to back, then halves of the others' from the back", "[model][row_blocks]") {
   // 10 blocks, 2 shares: [0,5) and [5,10). Thread 0 alone: its share, then the back half
   // (rounded up) of what is left of share 1: [7,10), then [6,7), then [5,6).
   BlockShares shares(10, 2);

@@ -169,7 +169,8 @@ TEST_CASE("sequences generated together emit the ids each emits alone, and leave
   k3::Model m(fortune(), host, resident("scalar", 1));
   const auto gs = requests();
   const std::vector<Outcome> ref = alone(m, gs);
-  for (std::size_t i = 0; i < ref.size(); ++i) CHECK(ref[i].result.generated.size() == static_cast<std::size_t>(gs[i].max_new_tokens));
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    CHECK(ref[i].result.generated.size() == static_cast<std::size_t>(gs[i].max_new_tokens));
   CHECK(ref[0].result.speculative.drafts_accepted > 0);  // drafts kept, so several tokens per step
   CHECK(ref[0].result.generated != ref[1].result.generated);
   for (const std::size_t parallel : {2u, 3u, 4u}) {

@@ -61,7 +61,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // BOS, a start, and a phrase the model goes on to repeat (its greedy continuation from the start).
-const std::vector<std::uint32_t> kPrompt = {3072, 258, 641, 575, 290, 9, 9, 291, 301, 258, 444, 455, 301, 258, 444, 455};
+const std::vector<std::uint32_t> kPrompt = {3072, 258, 641, 575, 290, 9,   9,   291,
+                                            301,  258, 444, 455, 301, 258, 444, 455};
 
 k3::GenerateSettings plain_settings(std::int64_t tokens) {
   k3::GenerateSettings g;
@@ -74,7 +75,8 @@ k3::GenerateSettings plain_settings(std::int64_t tokens) {
 
 }  // namespace
 
-TEST_CASE("a tentative chunk keeping m of its n tokens leaves the state of feeding those m", "[speculative][identity]") {
+TEST_CASE("a tentative chunk keeping m of its n tokens leaves the state of feeding those m",
+          "[speculative][identity]") {
   k3::PluginHost host;
   for (const char* geometry : {"tiny", "tiny2"}) {  // KDA and MLA layers in both orders
     k3::Model m(k3::test::test_model(geometry), host, settings("scalar", 1));
@@ -114,9 +116,11 @@ TEST_CASE("a tentative chunk whose check throws keeps nothing", "[speculative][e
   a.feed(std::vector<std::uint32_t>{1, 2, 3}, false, logits);
   b.feed(std::vector<std::uint32_t>{1, 2, 3}, false, logits);
   const std::vector<std::uint32_t> batch = {4, 5, 6};
-  CHECK_THROWS_AS(a.feed_tentative(batch, logits, [](std::span<const float>) -> std::size_t {
-    throw std::runtime_error("check failed");
-  }), std::runtime_error);
+  CHECK_THROWS_AS(a.feed_tentative(batch, logits,
+                                   [](std::span<const float>) -> std::size_t {
+                                     throw std::runtime_error("check failed");
+                                   }),
+                  std::runtime_error);
   CHECK_THROWS(a.feed_tentative(batch, logits, [](std::span<const float>) { return std::size_t{4}; }));
   CHECK(a.tokens() == b.tokens());
   CHECK(same_bits(next_logits(a, 9), next_logits(b, 9)));
@@ -352,9 +356,10 @@ std::shared_ptr<k3::DraftModel> draft_model(k3::PluginHost& host, const std::str
 
 }  // namespace
 
-TEST_CASE("the model as its own draft model: every draft is kept, greedy and sampled, and the ids are plain "
-          "decoding's",
-          "[speculative][identity][draft_model]") {
+TEST_CASE(
+    "the model as its own draft model: every draft is kept, greedy and sampled, and the ids are plain "
+    "decoding's",
+    "[speculative][identity][draft_model]") {
   k3::PluginHost host;
   k3::Model m(fortune(), host, streamed("auto", 2));
   auto self = draft_model(host, fortune(), m);
@@ -381,9 +386,10 @@ TEST_CASE("the model as its own draft model: every draft is kept, greedy and sam
   }
 }
 
-TEST_CASE("a draft model that writes other text still leaves the ids of plain decoding, across kernel sets, "
-          "threads and budgets, and follows a new conversation",
-          "[speculative][identity][draft_model]") {
+TEST_CASE(
+    "a draft model that writes other text still leaves the ids of plain decoding, across kernel sets, "
+    "threads and budgets, and follows a new conversation",
+    "[speculative][identity][draft_model]") {
   k3::PluginHost host;
   // fortune's geometry with random weights: same tokenizer, different text, so its drafts
   // are mostly refused.
@@ -449,8 +455,8 @@ TEST_CASE("a draft model stops at the first token it gives less than draft_min_p
   // A threshold just above each draft's probability cuts the drafts right before it.
   for (std::size_t k = 0; k < p.size(); ++k) {
     const double min_p = std::nextafter(p[k], 1.0);
-    const std::size_t expected = static_cast<std::size_t>(
-        std::find_if(p.begin(), p.end(), [&](double q) { return q < min_p; }) - p.begin());
+    const std::size_t expected =
+        static_cast<std::size_t>(std::find_if(p.begin(), p.end(), [&](double q) { return q < min_p; }) - p.begin());
     CHECK(expected <= k);
     const std::vector<std::uint32_t> cut = drafter->draft(context, 6, greedy, min_p);
     CHECK(cut == std::vector<std::uint32_t>(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(expected)));

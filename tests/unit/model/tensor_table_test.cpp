@@ -13,9 +13,7 @@
 
 namespace {
 
-k3::ModelConfig tiny() {
-  return k3::load_geometry(std::string(K3_SOURCE_DIR) + "/configs/models/tiny.yaml").config;
-}
+k3::ModelConfig tiny() { return k3::load_geometry(std::string(K3_SOURCE_DIR) + "/configs/models/tiny.yaml").config; }
 
 /// Suffix after "layers.N." (or the whole name for globals) → dtype, over the layout.
 std::map<std::string, k3::DType> dtypes_of(const k3::ModelConfig& c, k3::DTypeMix mix) {
@@ -23,12 +21,12 @@ std::map<std::string, k3::DType> dtypes_of(const k3::ModelConfig& c, k3::DTypeMi
   k3::for_each_tensor_group(
       c,
       [&](k3::TensorGroup&& g) {
-        if (g.kind == k3::TensorGroup::Kind::routed_expert) return;
-        for (const auto& t : g.tensors) {
-          std::string key = t.name;
-          if (g.layer >= 0) key = key.substr(key.find('.', key.find("layers.") + 7) + 1);
-          out[key] = t.dtype;
-        }
+    if (g.kind == k3::TensorGroup::Kind::routed_expert) return;
+    for (const auto& t : g.tensors) {
+      std::string key = t.name;
+      if (g.layer >= 0) key = key.substr(key.find('.', key.find("layers.") + 7) + 1);
+      out[key] = t.dtype;
+    }
       },
       mix);
   return out;
@@ -38,16 +36,21 @@ std::map<std::string, k3::DType> dtypes_of(const k3::ModelConfig& c, k3::DTypeMi
 
 TEST_CASE("release mix: F32 exactly where the release stores F32, BF16 elsewhere", "[model][table]") {
   const auto c = tiny();
-  const std::set<std::string> f32 = {"self_attn.q_conv1d.weight", "self_attn.k_conv1d.weight",
-                                     "self_attn.v_conv1d.weight", "self_attn.A_log",
-                                     "self_attn.dt_bias",         "self_attn.o_norm.weight",
+  const std::set<std::string> f32 = {"self_attn.q_conv1d.weight",
+                                     "self_attn.k_conv1d.weight",
+                                     "self_attn.v_conv1d.weight",
+                                     "self_attn.A_log",
+                                     "self_attn.dt_bias",
+                                     "self_attn.o_norm.weight",
                                      "block_sparse_moe.gate.e_score_correction_bias"};
   const auto release = dtypes_of(c, k3::DTypeMix::release);
   std::set<std::string> seen_f32;
   for (const auto& [name, t] : release) {
     CAPTURE(name);
-    if (t == k3::DType::f32) seen_f32.insert(name);
-    else CHECK(t == k3::DType::bf16);
+    if (t == k3::DType::f32)
+      seen_f32.insert(name);
+    else
+      CHECK(t == k3::DType::bf16);
   }
   CHECK(seen_f32 == f32);
   for (const auto& [name, t] : dtypes_of(c, k3::DTypeMix::compact)) {
@@ -111,8 +114,8 @@ TEST_CASE("MXFP4 bytes round odd widths up: ceil(cols/2) codes, ceil(cols/32) sc
   STATIC_REQUIRE(k3::table::mxfp4_scale_cols(33) == 2);
   STATIC_REQUIRE(k3::table::mxfp4_scale_cols(1) == 1);
   auto c = tiny();
-  c.moe_intermediate_size = 33;        // I: the columns of w2
-  c.routed_expert_hidden_size = 47;    // L: the columns of w1, w3
+  c.moe_intermediate_size = 33;      // I: the columns of w2
+  c.routed_expert_hidden_size = 47;  // L: the columns of w1, w3
   std::map<std::string, std::pair<k3::table::Shape, std::uint64_t>> got;
   k3::table::for_each_expert_tensor(c, c.first_k_dense_replace, 0, [&](const k3::table::Entry& e, const auto&) {
     got[e.name.substr(e.name.find("experts.0.") + 10)] = {e.shape, e.logical_cols};
@@ -143,10 +146,10 @@ TEST_CASE("dtype mixes parse by name, anything else is refused naming where", "[
 TEST_CASE("the declared tensor count, counted per kind of layer, equals a walk over every tensor", "[model][table]") {
   for (const char* name : {"tiny", "tiny2", "tiny-top1", "demo", "k3"}) {
     CAPTURE(name);
-    const auto c =
-        k3::load_geometry(std::string(K3_SOURCE_DIR) + "/configs/models/" + name + ".yaml").config;
+    const auto c = k3::load_geometry(std::string(K3_SOURCE_DIR) + "/configs/models/" + name + ".yaml").config;
     std::uint64_t walked = 0;
-    k3::for_each_tensor_group(c, [&](k3::TensorGroup&& g) { walked += g.tensors.size(); }, k3::DTypeMix::release);
+    k3::for_each_tensor_group(
+        c, [&](k3::TensorGroup&& g) { walked += g.tensors.size(); }, k3::DTypeMix::release);
     CHECK(k3::table::declared_tensor_count(c) == walked);
   }
 }

@@ -23,9 +23,9 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
+#include "local_storage.hpp"
 #include "streaming/layer_loader.hpp"
 #include "streaming/tensor_reader.hpp"
-#include "local_storage.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -146,7 +146,8 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   const fs::path coded = pack(model_dir, "demo", "bf16-zstd");
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), k3::test::identity_of(model_dir));
+  const k3::PackedTrunk trunk =
+      k3::PackedTrunk::open(k3::test::local_storage(), coded.string(), k3::test::identity_of(model_dir));
   const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   auto storage = host.create_storage("posix", {});
@@ -167,7 +168,8 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
         CHECK(coded_reader.coded_bytes_read() - coded_before == trunk.layers()[li].coded_bytes);
         // bytes_read() (the stream counters' trunk bytes) counts the coded bytes, without the padding.
         CHECK(coded_reader.bytes_read() - read_before <= trunk.layers()[li].coded_bytes);
-        CHECK(coded_reader.bytes_read() - read_before + 64 * trunk.layers()[li].tensors.size() > trunk.layers()[li].coded_bytes);
+        CHECK(coded_reader.bytes_read() - read_before + 64 * trunk.layers()[li].tensors.size() >
+              trunk.layers()[li].coded_bytes);
       }
       plain.read_and_bind(a.data(), wa);
       auto same = [](const k3::maths::Matrix& x, const k3::maths::Matrix& y) {
@@ -191,7 +193,8 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   }
   // The whole decoded layer equals the uncoded run byte for byte, padding included.
   const fs::path raw = pack(model_dir, "demo", "none");
-  const k3::PackedTrunk raw_trunk = k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), k3::test::identity_of(model_dir));
+  const k3::PackedTrunk raw_trunk =
+      k3::PackedTrunk::open(k3::test::local_storage(), raw.string(), k3::test::identity_of(model_dir));
   const k3::streaming::PackedLocations raw_where = k3::streaming::PackedLocations::of(raw_trunk);
   k3::streaming::TensorReader raw_reader(index, *storage, &raw_where);
   k3::streaming::LayerLoader from_raw(c, raw_reader), from_coded(c, coded_reader);
@@ -205,8 +208,9 @@ TEST_CASE("coded trunk: a layer decodes from its coded run to the shards' bytes"
   CHECK(std::memcmp(a.data(), b.data(), n) == 0);
 }
 
-TEST_CASE("coded trunk: the model gives bit-identical logits from it (bf16-zstd, bf16-huff), the uncoded pack and the shards",
-          "[pack_trunk][codec]") {
+TEST_CASE(
+    "coded trunk: the model gives bit-identical logits from it (bf16-zstd, bf16-huff), the uncoded pack and the shards",
+    "[pack_trunk][codec]") {
   // tiny (every dtype path), and the trained model's real weight statistics. Not demo: at
   // 400 MB its three packs and nine runs cost a minute and a half and test nothing more.
   for (const fs::path& model : {k3::test::test_model("tiny"), fortune_model()}) {
@@ -241,7 +245,8 @@ TEST_CASE("coded trunk: the model gives bit-identical logits from it (bf16-zstd,
   }
 }
 
-TEST_CASE("coded trunk: a damaged coded block is refused naming trunk.bin and the layer", "[pack_trunk][codec][errors]") {
+TEST_CASE("coded trunk: a damaged coded block is refused naming trunk.bin and the layer",
+          "[pack_trunk][codec][errors]") {
   const fs::path model = k3::test::test_model("tiny");
   const std::string codec = GENERATE(as<std::string>(), "bf16-zstd", "bf16-huff");
   CAPTURE(codec);

@@ -58,7 +58,8 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
   const fs::path& model = k3::test::test_model("tiny");
   const k3::ModelConfig config = k3::test::read_config(model);
   const k3::CheckpointIndex index = k3::test::open_index(model);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), tiny_identity());
+  const k3::PackedTrunk trunk =
+      k3::PackedTrunk::open(k3::test::local_storage(), packed_tiny().string(), tiny_identity());
 
   REQUIRE(trunk.layers().size() == static_cast<std::size_t>(config.num_hidden_layers));
   CHECK_FALSE(fs::exists(packed_tiny().string() + ".tmp." + std::to_string(::getpid())));
@@ -83,8 +84,7 @@ TEST_CASE("pack-trunk: every non-expert tensor of tiny is packed with the checkp
   for (std::size_t i = 0; i < trunk.layers().size(); ++i) {
     const auto& run = trunk.layers()[i];
     CHECK(run.layer == static_cast<std::int64_t>(i));
-    for (const auto& t : run.tensors)
-      CHECK_THAT(t.name, Catch::Contains("model.layers." + std::to_string(i) + "."));
+    for (const auto& t : run.tensors) CHECK_THAT(t.name, Catch::Contains("model.layers." + std::to_string(i) + "."));
     check_run(run);
   }
   for (const auto& run : trunk.globals()) {
@@ -131,15 +131,18 @@ TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is re
 
   copy_trunk(packed_tiny(), copy);
   fs::remove(copy / "trunk.json");
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("no trunk.json") && Catch::Contains("interrupted"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp),
+                    Catch::Contains("no trunk.json") && Catch::Contains("interrupted"));
 
   copy_trunk(packed_tiny(), copy);
   fs::resize_file(copy / "trunk.json", fs::file_size(copy / "trunk.json") / 2);  // cut mid-write
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("trunk.json") && Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp),
+                    Catch::Contains("trunk.json") && Catch::Contains("not valid JSON"));
 
   copy_trunk(packed_tiny(), copy);
   fs::resize_file(copy / "trunk.bin", fs::file_size(copy / "trunk.bin") - 4096);
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("trunk.bin") && Catch::Contains("bytes"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp),
+                    Catch::Contains("trunk.bin") && Catch::Contains("bytes"));
 
   // A run pointing outside trunk.bin.
   copy_trunk(packed_tiny(), copy);
@@ -151,7 +154,8 @@ TEST_CASE("pack-trunk: a folder without trunk.json, or with a corrupt one, is re
     text.replace(at, 13, "\"file_off\": 409600000000");
     std::ofstream(copy / "trunk.json", std::ios::trunc) << text;
   }
-  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp), Catch::Contains("outside trunk.bin"));
+  CHECK_THROWS_WITH(k3::PackedTrunk::open(k3::test::local_storage(), copy.string(), fp),
+                    Catch::Contains("outside trunk.bin"));
 }
 
 TEST_CASE("pack-trunk: a pack of another checkpoint is refused naming both identities", "[pack_trunk]") {
@@ -226,12 +230,12 @@ TEST_CASE("pack-trunk refuses an OUT that is the checkpoint, inside it or holds 
   k3::PackTrunkOptions o;
   o.model = model;
   o.force = true;
-  for (const auto& [out, says] : std::vector<std::pair<fs::path, std::string>>{
-           {model, "is the checkpoint folder or inside it"},
-           {model / ".", "is the checkpoint folder or inside it"},
-           {model / "packed", "is the checkpoint folder or inside it"},
-           {parent, "holds the checkpoint"},
-           {model / ".." / "..", "holds the checkpoint"}}) {
+  for (const auto& [out, says] :
+       std::vector<std::pair<fs::path, std::string>>{{model, "is the checkpoint folder or inside it"},
+                                                     {model / ".", "is the checkpoint folder or inside it"},
+                                                     {model / "packed", "is the checkpoint folder or inside it"},
+                                                     {parent, "holds the checkpoint"},
+                                                     {model / ".." / "..", "holds the checkpoint"}}) {
     o.out = out;
     CAPTURE(out);
     CHECK_THROWS_WITH(k3::pack_trunk(o), Catch::Contains(says));

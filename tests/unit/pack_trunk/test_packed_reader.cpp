@@ -20,9 +20,9 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
-#include "streaming/tensor_reader.hpp"
-#include "streaming/layer_loader.hpp"
 #include "local_storage.hpp"
+#include "streaming/layer_loader.hpp"
+#include "streaming/tensor_reader.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -115,7 +115,8 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
   const fs::path packed_dir = pack("demo");
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
+  const k3::PackedTrunk trunk =
+      k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
   const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));
@@ -155,13 +156,16 @@ TEST_CASE("packed trunk: a layer is one read from trunk.bin, with the shards' by
   }
 }
 
-TEST_CASE("packed trunk: a layer read in many pieces, each hashed while the next is read, has the run's bytes, and "
-          "a flipped byte in any piece is caught", "[pack_trunk]") {
+TEST_CASE(
+    "packed trunk: a layer read in many pieces, each hashed while the next is read, has the run's bytes, and "
+    "a flipped byte in any piece is caught",
+    "[pack_trunk]") {
   const fs::path model_dir = k3::test::test_model("tiny");
   const fs::path packed_dir = pack("tiny");
   const k3::ModelConfig c = k3::test::read_config(model_dir);
   const k3::CheckpointIndex index = k3::test::open_index(model_dir);
-  const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
+  const k3::PackedTrunk trunk =
+      k3::PackedTrunk::open(k3::test::local_storage(), packed_dir.string(), k3::test::identity_of(model_dir));
   const k3::streaming::PackedLocations where = k3::streaming::PackedLocations::of(trunk);
   k3::PluginHost host;
   CountingStorage counting(host.create_storage("posix", {}));
@@ -185,7 +189,8 @@ TEST_CASE("packed trunk: a layer read in many pieces, each hashed while the next
   // A flipped byte in the middle of layer 2's run: caught whichever piece holds it.
   const k3::PackedRun& run = trunk.layers()[2];
   const fs::path damaged = flipped_copy(packed_dir, "packed-pieces-flipped", run.file_offset + run.nbytes / 2);
-  const k3::PackedTrunk bad = k3::PackedTrunk::open(k3::test::local_storage(), damaged.string(), k3::test::identity_of(model_dir));
+  const k3::PackedTrunk bad =
+      k3::PackedTrunk::open(k3::test::local_storage(), damaged.string(), k3::test::identity_of(model_dir));
   const k3::streaming::PackedLocations bad_where = k3::streaming::PackedLocations::of(bad);
   k3::streaming::TensorReader bad_reader(index, counting, &bad_where);
   bad_reader.set_raw_piece(1000);
@@ -243,8 +248,10 @@ TEST_CASE("packed trunk: one packed from another model is refused", "[pack_trunk
   CHECK_THROWS_AS(k3::Model(k3::test::test_model("tiny"), host, s), k3::UsageError);
 }
 
-TEST_CASE("packed trunk: a flipped byte of any run it reads, raw or coded, stops the model naming trunk.bin, the run and "
-          "the offset", "[pack_trunk][errors]") {
+TEST_CASE(
+    "packed trunk: a flipped byte of any run it reads, raw or coded, stops the model naming trunk.bin, the run and "
+    "the offset",
+    "[pack_trunk][errors]") {
   const fs::path dir = k3::test::test_model("tiny");
   const k3::ModelConfig c = k3::test::read_config(dir);
   k3::PluginHost host;
@@ -270,7 +277,8 @@ TEST_CASE("packed trunk: a flipped byte of any run it reads, raw or coded, stops
   REQUIRE(c.first_k_dense_replace > 0);
   for (const std::string& codec : {std::string("none"), std::string("bf16-zstd")}) {
     const fs::path packed = pack("tiny", codec);
-    const k3::PackedTrunk trunk = k3::PackedTrunk::open(k3::test::local_storage(), packed.string(), k3::test::identity_of(dir));
+    const k3::PackedTrunk trunk =
+        k3::PackedTrunk::open(k3::test::local_storage(), packed.string(), k3::test::identity_of(dir));
     std::vector<Target> targets = {
         {"language_model.model.embed_tokens.weight", 42, {&resident, &streamed}},  // a row the prompt reads
         {"language_model.lm_head.weight", 3, {&resident, &streamed}},

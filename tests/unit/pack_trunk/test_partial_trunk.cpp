@@ -24,8 +24,8 @@
 #include <k3/pack_trunk.hpp>
 #include <k3/plugin_host.hpp>
 
-#include "streaming/tensor_reader.hpp"
 #include "local_storage.hpp"
+#include "streaming/tensor_reader.hpp"
 #include "test_models.hpp"
 
 namespace fs = std::filesystem;
@@ -37,8 +37,9 @@ k3::test::ScratchCleanup cleanup;
 fs::path pack(const fs::path& model, const std::string& codec, std::optional<k3::TrunkLayerRange> layers) {
   k3::PackTrunkOptions o;
   o.model = model;
-  o.out = k3::test::scratch_dir() /
-          ("partial-" + codec + (layers ? "-" + std::to_string(layers->first) + "-" + std::to_string(layers->last) : ""));
+  o.out =
+      k3::test::scratch_dir() /
+      ("partial-" + codec + (layers ? "-" + std::to_string(layers->first) + "-" + std::to_string(layers->last) : ""));
   o.force = true;
   o.codec = codec;
   o.layers = layers;
@@ -92,14 +93,15 @@ std::pair<int, std::string> run(const fs::path& model, const fs::path& packed) {
                 " --set model.generate_if_missing=false --set threads=1 --set memory.context=64"
                 " --set job.max_new_tokens=4 --set job.stop_at_eos=false --ids 5,17 --quiet"
                 " --set memory.trunk_gb=0.00005 --set memory.expert_cache_gb=0.00005 --set memory.stream_embedding=true"
-                " --set model.path=" + model.string() +
-                (packed.empty() ? std::string() : " --set model.packed_trunk=" + packed.string()));
+                " --set model.path=" +
+                model.string() + (packed.empty() ? std::string() : " --set model.packed_trunk=" + packed.string()));
 }
 
 }  // namespace
 
-TEST_CASE("partial trunk: trunk.json records the range, the packed layers come from trunk.bin and the rest from the shards",
-          "[pack_trunk][partial]") {
+TEST_CASE(
+    "partial trunk: trunk.json records the range, the packed layers come from trunk.bin and the rest from the shards",
+    "[pack_trunk][partial]") {
   const fs::path model = k3::test::test_model("tiny");
   const auto fp = k3::test::identity_of(model);
   const k3::ModelConfig c = k3::test::read_config(model);
@@ -159,8 +161,8 @@ TEST_CASE("partial trunk: bit-identical logits and ids from a partial pack (raw,
   const auto [base_rc, base_ids] = run(model, {});
   REQUIRE(base_rc == 0);
   // The first layer (dense), inner layers, the last layer, and the whole trunk.
-  const std::vector<std::optional<k3::TrunkLayerRange>> ranges = {
-      k3::TrunkLayerRange{0, 1}, k3::TrunkLayerRange{2, 3}, k3::TrunkLayerRange{5, 5}, std::nullopt};
+  const std::vector<std::optional<k3::TrunkLayerRange>> ranges = {k3::TrunkLayerRange{0, 1}, k3::TrunkLayerRange{2, 3},
+                                                                  k3::TrunkLayerRange{5, 5}, std::nullopt};
   for (const std::string codec : {"none", "bf16-zstd"})
     for (const auto& range : ranges) {
       const fs::path packed = pack(model, codec, range);
@@ -208,8 +210,9 @@ TEST_CASE("partial trunk: a flipped byte of a packed layer is refused naming tru
   }
 }
 
-TEST_CASE("partial trunk: a range that does not match its layers or the checkpoint, or another checkpoint's pack, is refused",
-          "[pack_trunk][partial][errors]") {
+TEST_CASE(
+    "partial trunk: a range that does not match its layers or the checkpoint, or another checkpoint's pack, is refused",
+    "[pack_trunk][partial][errors]") {
   const fs::path model = k3::test::test_model("tiny");
   const auto fp = k3::test::identity_of(model);
   const fs::path good = pack(model, "none", k3::TrunkLayerRange{1, 3});
@@ -273,7 +276,8 @@ TEST_CASE("partial trunk: a range that does not match its layers or the checkpoi
   CHECK_THAT(out, Catch::Contains("trunk.json: packed from checkpoint") && Catch::Contains("checkpoint identity"));
 }
 
-TEST_CASE("partial trunk: a bad --layers is a usage error naming the flag, and writes nothing", "[pack_trunk][partial][errors]") {
+TEST_CASE("partial trunk: a bad --layers is a usage error naming the flag, and writes nothing",
+          "[pack_trunk][partial][errors]") {
   const fs::path model = k3::test::test_model("tiny");
   const fs::path out = k3::test::scratch_dir() / "partial-bad";
   for (const std::string bad : {"5-2", "x", "1-", "-3", "2-x", "0-6", "6", "1-99"}) {

@@ -84,27 +84,28 @@ class BytesFile final : public k3::sdk::StorageFile {
 
 TEST_CASE("trunk codec: streams decode to exactly the bytes encoded", "[pack_trunk][codec]") {
   for (const bool huffman : {false, true})
-  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{4097}, std::size_t{20000}}) {
-    CAPTURE(huffman, n);
-    const auto g = gaussian_bf16(n, 0.02F, static_cast<std::uint32_t>(n));
-    CHECK(decode(encode(g, k3::DType::bf16, 8192, huffman), g.size(), true) == g);
-    const auto r = random_bytes(2 * n, static_cast<std::uint32_t>(n) + 1);  // incompressible: stored blocks
-    CHECK(decode(encode(r, k3::DType::bf16, 8192, huffman), r.size(), true) == r);
-    // One exponent throughout (a code of one symbol), and a few with lengths up to the limit.
-    std::vector<std::byte> flat(2 * n, std::byte{0x3C});
-    CHECK(decode(encode(flat, k3::DType::bf16, 8192, huffman), flat.size(), true) == flat);
-    std::vector<std::byte> skewed(2 * n);
-    for (std::size_t i = 0; i < n; ++i) {  // exponent 120 + trailing zeros of i: counts 1/2, 1/4, ...
-      const int e = 120 + (i == 0 ? 20 : __builtin_ctzll(i));
-      skewed[2 * i] = static_cast<std::byte>((e & 1) << 7);
-      skewed[2 * i + 1] = static_cast<std::byte>(e >> 1);
+    for (const std::size_t n :
+         {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{4097}, std::size_t{20000}}) {
+      CAPTURE(huffman, n);
+      const auto g = gaussian_bf16(n, 0.02F, static_cast<std::uint32_t>(n));
+      CHECK(decode(encode(g, k3::DType::bf16, 8192, huffman), g.size(), true) == g);
+      const auto r = random_bytes(2 * n, static_cast<std::uint32_t>(n) + 1);  // incompressible: stored blocks
+      CHECK(decode(encode(r, k3::DType::bf16, 8192, huffman), r.size(), true) == r);
+      // One exponent throughout (a code of one symbol), and a few with lengths up to the limit.
+      std::vector<std::byte> flat(2 * n, std::byte{0x3C});
+      CHECK(decode(encode(flat, k3::DType::bf16, 8192, huffman), flat.size(), true) == flat);
+      std::vector<std::byte> skewed(2 * n);
+      for (std::size_t i = 0; i < n; ++i) {  // exponent 120 + trailing zeros of i: counts 1/2, 1/4, ...
+        const int e = 120 + (i == 0 ? 20 : __builtin_ctzll(i));
+        skewed[2 * i] = static_cast<std::byte>((e & 1) << 7);
+        skewed[2 * i + 1] = static_cast<std::byte>(e >> 1);
+      }
+      CHECK(decode(encode(skewed, k3::DType::bf16, 8192, huffman), skewed.size(), true) == skewed);
+      const auto f = random_bytes(4 * n, static_cast<std::uint32_t>(n) + 2);  // F32: stored
+      const auto fs = encode(f, k3::DType::f32);
+      CHECK(fs.size() >= f.size());
+      CHECK(decode(fs, f.size(), false) == f);
     }
-    CHECK(decode(encode(skewed, k3::DType::bf16, 8192, huffman), skewed.size(), true) == skewed);
-    const auto f = random_bytes(4 * n, static_cast<std::uint32_t>(n) + 2);  // F32: stored
-    const auto fs = encode(f, k3::DType::f32);
-    CHECK(fs.size() >= f.size());
-    CHECK(decode(fs, f.size(), false) == f);
-  }
   const std::vector<std::byte> empty;
   CHECK(decode(encode(empty, k3::DType::bf16), 0, true).empty());
 }
@@ -125,8 +126,8 @@ TEST_CASE("trunk codec: Gaussian BF16 shrinks to under three quarters, random by
   CHECK(decode(huff, g.size(), true) == g);
   const auto r = random_bytes(1 << 20, 2);
   const auto stored = encode(r, k3::DType::bf16, codec::kDefaultBlockRaw);
-  CHECK(stored.size() == r.size() + codec::kHeaderBytes + codec::kEntryBytes * ((r.size() + codec::kDefaultBlockRaw - 1) /
-                                                                                codec::kDefaultBlockRaw));
+  CHECK(stored.size() == r.size() + codec::kHeaderBytes +
+                             codec::kEntryBytes * ((r.size() + codec::kDefaultBlockRaw - 1) / codec::kDefaultBlockRaw));
 }
 
 TEST_CASE("trunk codec: a stream read from a file in small pieces decodes the same", "[pack_trunk][codec]") {
@@ -137,7 +138,8 @@ TEST_CASE("trunk codec: a stream read from a file in small pieces decodes the sa
   BytesFile file(file_bytes);
   codec::FileInput::Buffers staging;
   codec::ReadAhead ahead;
-  for (const std::uint64_t piece : {std::uint64_t{1}, std::uint64_t{100}, std::uint64_t{5000}, std::uint64_t{1} << 20}) {
+  for (const std::uint64_t piece :
+       {std::uint64_t{1}, std::uint64_t{100}, std::uint64_t{5000}, std::uint64_t{1} << 20}) {
     for (const bool overlap : {false, true}) {
       CAPTURE(piece, overlap);
       file.reads = 0;
@@ -166,20 +168,20 @@ TEST_CASE("trunk codec: a stream read from a file in small pieces decodes the sa
 TEST_CASE("trunk codec: every flipped byte, a truncation and a wrong size are refused", "[pack_trunk][codec][errors]") {
   const auto g = gaussian_bf16(5000, 0.02F, 4);  // two blocks of 8192 bytes
   for (const bool huffman : {false, true}) {
-  const auto stream = encode(g, k3::DType::bf16, 8192, huffman);
-  CAPTURE(huffman);
-  for (std::size_t i = 0; i < stream.size(); ++i) {
-    auto bad = stream;
-    bad[i] ^= std::byte{0x10};
-    CAPTURE(i);
-    CHECK_THROWS_AS(decode(bad, g.size(), true), codec::CodecError);
-  }
-  for (const std::size_t keep : {std::size_t{0}, std::size_t{10}, std::size_t{40}, stream.size() - 1}) {
-    const std::vector<std::byte> cut(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(keep));
-    CHECK_THROWS_WITH(decode(cut, g.size(), true), Catch::Contains("truncated"));
-  }
-  CHECK_THROWS_WITH(decode(stream, g.size() + 2, true), Catch::Contains("the tensor has"));
-  CHECK_THROWS_WITH(decode(stream, g.size(), false), Catch::Contains("not BF16"));
+    const auto stream = encode(g, k3::DType::bf16, 8192, huffman);
+    CAPTURE(huffman);
+    for (std::size_t i = 0; i < stream.size(); ++i) {
+      auto bad = stream;
+      bad[i] ^= std::byte{0x10};
+      CAPTURE(i);
+      CHECK_THROWS_AS(decode(bad, g.size(), true), codec::CodecError);
+    }
+    for (const std::size_t keep : {std::size_t{0}, std::size_t{10}, std::size_t{40}, stream.size() - 1}) {
+      const std::vector<std::byte> cut(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(keep));
+      CHECK_THROWS_WITH(decode(cut, g.size(), true), Catch::Contains("truncated"));
+    }
+    CHECK_THROWS_WITH(decode(stream, g.size() + 2, true), Catch::Contains("the tensor has"));
+    CHECK_THROWS_WITH(decode(stream, g.size(), false), Catch::Contains("not BF16"));
   }
 }
 

@@ -18,7 +18,9 @@ namespace {
 class OnlyResident final : public k3::sdk::VictimQuery {
  public:
   explicit OnlyResident(std::set<std::uint64_t> keys) : keys_(std::move(keys)) {}
-  [[nodiscard]] bool evictable(k3::sdk::ExpertKey key) const noexcept override { return keys_.count(key.packed()) != 0; }
+  [[nodiscard]] bool evictable(k3::sdk::ExpertKey key) const noexcept override {
+    return keys_.count(key.packed()) != 0;
+  }
 
  private:
   std::set<std::uint64_t> keys_;

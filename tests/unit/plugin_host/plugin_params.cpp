@@ -42,8 +42,7 @@ fs::path byte_ranks(const fs::path& dir) {
   static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const fs::path file = dir / "bytes.tiktoken";
   std::ofstream out(file);
-  for (int b = 0; b < 256; ++b)
-    out << alphabet[b >> 2] << alphabet[(b & 3) << 4] << "== " << b << "\n";
+  for (int b = 0; b < 256; ++b) out << alphabet[b >> 2] << alphabet[(b & 3) << 4] << "== " << b << "\n";
   return file;
 }
 
@@ -51,7 +50,8 @@ fs::path byte_ranks(const fs::path& dir) {
 std::vector<PluginInfo> shipped(const PluginHost& host) {
   std::vector<PluginInfo> out;
   for (const auto& p : host.plugins())
-    if (p.path.parent_path() == fs::path(K3_PLUGIN_DIR) || p.path.parent_path() == k3::test::fixture_dir("example-clock"))
+    if (p.path.parent_path() == fs::path(K3_PLUGIN_DIR) ||
+        p.path.parent_path() == k3::test::fixture_dir("example-clock"))
       out.push_back(p);
   return out;
 }
@@ -137,7 +137,9 @@ TEST_CASE("every plugin describes its parameters, and its factory reads exactly 
     INFO(k3::to_string(info.kind) << " " << info.name);
     CHECK(info.describes_params);
     CHECK(k3::sdk::table_problem(info.params).empty());
-    const PluginParams needs = info.name == "tiered" ? needs_dir : info.name == "tiktoken" ? needs_model : PluginParams{};
+    const PluginParams needs = info.name == "tiered"     ? needs_dir
+                               : info.name == "tiktoken" ? needs_model
+                                                         : PluginParams{};
 
     // Every described key set: the host's check passes and the factory reads them all.
     const PluginParams all = every_key(info, needs);

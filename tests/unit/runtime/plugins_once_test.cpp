@@ -37,13 +37,13 @@ TEST_CASE("a run creates its storage, cache and kernel objects once each", "[job
     bool streams;
   };
   const std::string draft = "job.speculative.draft_model=" + k3::test::test_model("tiny").string();
-  for (const Case& c : {Case{"resident", {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000"}, false},
-                        Case{"streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001"}, true},
-                        // The draft model runs on the run's own storage backend and kernel set.
-                        Case{"with a draft model",
-                             {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000", draft,
-                              "job.speculative.max_draft=2"},
-                             false}}) {
+  for (const Case& c :
+       {Case{"resident", {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000"}, false},
+        Case{"streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001"}, true},
+        // The draft model runs on the run's own storage backend and kernel set.
+        Case{"with a draft model",
+             {"memory.trunk_gb=1000", "memory.expert_cache_gb=1000", draft, "job.speculative.max_draft=2"},
+             false}}) {
     DYNAMIC_SECTION(c.name) {
       const k3::Pipeline p = pipeline(c.sets);
       k3::PluginHost host(p.plugin_path());

@@ -46,7 +46,8 @@ TEST_CASE("set_by_user: --set and the user's files count, configs/default.yaml a
   std::ofstream(mine) << "extends: " << kDefault.string() << "\njob:\n  prompt: my own words\n";
   CHECK(k3::set_by_user(pipeline(mine, {}), "job.prompt"));
   // A preset extends configs/default.yaml without setting a prompt: still the demo's.
-  CHECK_FALSE(k3::set_by_user(pipeline(std::filesystem::path(K3_SOURCE_DIR) / "presets/laptop.yaml", {}), "job.prompt"));
+  CHECK_FALSE(
+      k3::set_by_user(pipeline(std::filesystem::path(K3_SOURCE_DIR) / "presets/laptop.yaml", {}), "job.prompt"));
 }
 
 TEST_CASE("a resumed job feeds the pending ids, then only a prompt the user gave", "[job][state]") {
@@ -65,7 +66,8 @@ TEST_CASE("a resumed job feeds the pending ids, then only a prompt the user gave
     CHECK(r.result.generated.size() == 3);
   }
   SECTION("a prompt from --set is fed after the pending ids") {
-    const k3::JobReport r = k3::run_job(pipeline(kDefault, {"job.load_state=" + state.string(), "job.prompt=\" and\""}));
+    const k3::JobReport r =
+        k3::run_job(pipeline(kDefault, {"job.load_state=" + state.string(), "job.prompt=\" and\""}));
     CHECK(r.prompt_text == " and");
     CHECK(!r.result.prompt.empty());
     CHECK(r.result.pending == first.pending);

@@ -41,8 +41,7 @@ TEST_CASE("a stop request while the demo checkpoint is written keeps nothing of 
                              Catch::Contains((root / "models/demo").string()));
   }
   CHECK_FALSE(std::filesystem::exists(root / "models/demo"));
-  for (const auto& e : std::filesystem::directory_iterator(root / "models"))
-    FAIL_CHECK("left behind: " << e.path());
+  for (const auto& e : std::filesystem::directory_iterator(root / "models")) FAIL_CHECK("left behind: " << e.path());
 
   // Without a stop request the same pipeline writes the model and runs.
   stop.store(false);

@@ -64,8 +64,8 @@ TEST_CASE("trace.out records every expert request of a run", "[trace][job]") {
 
 TEST_CASE("the request stream is the same at every budget and with every policy", "[trace][job]") {
   const k3::Trace a = traced_run("resident", {});
-  const k3::Trace b = traced_run("streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001",
-                                               "cache.policy=s3fifo"});
+  const k3::Trace b =
+      traced_run("streamed", {"memory.trunk_gb=0.0001", "memory.expert_cache_gb=0.00001", "cache.policy=s3fifo"});
   CHECK(a.records == b.records);
   CHECK(a.header.prompt_hash == b.header.prompt_hash);
 }

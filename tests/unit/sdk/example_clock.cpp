@@ -115,14 +115,14 @@ TEST_CASE("example clock: an unused prefetch is evicted before a demand-loaded k
   SECTION("default: a key loaded on its own miss starts referenced") {
     auto policy = make_clock(host);
     MiniHost cache(*policy, 2);
-    cache.request(A);  // [A*]
-    cache.prefetch(P);  // [A*, P]
+    cache.request(A);              // [A*]
+    cache.prefetch(P);             // [A*, P]
     CHECK(cache.request(C) == P);  // A gets a second chance, P has none
   }
   SECTION("insert_referenced=false: the oldest key goes first") {
     auto policy = make_clock(host, {{"insert_referenced", "false"}});
     MiniHost cache(*policy, 2);
-    cache.request(A);  // [A]
+    cache.request(A);   // [A]
     cache.prefetch(P);  // [A, P]
     CHECK(cache.request(C) == A);
   }

@@ -119,8 +119,8 @@ TEST_CASE("ParamReader checks every value at construction, quoting the descripti
 }
 
 TEST_CASE("ParamReader reads values and the table's defaults, and reports what it did not read", "[sdk][params]") {
-  const std::vector<Param> given{{"dir", "/t"},       {"ratio", "0.5"},          {"colour", "blue"},
-                                 {"inner", "uring"},  {"inner.queue_depth", "8"}, {"direct", "on"}};
+  const std::vector<Param> given{{"dir", "/t"},      {"ratio", "0.5"},           {"colour", "blue"},
+                                 {"inner", "uring"}, {"inner.queue_depth", "8"}, {"direct", "on"}};
   ParamReader reader(given, kTable);
   REQUIRE(reader.ok());
   CHECK(reader.get_int<int>("queue_depth") == 32);

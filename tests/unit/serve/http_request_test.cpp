@@ -34,7 +34,8 @@ std::string post(const std::string& extra, const std::string& body) {
 
 TEST_CASE("http: a request is read whole, the body ends where its length says", "[serve][http]") {
   const std::string body = R"({"prompt":"x"})";
-  const std::string bytes = post("Content-Length: " + std::to_string(body.size()) + "\r\n", body) + "GET /next HTTP/1.1\r\n";
+  const std::string bytes = post("Content-Length: " + std::to_string(body.size()) + "\r\n", body) +
+                            "GET /next HTTP/1.1\r\n";
   const auto p = parse_http_request(bytes, kLimits);
   REQUIRE(p.request);
   CHECK(p.request->method == "POST");

@@ -21,8 +21,10 @@ using k3::serve::parse_completion_request;
 /// The param of the ApiError that parsing `body` throws ("" when it throws none).
 std::string refused_param(const std::string& body, bool chat = true) {
   try {
-    if (chat) (void)parse_chat_request(body, 64);
-    else (void)parse_completion_request(body, 64);
+    if (chat)
+      (void)parse_chat_request(body, 64);
+    else
+      (void)parse_completion_request(body, 64);
   } catch (const ApiError& e) {
     CHECK(e.status == 400);
     return e.param.empty() ? "<none>" : e.param;
@@ -40,7 +42,8 @@ TEST_CASE("a chat request: messages, sampling, stop, stream, tools", "[serve][re
       {"role":"tool","tool_call_id":"c1","content":"42"}],
     "max_tokens":7,"temperature":0.5,"top_p":0.25,"seed":9,"stop":["END","##"],"stream":true,
     "stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"f"}}],
-    "tool_choice":"required","reasoning_effort":"low"})", 64);
+    "tool_choice":"required","reasoning_effort":"low"})",
+                                    64);
   REQUIRE(r.messages.size() == 4);
   CHECK(r.messages[0].role == k3::chat::Role::system);
   CHECK(r.messages[1].content == "hi there");
@@ -61,15 +64,17 @@ TEST_CASE("a chat request: messages, sampling, stop, stream, tools", "[serve][re
   CHECK(nlohmann::json::parse(r.render.tools).size() == 1);
 }
 
-TEST_CASE("thinking: the model's default without reasoning_effort, an effort turns it on, none off", "[serve][request]") {
+TEST_CASE("thinking: the model's default without reasoning_effort, an effort turns it on, none off",
+          "[serve][request]") {
   const std::string plain = R"({"messages":[{"role":"user","content":"x"}]})";
   CHECK(parse_chat_request(plain, 8, true).render.thinking);
   CHECK_FALSE(parse_chat_request(plain, 8, false).render.thinking);
-  const auto asked = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"})", 8, false);
+  const auto asked =
+      parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"})", 8, false);
   CHECK(asked.render.thinking);
   CHECK(asked.render.effort == k3::chat::Effort::low);
-  CHECK_FALSE(
-      parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"})", 8, true).render.thinking);
+  CHECK_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"})", 8, true)
+                  .render.thinking);
 }
 
 TEST_CASE("defaults: the server's max_tokens, OpenAI sampling, reasoning_effort none turns thinking off",
@@ -126,7 +131,8 @@ TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed, how
   // 60,000 levels in a tool's parameters once overflowed the serializer's stack.
   const std::string deep(60000, '[');
   const std::string tools = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":)"
-                            R"({"name":"f","parameters":{"x":)" + deep + std::string(60000, ']') + "}}}]}";
+                            R"({"name":"f","parameters":{"x":)" +
+                            deep + std::string(60000, ']') + "}}}]}";
   try {
     (void)parse_chat_request(tools, 8);
     FAIL("accepted");
@@ -140,13 +146,15 @@ TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed, how
   CHECK(refused_param(R"({"prompt":"x","deep_key":)" + std::string(63, '[') + std::string(63, ']') + "}", false) ==
         "deep_key");
   // A tool call's arguments are JSON inside a string: bounded the same way, naming where.
-  const std::string args = R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",)"
-                           R"("function":{"name":"f","arguments":"{\"a\":)" + std::string(70, '[') + std::string(70, ']') +
-                           R"(}"}}]}]})";
+  const std::string args =
+      R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",)"
+      R"("function":{"name":"f","arguments":"{\"a\":)" +
+      std::string(70, '[') + std::string(70, ']') + R"(}"}}]}]})";
   CHECK(refused_param(args) == "messages[0].tool_calls[0].function.arguments");
 }
 
-TEST_CASE("max_tokens: 1 to 2^63-1 (then the context room caps it), beyond that the bound is named", "[serve][request]") {
+TEST_CASE("max_tokens: 1 to 2^63-1 (then the context room caps it), beyond that the bound is named",
+          "[serve][request]") {
   const std::string m = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":)";
   CHECK(parse_chat_request(m + "9223372036854775807}", 8).gen.max_tokens == INT64_MAX);
   for (const char* v : {"9223372036854775808", "18446744073709551615", "0", "-1", "1.5", "1e3", "\"8\""}) {
@@ -187,7 +195,8 @@ TEST_CASE("stop sequences: text ends before the first match, a partial match is 
 TEST_CASE("loopback addresses, and only they, may be served without an API key", "[serve][options]") {
   for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1", "localhost"})
     CHECK(k3::serve::is_loopback(h));
-  for (const char* h : {"0.0.0.0", "10.0.0.1", "192.168.1.5", "::", "[::]", "::ffff:10.0.0.1", "example.com", "", "[", "[]"})
+  for (const char* h :
+       {"0.0.0.0", "10.0.0.1", "192.168.1.5", "::", "[::]", "::ffff:10.0.0.1", "example.com", "", "[", "[]"})
     CHECK_FALSE(k3::serve::is_loopback(h));
   k3::serve::ServeOptions o;
   o.host = "0.0.0.0";

@@ -42,8 +42,7 @@ TEST_CASE("a directory or an empty path is refused at open", "[storage][posix][e
   CHECK_FALSE(file);
 }
 
-TEST_CASE("a path that cannot be opened is io_error with the errno text (symlink loop)",
-          "[storage][posix][errors]") {
+TEST_CASE("a path that cannot be opened is io_error with the errno text (symlink loop)", "[storage][posix][errors]") {
   // Runs as any user, root included: the kernel refuses a symlink cycle with ELOOP.
   k3test::TempDir dir;
   const auto a = dir.path() / "loop-a", b = dir.path() / "loop-b";
@@ -103,7 +102,7 @@ TEST_CASE("reads past the end of the file are short_read with offset and byte co
     batch.emplace_back(0, 100);
     batch.emplace_back(2000, 8);  // first failure
     batch.emplace_back(500, 100);
-    batch.emplace_back(999, 2);   // second failure
+    batch.emplace_back(999, 2);  // second failure
     const k3::sdk::Status st = k3test::read_batch(*file, batch);
     CHECK(st.code == StatusCode::short_read);
     CHECK(st.detail == short_detail(p, 2000, 0, 8));

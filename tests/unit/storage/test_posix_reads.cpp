@@ -49,9 +49,9 @@ TEST_CASE("random batches round-trip the file bytes", "[storage][posix]") {
       std::uniform_int_distribution<std::uint64_t> length(0, std::min<std::uint64_t>(size - off, 70000));
       batch.emplace_back(off, length(rng));
     }
-    batch.emplace_back(0, size);         // the whole file
-    batch.emplace_back(size - 1, 1);     // the last byte
-    batch.emplace_back(12345, 1);        // overlapping neighbours
+    batch.emplace_back(0, size);      // the whole file
+    batch.emplace_back(size - 1, 1);  // the last byte
+    batch.emplace_back(12345, 1);     // overlapping neighbours
     batch.emplace_back(12340, 10);
     REQUIRE(k3test::read_batch(*file, batch).ok());
     for (const auto& o : batch) {
@@ -70,9 +70,9 @@ TEST_CASE("a zero-length request succeeds anywhere and touches nothing", "[stora
   std::byte canary{0x5A};
   std::vector<k3::sdk::ReadRequest> batch = {
       {0, 0, &canary, StatusCode::internal},
-      {100, 0, &canary, StatusCode::internal},     // at the end of the file
-      {5000, 0, &canary, StatusCode::internal},    // past it
-      {50, 0, nullptr, StatusCode::internal},      // no destination needed for no bytes
+      {100, 0, &canary, StatusCode::internal},   // at the end of the file
+      {5000, 0, &canary, StatusCode::internal},  // past it
+      {50, 0, nullptr, StatusCode::internal},    // no destination needed for no bytes
   };
   REQUIRE(file->read(batch).ok());
   for (const auto& r : batch) CHECK(r.result == StatusCode::ok);

@@ -58,8 +58,8 @@ TEST_CASE("read loop retries EINTR and continues partial reads", "[storage][read
   REQUIRE(run(pread, 100, 100, dest).ok());
   CHECK(std::memcmp(dest.data(), file.data() + 100, 100) == 0);
   // Each call asks for the rest, from where the previous one stopped.
-  const std::vector<std::pair<std::size_t, off_t>> expected = {{100, 100}, {100, 100}, {97, 103}, {97, 103},
-                                                               {97, 103},  {96, 104}};
+  const std::vector<std::pair<std::size_t, off_t>> expected = {{100, 100}, {100, 100}, {97, 103},
+                                                               {97, 103},  {97, 103},  {96, 104}};
   CHECK(pread.calls == expected);
 }
 

@@ -2,9 +2,9 @@
 // parameter variants (O_DIRECT through uring, a single reader thread, decorators stacked),
 // each created through k3::PluginHost; guarded, aligned and unaligned destinations.
 #pragma once
+#include <unistd.h>
 #include <cstdint>
 #include <cstdlib>
-#include <unistd.h>
 #include <memory>
 #include <random>
 #include <string>
@@ -20,7 +20,7 @@
 namespace k3test {
 
 struct BackendConfig {
-  std::string label;   ///< shown in failures
+  std::string label;  ///< shown in failures
   std::string plugin;
   k3::PluginParams params;
   bool maps_file = false;  ///< mmap: a file truncated after open raises SIGBUS (documented)
@@ -40,7 +40,8 @@ inline std::vector<BackendConfig> all_backend_configs() {
       const char* base = std::getenv("K3_TEST_TMP");
       const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/tier-" + std::to_string(::getpid());
       out.push_back({"tiered over posix", "tiered", {{"inner", "posix"}, {"dir", dir}, {"block_kb", "4"}}});
-      out.push_back({"tiered over direct, 1 MiB cap", "tiered",
+      out.push_back({"tiered over direct, 1 MiB cap",
+                     "tiered",
                      {{"inner", "direct"}, {"dir", dir + "-capped"}, {"block_kb", "64"}, {"max_mb", "1"}}});
     }
   out.push_back({"direct threads=1", "direct", {{"threads", "1"}}});
@@ -48,9 +49,14 @@ inline std::vector<BackendConfig> all_backend_configs() {
   out.push_back({"uring direct=true", "uring", {{"direct", "true"}}});
   out.push_back({"uring queue_depth=1", "uring", {{"queue_depth", "1"}}});
   out.push_back({"mmap advice=random", "mmap", {{"advice", "random"}}, true});
-  out.push_back({"throttle over faulty over direct", "throttle",
-                 {{"inner", "faulty"}, {"inner.inner", "direct"}, {"inner.inner.threads", "3"},
-                  {"bandwidth_mbps", "100000"}, {"latency_us", "5"}, {"max_inflight", "8"}}});
+  out.push_back({"throttle over faulty over direct",
+                 "throttle",
+                 {{"inner", "faulty"},
+                  {"inner.inner", "direct"},
+                  {"inner.inner.threads", "3"},
+                  {"bandwidth_mbps", "100000"},
+                  {"latency_us", "5"},
+                  {"max_inflight", "8"}}});
   out.push_back({"faulty over uring direct", "faulty", {{"inner", "uring"}, {"inner.direct", "true"}}});
   out.push_back({"throttle over mmap", "throttle", {{"inner", "mmap"}}, true});
   return out;

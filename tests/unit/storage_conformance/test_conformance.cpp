@@ -84,7 +84,7 @@ TEST_CASE("every backend: past the end is short_read naming the offset, the rest
     const std::uint64_t straddle = kFileSize - 100;
     std::vector<OwnedRequest> owned;
     owned.emplace_back(0, 5000);
-    owned.emplace_back(straddle, 4096);       // straddles the end
+    owned.emplace_back(straddle, 4096);        // straddles the end
     owned.emplace_back(kFileSize + 8192, 10);  // wholly past the end
     owned.emplace_back(kFileSize, 0);          // zero-length at the end: fine
     const k3::sdk::Status st = read_batch(*file, owned);

@@ -21,8 +21,7 @@ bool o_direct_refused_here() {
 }
 }  // namespace
 
-TEST_CASE("direct: a filesystem refusing O_DIRECT is refused clearly, unless fallback=buffered",
-          "[direct]") {
+TEST_CASE("direct: a filesystem refusing O_DIRECT is refused clearly, unless fallback=buffered", "[direct]") {
   if (!o_direct_refused_here()) {
     WARN("SKIPPED: " << kNoDirectFile << " accepts O_DIRECT here; no filesystem to test the refusal on");
     return;
@@ -31,8 +30,8 @@ TEST_CASE("direct: a filesystem refusing O_DIRECT is refused clearly, unless fal
   std::unique_ptr<k3::sdk::StorageFile> file;
   const k3::sdk::Status st = strict->open(kNoDirectFile, file);
   CHECK(st.code == StatusCode::unsupported);
-  CHECK_THAT(st.detail, Catch::Contains(kNoDirectFile) && Catch::Contains("O_DIRECT") &&
-                            Catch::Contains("fallback=buffered"));
+  CHECK_THAT(st.detail,
+             Catch::Contains(kNoDirectFile) && Catch::Contains("O_DIRECT") && Catch::Contains("fallback=buffered"));
 
   auto lenient = plugin_host().create_storage("direct", {{"fallback", "buffered"}});
   REQUIRE(lenient->open(kNoDirectFile, file).ok());

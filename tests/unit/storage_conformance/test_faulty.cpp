@@ -35,8 +35,7 @@ k3::sdk::Status read_one(k3::sdk::StorageFile& file, std::uint64_t offset, std::
 
 }  // namespace
 
-TEST_CASE("faulty: eio_rate=1 fails every request with io_error naming its offset, a retry succeeds",
-          "[faulty]") {
+TEST_CASE("faulty: eio_rate=1 fails every request with io_error naming its offset, a retry succeeds", "[faulty]") {
   Fixture f;
   auto file = open_file(*faulty({{"eio_rate", "1"}, {"seed", "5"}}), f.path);
   const k3::sdk::Status first = read_one(*file, 12345, 777);
@@ -57,8 +56,7 @@ TEST_CASE("faulty: transient=false fails every attempt", "[faulty]") {
   CHECK(read_one(*file, 4096, 0).ok());  // zero-length never fails
 }
 
-TEST_CASE("faulty: short_read_rate=1 gives short_read naming the offset with fewer bytes than asked",
-          "[faulty]") {
+TEST_CASE("faulty: short_read_rate=1 gives short_read naming the offset with fewer bytes than asked", "[faulty]") {
   Fixture f;
   auto file = open_file(*faulty({{"short_read_rate", "1"}}), f.path);
   const k3::sdk::Status st = read_one(*file, 5000, 3000);
@@ -73,14 +71,14 @@ TEST_CASE("faulty: fail_offsets and fail_after_bytes always fail, transient or n
   Fixture f;
   auto file = open_file(*faulty({{"fail_offsets", "1000, 200000"}, {"fail_after_bytes", "900000"}}), f.path);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    CHECK(read_one(*file, 999, 2).code == StatusCode::io_error);        // covers 1000
-    CHECK(read_one(*file, 1000, 1).code == StatusCode::io_error);       // starts on it
-    CHECK(read_one(*file, 199999, 10).code == StatusCode::io_error);    // covers 200000
-    CHECK(read_one(*file, 899990, 11).code == StatusCode::io_error);    // ends past 900000
+    CHECK(read_one(*file, 999, 2).code == StatusCode::io_error);      // covers 1000
+    CHECK(read_one(*file, 1000, 1).code == StatusCode::io_error);     // starts on it
+    CHECK(read_one(*file, 199999, 10).code == StatusCode::io_error);  // covers 200000
+    CHECK(read_one(*file, 899990, 11).code == StatusCode::io_error);  // ends past 900000
   }
-  CHECK(read_one(*file, 0, 1000).ok());       // ends just before 1000
+  CHECK(read_one(*file, 0, 1000).ok());  // ends just before 1000
   CHECK(read_one(*file, 1001, 5000).ok());
-  CHECK(read_one(*file, 899990, 10).ok());    // ends exactly at 900000
+  CHECK(read_one(*file, 899990, 10).ok());  // ends exactly at 900000
   std::vector<OwnedRequest> owned;
   owned.emplace_back(0, 100);
   owned.emplace_back(1000, 8);
@@ -94,10 +92,11 @@ TEST_CASE("faulty: fail_offsets and fail_after_bytes always fail, transient or n
   CHECK(std::memcmp(owned[2].buffer.data(), f.data.data() + 300000, 100) == 0);
 }
 
-TEST_CASE("faulty: the fault pattern depends on (seed, offset, length), not on order or threads",
-          "[faulty]") {
+TEST_CASE("faulty: the fault pattern depends on (seed, offset, length), not on order or threads", "[faulty]") {
   Fixture f;
-  const k3::PluginParams params{{"eio_rate", "0.2"}, {"short_read_rate", "0.2"}, {"seed", "77"},
+  const k3::PluginParams params{{"eio_rate", "0.2"},
+                                {"short_read_rate", "0.2"},
+                                {"seed", "77"},
                                 {"transient", "false"}};
   std::vector<std::pair<std::uint64_t, std::uint64_t>> requests;
   for (std::uint64_t i = 0; i < 400; ++i) requests.emplace_back(i * 997 % 900000, 1 + i * 31 % 5000);
@@ -164,13 +163,16 @@ TEST_CASE("faulty: bad parameters are refused naming the key", "[faulty]") {
   refused({{"inner.bogus", "1"}}, "bogus");
 }
 
-TEST_CASE("decorators compose: throttle over faulty over direct passes faults and bytes through",
-          "[faulty]") {
+TEST_CASE("decorators compose: throttle over faulty over direct passes faults and bytes through", "[faulty]") {
   Fixture f;
-  auto backend = plugin_host().create_storage(
-      "throttle", {{"inner", "faulty"}, {"inner.inner", "direct"}, {"inner.inner.threads", "2"},
-                   {"inner.fail_offsets", "65536"}, {"inner.eio_rate", "0"}, {"bandwidth_mbps", "50000"},
-                   {"latency_us", "10"}, {"max_inflight", "4"}});
+  auto backend = plugin_host().create_storage("throttle", {{"inner", "faulty"},
+                                                           {"inner.inner", "direct"},
+                                                           {"inner.inner.threads", "2"},
+                                                           {"inner.fail_offsets", "65536"},
+                                                           {"inner.eio_rate", "0"},
+                                                           {"bandwidth_mbps", "50000"},
+                                                           {"latency_us", "10"},
+                                                           {"max_inflight", "4"}});
   auto file = open_file(*backend, f.path);
   CHECK(file->alignment() == 4096);  // the innermost backend's preference shows through
   std::vector<OwnedRequest> owned;

@@ -67,8 +67,8 @@ TEST_CASE("http: pieces are cut at max_range and merged when adjacent, within th
   CHECK(pieces[1].dest == a.data() + 4096);
 
   // Adjacent, overlapping, within the gap, past the gap, and past the cap.
-  std::vector<http::Piece> p{{0, 0, 10, a.data()},   {1, 10, 10, a.data()},  {2, 15, 10, a.data()},
-                             {3, 30, 5, a.data()},   {4, 100, 5, b.data()},  {5, 105, 60, b.data()}};
+  std::vector<http::Piece> p{{0, 0, 10, a.data()}, {1, 10, 10, a.data()}, {2, 15, 10, a.data()},
+                             {3, 30, 5, a.data()}, {4, 100, 5, b.data()}, {5, 105, 60, b.data()}};
   auto ranges = http::plan_ranges(p, 0, 1000);
   REQUIRE(ranges.size() == 3);  // [0,25) [30,35) [100,165)
   CHECK((ranges[0].first == 0 && ranges[0].end == 25 && ranges[0].pieces.size() == 3));
@@ -154,8 +154,8 @@ TEST_CASE("http: a redirect's origin is its scheme, host and port", "[http]") {
   REQUIRE(o);
   CHECK((o->scheme == "https" && o->host == "models.example.com" && o->port == 443u));
   CHECK(http::origin_of("HTTPS://models.example.com:443/") == o);
-  CHECK(http::origin_of("http://models.example.com/K3") != o);       // another scheme
-  CHECK(http::origin_of("https://cdn.example.com/K3") != o);         // another host
+  CHECK(http::origin_of("http://models.example.com/K3") != o);        // another scheme
+  CHECK(http::origin_of("https://cdn.example.com/K3") != o);          // another host
   CHECK(http::origin_of("https://models.example.com:8443/K3") != o);  // another port
   CHECK(http::origin_of("http://127.0.0.1:8080/m")->port == 8080u);
   CHECK(http::origin_of("http://[::1]:81/m")->host == "[::1]");
@@ -198,8 +198,10 @@ TEST_CASE("http over nginx: random batches round-trip, and past the end is short
   if (!s) return;
   const auto data = random_bytes(kFileSize, 51);
   write_file(s->dir.path() / "root" / "data.bin", data);
-  for (const k3::PluginParams& params : std::vector<k3::PluginParams>{
-           {}, {{"connections", "1"}, {"http_version", "1.1"}}, {{"max_range_bytes", "4096"}, {"coalesce_gap_bytes", "4096"}}}) {
+  for (const k3::PluginParams& params :
+       std::vector<k3::PluginParams>{{},
+                                     {{"connections", "1"}, {"http_version", "1.1"}},
+                                     {{"max_range_bytes", "4096"}, {"coalesce_gap_bytes", "4096"}}}) {
     INFO("params " << params.size());
     auto backend = plugin_host().create_storage("http", params);
     auto file = open_file(*backend, s->url + "data.bin");
@@ -286,6 +288,7 @@ TEST_CASE("http over nginx: missing file, empty file, four threads at once, a fi
   owned.emplace_back(4096, 100);
   st = read_batch(*shared, owned);
   CHECK(st.code == StatusCode::io_error);
-  CHECK_THAT(st.detail, Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed on the server while reading"));
+  CHECK_THAT(st.detail,
+             Catch::Contains("data.bin: bytes 4096-4195") && Catch::Contains("changed on the server while reading"));
   CHECK(owned[0].request.result == StatusCode::io_error);
 }

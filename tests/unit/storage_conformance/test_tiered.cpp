@@ -150,7 +150,8 @@ TEST_CASE("tiered: a torn block is dropped and read again, a cap evicts, a new b
   write_file(path, large);
   const auto capped = dir.path() / "capped";
   {
-    auto backend = plugin_host().create_storage("tiered", {{"inner", "posix"}, {"dir", capped.string()}, {"block_kb", "64"}, {"max_mb", "1"}});
+    auto backend = plugin_host().create_storage(
+        "tiered", {{"inner", "posix"}, {"dir", capped.string()}, {"block_kb", "64"}, {"max_mb", "1"}});
     auto file = open_file(*backend, path);
     read_all(*file, large);
     read_all(*file, large);
@@ -159,8 +160,9 @@ TEST_CASE("tiered: a torn block is dropped and read again, a cap evicts, a new b
   CHECK(tier_bytes(capped) > 0);
 }
 
-TEST_CASE("tiered: every serve checks the block, so one changed on disk after a serve is dropped, fetched again and counted",
-          "[tiered]") {
+TEST_CASE(
+    "tiered: every serve checks the block, so one changed on disk after a serve is dropped, fetched again and counted",
+    "[tiered]") {
   if (!has_tiered()) {
     WARN("SKIP: the tiered storage plugin is not built (no libxxhash)");
     return;
@@ -170,7 +172,8 @@ TEST_CASE("tiered: every serve checks the block, so one changed on disk after a 
   const auto path = (dir.path() / "data.bin").string();
   write_file(path, data);
   const auto tier = dir.path() / "tier";
-  auto backend = plugin_host().create_storage("tiered", {{"inner", "posix"}, {"dir", tier.string()}, {"block_kb", "16"}});
+  auto backend =
+      plugin_host().create_storage("tiered", {{"inner", "posix"}, {"dir", tier.string()}, {"block_kb", "16"}});
   auto file = open_file(*backend, path);
   read_all(*file, data);  // fetched from the inner backend and queued for the tier
   // Wait for the writer: the next read must come from the tier.

@@ -41,7 +41,9 @@ const std::filesystem::path& headers_only(const std::string& geometry) {
   o.out = dir;
   o.force = true;
   o.headers_only = true;
-  k3::make_model(k3::load_geometry((std::filesystem::path(K3_SOURCE_DIR) / "configs/models" / (geometry + ".yaml")).string()), o);
+  k3::make_model(k3::load_geometry(
+                     (std::filesystem::path(K3_SOURCE_DIR) / "configs/models" / (geometry + ".yaml")).string()),
+                 o);
   return made.emplace(geometry, dir).first->second;
 }
 
@@ -55,7 +57,8 @@ std::vector<std::byte> read_all(k3::sdk::StorageBackend& backend, const std::str
 }
 
 float bf16_at(const std::byte* p) {
-  const std::uint32_t bits = (std::to_integer<std::uint32_t>(p[1]) << 24) | (std::to_integer<std::uint32_t>(p[0]) << 16);
+  const std::uint32_t bits = (std::to_integer<std::uint32_t>(p[1]) << 24) |
+                             (std::to_integer<std::uint32_t>(p[0]) << 16);
   return std::bit_cast<float>(bits);
 }
 
@@ -113,7 +116,8 @@ TEST_CASE("synthetic: headers and other files pass through, and the seed changes
     const auto plain = read_all(*posix, shard.uri);
     const auto filled = read_all(*synthetic, shard.uri);
     std::uint64_t header = 0;
-    for (int i = 7; i >= 0; --i) header = header << 8 | std::to_integer<std::uint64_t>(plain[static_cast<std::size_t>(i)]);
+    for (int i = 7; i >= 0; --i)
+      header = header << 8 | std::to_integer<std::uint64_t>(plain[static_cast<std::size_t>(i)]);
     REQUIRE(8 + header <= plain.size());
     CHECK(std::memcmp(plain.data(), filled.data(), 8 + header) == 0);
     CHECK(filled != plain);
@@ -207,7 +211,7 @@ namespace {
 
 struct Routes final : k3::RoutingListener {
   std::map<std::size_t, std::set<std::vector<std::uint32_t>>> sets;  ///< per layer: the distinct top-k sets
-  std::set<std::pair<std::size_t, std::uint32_t>> experts;          ///< (layer, expert) ever chosen
+  std::set<std::pair<std::size_t, std::uint32_t>> experts;           ///< (layer, expert) ever chosen
   void on_route(std::int64_t, std::size_t layer, std::span<const std::uint32_t> e) override {
     std::vector<std::uint32_t> v(e.begin(), e.end());
     std::sort(v.begin(), v.end());
@@ -269,7 +273,8 @@ k3::ModelSettings settings(const std::string& geometry, bool streamed) {
 
 }  // namespace
 
-TEST_CASE("synthetic: the tiny model runs: finite, the same bits at every budget and inner backend, routing spread", "[synthetic]") {
+TEST_CASE("synthetic: the tiny model runs: finite, the same bits at every budget and inner backend, routing spread",
+          "[synthetic]") {
   const auto& dir = headers_only("tiny");
   const Run resident = run(dir, settings("tiny", false));
   const Run streamed = run(dir, settings("tiny", true));

@@ -28,8 +28,7 @@ const k3::ModelConfig& geometry_config(const std::string& name) {
   return it->second;
 }
 
-k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry,
-                           std::vector<std::string> sets = {}) {
+k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometry, std::vector<std::string> sets = {}) {
   sets.push_back("model.geometry=" + geometry);
   const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / (preset + ".yaml"), sets);
   k3::PlanInputs in = k3::plan_inputs(p);
@@ -38,8 +37,8 @@ k3::MemoryPlan preset_plan(const std::string& preset, const std::string& geometr
 }
 
 std::uint64_t sum_of_parts(const k3::MemoryPlan& p) {
-  return p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes +
-         p.mla_kv_bytes + p.speculative_bytes + p.router_copy_bytes + p.buffer_bytes + p.overhead_bytes;
+  return p.trunk_bytes() + p.expert_bytes() + p.embedding_bytes + p.lm_head_bytes + p.kda_state_bytes + p.mla_kv_bytes +
+         p.speculative_bytes + p.router_copy_bytes + p.buffer_bytes + p.overhead_bytes;
 }
 
 /// Pinning invariants checked from the per-layer sizes alone.
@@ -64,7 +63,8 @@ void check_pins(const k3::MemoryPlan& p) {
   std::uint64_t largest_unpinned_slot = 0;  // a split layer's ring part is its core
   for (std::size_t i = 0; i < p.layer_bytes.size(); ++i)
     if (!p.pinned[i])
-      largest_unpinned_slot = std::max(largest_unpinned_slot, p.split_dense_ffn ? p.layer_core_bytes[i] : p.layer_bytes[i]);
+      largest_unpinned_slot =
+          std::max(largest_unpinned_slot, p.split_dense_ffn ? p.layer_core_bytes[i] : p.layer_bytes[i]);
   CHECK(p.ring_slot_bytes == largest_unpinned_slot);
   // Greedy: no unpinned layer would still fit next to the ring and the pinned set.
   const std::uint64_t spent = p.trunk_bytes();
@@ -159,7 +159,11 @@ TEST_CASE("plan: largest layers pinned first, ring holds the largest streamed la
   k3::PlanInputs in;
   in.available = kPlenty;
   in.expert_cache_gb = 0.001;
-  const auto all = k3::plan_memory(c, [&] { auto x = in; x.trunk_gb = 1000; return x; }());
+  const auto all = k3::plan_memory(c, [&] {
+    auto x = in;
+    x.trunk_gb = 1000;
+    return x;
+  }());
   CHECK(all.pinned_count == all.layer_bytes.size());
   CHECK(all.ring_slots == 0);
   const std::uint64_t total = std::accumulate(all.layer_bytes.begin(), all.layer_bytes.end(), std::uint64_t{0});
@@ -185,7 +189,7 @@ TEST_CASE("plan: the everything-fits budgets are resident, scaled budgets stream
   CHECK(resident.expert_slots == resident.experts_total);
   CHECK(resident.embedding_bytes == static_cast<std::uint64_t>(c.vocab_size * c.hidden_size * 2));
 
-  in.trunk_gb = 0.00005;  // 50 kB
+  in.trunk_gb = 0.00005;          // 50 kB
   in.expert_cache_gb = 0.000001;  // 1 kB: less than one slot
   const auto streamed = k3::plan_memory(c, in);
   CHECK(!streamed.resident());
@@ -233,8 +237,9 @@ TEST_CASE("available memory is measured and positive") {
   CHECK(!from.empty());
 }
 
-TEST_CASE("plan: serve.parallel sequences each hold their state, KV and journals, 0 picks the most within a "
-          "quarter, too many is exit 3 naming serve.parallel") {
+TEST_CASE(
+    "plan: serve.parallel sequences each hold their state, KV and journals, 0 picks the most within a "
+    "quarter, too many is exit 3 naming serve.parallel") {
   const k3::ModelConfig& c = geometry_config("k3");
   const k3::Pipeline p = k3::load_pipeline(kSrc / "presets" / "laptop.yaml",
                                            {"model.geometry=k3", "job.speculative.max_draft=4", "serve.parallel=1"});

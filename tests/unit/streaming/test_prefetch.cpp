@@ -136,7 +136,7 @@ struct CacheRig {
     probe.available = 1ull << 40;
     const auto plan = k3::plan_memory(config, probe);
     cache = std::make_unique<k3::streaming::ExpertCache>(config, index, *storage, policy, nullptr, slots,
-                                                     plan.expert_slot_bytes, 1, counters);
+                                                         plan.expert_slot_bytes, 1, counters);
   }
   /// One serving group of `layer` for the distinct ascending `ids`, every expert awaited;
   /// the lease is kept in `lease`.
@@ -148,7 +148,8 @@ struct CacheRig {
   /// The bytes of one expert as the cache reads it (its six tensors).
   [[nodiscard]] std::uint64_t expert_bytes() const {
     std::uint64_t n = 0;
-    k3::table::for_each_expert_tensor(config, config.first_k_dense_replace, 0, [&](const k3::table::Entry& t, const auto&) {
+    k3::table::for_each_expert_tensor(config, config.first_k_dense_replace, 0,
+                                      [&](const k3::table::Entry& t, const auto&) {
       n += k3::table::require(index, t).nbytes;
     });
     return n;
@@ -207,8 +208,9 @@ TEST_CASE("prefetch: output bits are the same on and off across budgets, depths 
   check_same_bits("scalar", 2);
 }
 
-TEST_CASE("prefetch: output bits are the same on and off across budgets, depths and byte limits (auto kernels, 1 thread)",
-          "[prefetch]") {
+TEST_CASE(
+    "prefetch: output bits are the same on and off across budgets, depths and byte limits (auto kernels, 1 thread)",
+    "[prefetch]") {
   check_same_bits("auto", 1);
 }
 
@@ -224,8 +226,8 @@ TEST_CASE("prefetch: a prefetched expert is a prefetch hit, never a hit, the pol
   // layer being computed, 5 and 6 are prefetches not yet used.
   CHECK(rig.counters.prefetch_experts == 2);
   CHECK(rig.counters.prefetch_bytes == 2 * rig.expert_bytes());
-  const std::vector<std::string> expected = {"access 1.0", "insert 1.0", "insert 2.5", "prefetch 2.5",
-                                             "insert 2.6", "prefetch 2.6"};
+  const std::vector<std::string> expected = {"access 1.0",   "insert 1.0", "insert 2.5",
+                                             "prefetch 2.5", "insert 2.6", "prefetch 2.6"};
   CHECK(rig.policy->events == expected);
   held.reset();
 
@@ -314,9 +316,8 @@ TEST_CASE("prefetch: router copies predict streamed layers no exact router reach
       for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) moe += c.is_dense(i) ? 0 : 1;
       CHECK(p.router_copy_bits == bits);
       CHECK(p.router_copies == moe);
-      CHECK(p.router_copy_bytes ==
-            moe * k3::router_copy_bytes(static_cast<std::uint64_t>(c.num_experts),
-                                        static_cast<std::uint64_t>(c.hidden_size), bits));
+      CHECK(p.router_copy_bytes == moe * k3::router_copy_bytes(static_cast<std::uint64_t>(c.num_experts),
+                                                               static_cast<std::uint64_t>(c.hidden_size), bits));
       CHECK(p.router_copy_bytes > previous_bytes);
       CHECK(p.total == probe.plan().total + p.router_copy_bytes);
       CHECK(p.table().find("router copies") != std::string::npos);

@@ -28,20 +28,20 @@ TEST_CASE("the reader thread runs jobs in order and hands their exceptions over"
   reader.start(
       2,  // fewer than the jobs queued at once below: the ring grows, keeping the order
       [&](int& job) {
-        ran_on[static_cast<std::size_t>(job)] = std::this_thread::get_id();
-        if (job % 3 == 2) throw std::runtime_error("job " + std::to_string(job) + " failed");
+    ran_on[static_cast<std::size_t>(job)] = std::this_thread::get_id();
+    if (job % 3 == 2) throw std::runtime_error("job " + std::to_string(job) + " failed");
       },
       [&](int& job, std::exception_ptr error) {
-        Outcome o{job, ran_on[static_cast<std::size_t>(job)], ""};
-        if (error) {
-          try {
-            std::rethrow_exception(error);
-          } catch (const std::exception& e) {
-            o.error = e.what();
-          }
-        }
-        done.push_back(o);
-      });
+    Outcome o{job, ran_on[static_cast<std::size_t>(job)], ""};
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        o.error = e.what();
+      }
+    }
+    done.push_back(o);
+  });
   {
     auto lk = reader.lock();
     for (int j = 0; j < 8; ++j) reader.push(j);
@@ -59,7 +59,8 @@ TEST_CASE("low-priority jobs run after ordinary ones, or beside them on a low wo
   SECTION("one thread: an ordinary job queued later still runs before the queued low ones") {
     std::vector<int> order;  // under the reader's lock
     k3::util::ReaderThread<int> reader;
-    reader.start(4, [](int&) {}, [&](int& job, std::exception_ptr) { order.push_back(job); });
+    reader.start(
+        4, [](int&) {}, [&](int& job, std::exception_ptr) { order.push_back(job); });
     auto lk = reader.lock();
     // Queued together under the lock: the thread sees them all at once.
     reader.push_low(10);
@@ -78,9 +79,9 @@ TEST_CASE("low-priority jobs run after ordinary ones, or beside them on a low wo
         4, [&](int&) { high_thread = std::this_thread::get_id(); },
         [&](int& job, std::exception_ptr) { order.push_back(job); },
         [&](int&) {
-          low_thread = std::this_thread::get_id();
-          auto lk = reader.lock();
-          reader.wait(lk, [&] { return release_low; });  // held until the ordinary job is done
+      low_thread = std::this_thread::get_id();
+      auto lk = reader.lock();
+      reader.wait(lk, [&] { return release_low; });  // held until the ordinary job is done
         });
     auto lk = reader.lock();
     reader.push_low(10);

@@ -220,7 +220,9 @@ TEST_CASE("tiny: streamed output is the same through every storage plugin, fault
   if (!saw_faulty) WARN("SKIP recoverable faults: the faulty storage plugin is not built");
 }
 
-TEST_CASE("tiny: over loopback http (nginx) and tiered(http), every preset budget and chunking is bit-identical to resident posix") {
+TEST_CASE(
+    "tiny: over loopback http (nginx) and tiered(http), every preset budget and chunking is bit-identical to resident "
+    "posix") {
   const auto& dir = k3::test::test_model("tiny");
   k3::PluginHost host;
   if (!has_plugin(host, k3::PluginKind::storage, "http")) {
@@ -244,7 +246,8 @@ TEST_CASE("tiny: over loopback http (nginx) and tiered(http), every preset budge
     for (const char* params : {"default", "one connection, 4 KiB ranges, HTTP/1.1"}) {
       if (std::string(params) != "default" && std::string(b.name) != "ultra split") continue;
       CAPTURE(b.name, params);
-      k3::ModelSettings s = b.pin_share < 0 ? resident_settings() : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
+      k3::ModelSettings s = b.pin_share < 0 ? resident_settings()
+                                            : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
       if (b.split) {
         s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
         s.memory.row_chunk_bytes = 3000;
@@ -261,7 +264,8 @@ TEST_CASE("tiny: over loopback http (nginx) and tiered(http), every preset budge
     if (!has_plugin(host, k3::PluginKind::storage, "tiered")) continue;
     for (const char* cap : {"0", "1"}) {
       CAPTURE(b.name, cap);
-      k3::ModelSettings s = b.pin_share < 0 ? resident_settings() : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
+      k3::ModelSettings s = b.pin_share < 0 ? resident_settings()
+                                            : streamed_settings("tiny", b.pin_share, b.slots, b.ultra);
       if (b.split) {
         s.memory.split_dense_ffn = k3::PlanInputs::SplitDenseFfn::on;
         s.memory.row_chunk_bytes = 3000;
@@ -269,8 +273,8 @@ TEST_CASE("tiny: over loopback http (nginx) and tiered(http), every preset budge
       const auto tier = k3::test::scratch_dir() / ("tier-http-" + std::string(b.name) + "-" + cap);
       std::filesystem::remove_all(tier);
       s.storage = "tiered";
-      s.storage_params = {{"inner", "http"}, {"inner.connections", "2"}, {"dir", tier.string()},
-                          {"block_kb", "16"}, {"max_mb", cap}};
+      s.storage_params = {
+          {"inner", "http"}, {"inner.connections", "2"}, {"dir", tier.string()}, {"block_kb", "16"}, {"max_mb", cap}};
       for (const char* pass : {"cold", "warm"}) {
         CAPTURE(pass);
         const RunResult r = run(server->url(), host, s, 5);

@@ -66,12 +66,14 @@ TEST_CASE("errors: unknown parameters are returned, bad values refused") {
 TEST_CASE("errors: invalid UTF-8 input names the byte offset") {
   auto t = make_tokenizer({{"model", write_file("u.tiktoken", all_bytes()).string()}, {"pattern", "kimi"}});
   const std::vector<std::pair<std::string, std::size_t>> cases = {
-      {"ab\xff" "cd", 2},            // never valid
-      {"abc\xc3", 3},                // truncated at the end
-      {"\xc0\xaf", 0},               // overlong '/'
-      {"ok \xed\xa0\x80", 3},        // UTF-16 surrogate
+      {"ab\xff"
+       "cd",
+       2},                                  // never valid
+      {"abc\xc3", 3},                       // truncated at the end
+      {"\xc0\xaf", 0},                      // overlong '/'
+      {"ok \xed\xa0\x80", 3},               // UTF-16 surrogate
       {"\xe4\xb8\xad\xf4\x90\x80\x80", 3},  // above U+10FFFF
-      {"x\xe4\xb8z", 1},             // continuation byte missing
+      {"x\xe4\xb8z", 1},                    // continuation byte missing
   };
   for (const auto& [text, offset] : cases) {
     std::vector<std::uint32_t> ids{7};

@@ -24,7 +24,9 @@ std::filesystem::path config() {
 }  // namespace
 
 TEST_CASE("specials: config names some reserved ids, the rest get <|reserved_token_{id}|>") {
-  auto t = make_tokenizer({{"model", model().string()}, {"pattern", "kimi"}, {"config", config().string()},
+  auto t = make_tokenizer({{"model", model().string()},
+                           {"pattern", "kimi"},
+                           {"config", config().string()},
                            {"num_reserved_special_tokens", "4"}});
   CHECK(t->vocab_size() == 262);
   std::uint32_t id = 0;
@@ -41,7 +43,9 @@ TEST_CASE("specials: config names some reserved ids, the rest get <|reserved_tok
 }
 
 TEST_CASE("specials: parse_special maps special text to ids, without it the text is ordinary") {
-  auto t = make_tokenizer({{"model", model().string()}, {"pattern", "kimi"}, {"config", config().string()},
+  auto t = make_tokenizer({{"model", model().string()},
+                           {"pattern", "kimi"},
+                           {"config", config().string()},
                            {"num_reserved_special_tokens", "4"}});
   const std::string text = "hi<|im_end|>hi [EOS]";
   // Parsed: "hi" (256), <|im_end|> (259), then the ordinary text "hi " on its own (pieces
@@ -56,8 +60,8 @@ TEST_CASE("specials: parse_special maps special text to ids, without it the text
 }
 
 TEST_CASE("specials: inline list, longest match wins at one position") {
-  auto t = make_tokenizer({{"model", model().string()}, {"pattern", "cl100k"},
-                           {"specials", "<|a|>=300,<|a|>b=301,x=y=302"}});
+  auto t = make_tokenizer(
+      {{"model", model().string()}, {"pattern", "cl100k"}, {"specials", "<|a|>=300,<|a|>b=301,x=y=302"}});
   CHECK(t->vocab_size() == 303);
   CHECK(encode(*t, "<|a|>b", true) == std::vector<std::uint32_t>{301});
   CHECK(encode(*t, "<|a|>", true) == std::vector<std::uint32_t>{300});

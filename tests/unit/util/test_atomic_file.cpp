@@ -154,7 +154,8 @@ TEST_CASE("failures name the file and the reason", "[util][atomic_file]") {
   }
 }
 
-TEST_CASE("an unfinished writer's temporary is registered until it is committed or dropped", "[util][atomic_file][signal]") {
+TEST_CASE("an unfinished writer's temporary is registered until it is committed or dropped",
+          "[util][atomic_file][signal]") {
   const k3::test::ScratchDir dir("registry");
   const int before = k3::live_temporary_count();
   {
@@ -169,7 +170,8 @@ TEST_CASE("an unfinished writer's temporary is registered until it is committed 
   CHECK(k3::test::listing(dir.path()) == "a.json\n");
 }
 
-TEST_CASE("remove_live_temporaries unlinks every unfinished temporary and no committed file", "[util][atomic_file][signal]") {
+TEST_CASE("remove_live_temporaries unlinks every unfinished temporary and no committed file",
+          "[util][atomic_file][signal]") {
   const k3::test::ScratchDir dir("remove-live");
   k3::write_file_atomically(dir / "report.json", "old report");
   AtomicFile done(dir / "done.bin");

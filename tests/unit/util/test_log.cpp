@@ -41,8 +41,8 @@ LogRequest flags(std::string level, int verbose, bool quiet) {
 }  // namespace
 
 TEST_CASE("every level name parses, in any case, and round-trips", "[util][log]") {
-  for (const LogLevel l : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
-                           LogLevel::off}) {
+  for (const LogLevel l :
+       {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error, LogLevel::off}) {
     const std::string name(k3::log_level_name(l));
     CHECK(k3::parse_log_level(name, "test") == l);
     std::string upper = name;
@@ -59,8 +59,8 @@ TEST_CASE("a bad level is a usage error naming where it came from and the choice
       FAIL("accepted '" << bad << "'");
     } catch (const k3::UsageError& e) {
       CHECK(e.code() == k3::ExitCode::usage);
-      CHECK(std::string(e.what()) == "K3_LOG_LEVEL: '" + std::string(bad) +
-                                         "' is not a log level (trace, debug, info, warn, error or off)");
+      CHECK(std::string(e.what()) ==
+            "K3_LOG_LEVEL: '" + std::string(bad) + "' is not a log level (trace, debug, info, warn, error or off)");
     }
   }
 }
@@ -182,7 +182,8 @@ class Redirected {
     saved_err_ = ::dup(STDERR_FILENO);
     REQUIRE(::pipe(out_) == 0);
     if (!shared) REQUIRE(::pipe(err_) == 0);
-    for (const int fd : {out_[0], err_[0]}) if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    for (const int fd : {out_[0], err_[0]})
+      if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
     ::dup2(out_[1], STDOUT_FILENO);
     ::dup2(shared ? out_[1] : err_[1], STDERR_FILENO);
   }

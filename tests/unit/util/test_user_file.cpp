@@ -41,8 +41,8 @@ TEST_CASE("read_user_file refuses what is not a regular file under its cap, befo
       {"/dev/null", "-f: /dev/null: a character device, not a text file"},
       {dir / "folder", "-f: " + (dir / "folder").string() + ": a folder, not a text file"},
       {dir / "none.txt", "-f: " + (dir / "none.txt").string() + ": no such file"},
-      {dir / "big.txt", "-f: " + (dir / "big.txt").string() +
-                            ": 1000001 bytes, more than the 1000000 (1.0 MB) a text file may hold"}};
+      {dir / "big.txt",
+       "-f: " + (dir / "big.txt").string() + ": 1000001 bytes, more than the 1000000 (1.0 MB) a text file may hold"}};
   for (const auto& [file, says] : cases) {
     CAPTURE(file);
     CHECK_THROWS_AS(k3::read_user_file(file, "-f", "text file", 1'000'000), k3::UsageError);

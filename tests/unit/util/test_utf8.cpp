@@ -12,8 +12,10 @@ using k3::util::whole_utf8_prefix;
 
 TEST_CASE("whole_utf8_prefix holds back a 2-, 3- or 4-byte character cut at any byte", "[util][utf8]") {
   // "é" (2 bytes), "€" (3), "😀" (4).
-  for (const std::string& ch : {std::string("\xC3\xA9"), std::string("\xE2\x82\xAC"), std::string("\xF0\x9F\x98\x80")}) {
-    for (const std::string& before : {std::string(), std::string("ab"), std::string("\xC3\xA9"), std::string("\xF0\x9F\x98\x80")}) {
+  for (const std::string& ch :
+       {std::string("\xC3\xA9"), std::string("\xE2\x82\xAC"), std::string("\xF0\x9F\x98\x80")}) {
+    for (const std::string& before :
+         {std::string(), std::string("ab"), std::string("\xC3\xA9"), std::string("\xF0\x9F\x98\x80")}) {
       for (std::size_t cut = 0; cut <= ch.size(); ++cut) {
         const std::string text = before + ch.substr(0, cut);
         CAPTURE(ch.size(), before.size(), cut);

@@ -20,8 +20,8 @@ double dot_f32_f64(const float* a, const double* b, std::size_t n) {
 
 }  // namespace
 
-void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
-              const float* proj_w, double eps, std::size_t E, float* out, AttnResBuffers& b) {
+void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w, const float* proj_w, double eps,
+              std::size_t E, float* out, AttnResBuffers& b) {
   double* fold = b.fold.data();
   for (std::size_t d = 0; d < E; ++d) fold[d] = double{norm_w[d]} * double{proj_w[d]};
   double* score = b.scores.data();

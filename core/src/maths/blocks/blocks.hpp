@@ -23,8 +23,8 @@ namespace k3::maths {
 
 /// AttnRes aggregation AR(rows; proj, norm) for ONE token: rows = [bank_0 … bank_{n-1}, P],
 /// each [E]. out [E].
-void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w,
-              const float* proj_w, double eps, std::size_t E, float* out, AttnResBuffers& b);
+void attn_res(const Ops& ops, std::span<const float* const> rows, const float* norm_w, const float* proj_w, double eps,
+              std::size_t E, float* out, AttnResBuffers& b);
 
 /// One sequence's rows of a chunk: rows [first, first + rows) of every [T, width] buffer,
 /// at positions state->position … (the state is advanced only after the whole pass). A
@@ -51,8 +51,8 @@ struct KdaRecord {
 /// KDA of layer `layer` over T tokens (x already input-normed) → out [T, E]. Each slice
 /// updates its state's kda[layer], or, for a tentative slice, leaves it as it was and
 /// records each token's update in its journal of that layer.
-void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer,
-         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, KdaBuffers& b);
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer, std::span<const SeqSlice> slices,
+         const float* x, std::size_t T, float* out, KdaBuffers& b);
 
 /// Applies the first `keep` recorded updates of a tentative chunk to `state`: afterwards it
 /// is bit for bit what kda() over those tokens alone would have left.
@@ -60,8 +60,8 @@ void kda_keep(const ModelConfig& c, const KdaJournal& journal, std::size_t keep,
 
 /// MLA of layer `layer` over T tokens → out [T, E]; each slice's tokens, at its positions
 /// state->position …, are appended to its state's mla[layer] cache and attend over it.
-void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer,
-         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, MlaBuffers& b);
+void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer, std::span<const SeqSlice> slices,
+         const float* x, std::size_t T, float* out, MlaBuffers& b);
 
 /// Where routed experts come from. The resident source hands out pointers; a streaming
 /// source reads the misses in disk order and holds leases until release(). Call order per
@@ -128,10 +128,9 @@ class RoutingObserver {
 /// positions the observer sees. `ahead`: later layers' routers, applied to x once this
 /// layer's reads started, their likely experts handed to experts.prefetch() (reads ahead
 /// only: the output is the same without them).
-void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
-                ExpertSource& experts, RoutingObserver* observer, std::span<const SeqSlice> slices,
-                const float* x, std::size_t T, float* out, MoeBuffers& b,
-                std::span<const LookaheadRouter> ahead = {});
+void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w, ExpertSource& experts,
+                RoutingObserver* observer, std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out,
+                MoeBuffers& b, std::span<const LookaheadRouter> ahead = {});
 
 /// Router lookahead: applies the later layer's router `ahead` to x [T, E] (the input of
 /// `layer`'s FFN; the same selection as the router's) and hands the experts any token would

@@ -4,8 +4,7 @@ namespace k3::maths {
 
 namespace {
 /// The resident view, or the split layer's row-chunk stream.
-void multiply(const Ops& ops, const Matrix& w, StreamedMatrix* streamed, const float* x, std::size_t T,
-              float* out) {
+void multiply(const Ops& ops, const Matrix& w, StreamedMatrix* streamed, const float* x, std::size_t T, float* out) {
   if (streamed != nullptr)
     streamed->matmul(ops, x, T, out);
   else

@@ -159,8 +159,8 @@ void kda_recurrence(const Ops& ops, const ModelConfig& c, const KdaWeights& w, K
 
 }  // namespace
 
-void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer,
-         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, KdaBuffers& b) {
+void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t layer, std::span<const SeqSlice> slices,
+         const float* x, std::size_t T, float* out, KdaBuffers& b) {
   // Projections for the whole chunk, every slice's rows in one product each (rows
   // independent: batch == single bit for bit).
   ops.matmul(w.q_proj, x, T, b.q.data());

@@ -1,6 +1,7 @@
 // Router + Stable LatentMoE (docs/model-spec.md §3 "Router + Stable LatentMoE"), per token x:
 //  1. s = σ(W_gate x) in fp32; top-k of s + bias (ties: lower expert id first);
-//     w_j = s[idx_j] (unbiased), renormalised w/(Σw + 1e-20) when top-k > 1 (the official gate), times routed_scaling_factor.
+//     w_j = s[idx_j] (unbiased), renormalised w/(Σw + 1e-20) when top-k > 1 (the official gate), times
+//     routed_scaling_factor.
 //  2. z = W_down x; E_e(z) = W2_e · SiTU(W1_e z, W3_e z); r = Σ_j w_j E_{idx_j}(z).
 //  3. r = RMSNorm(r; routed_expert_norm); y = W_up r + Shared(x),
 //     Shared(x) = W_sd · SiTU(W_sg x, W_su x), unweighted.
@@ -12,8 +13,8 @@
 #include <algorithm>
 #include <span>
 
-#include "maths/router_copy.hpp"
 #include "maths/blocks/blocks.hpp"
+#include "maths/router_copy.hpp"
 
 namespace k3::maths {
 namespace {
@@ -80,10 +81,9 @@ void predict_ahead(const Ops& ops, const ModelConfig& c, std::size_t layer, cons
   experts.prefetch(layer, ahead.layer, {ids, n}, T);
 }
 
-void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w,
-                ExpertSource& experts, RoutingObserver* observer, std::span<const SeqSlice> slices,
-                const float* x, std::size_t T, float* out, MoeBuffers& b,
-                std::span<const LookaheadRouter> ahead) {
+void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const MoeWeights& w, ExpertSource& experts,
+                RoutingObserver* observer, std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out,
+                MoeBuffers& b, std::span<const LookaheadRouter> ahead) {
   const auto E = static_cast<std::size_t>(c.hidden_size);
   const auto NE = static_cast<std::size_t>(c.num_experts);
   const auto K = static_cast<std::size_t>(c.num_experts_per_token);
@@ -173,7 +173,7 @@ void latent_moe(const Ops& ops, const ModelConfig& c, std::size_t layer, const M
       const std::uint32_t e = unique[first + u];
       const std::uint32_t* slots = users + start[e];
       const std::size_t n = start[e + 1] - start[e];  // at most T: a token chooses an expert once
-      if (ew.w1.packed == nullptr) {  // failed to load: zero contribution (ids unsound)
+      if (ew.w1.packed == nullptr) {                  // failed to load: zero contribution (ids unsound)
         for (std::size_t r = 0; r < n; ++r) std::fill_n(contrib + slots[r] * L, L, 0.0f);
         continue;
       }

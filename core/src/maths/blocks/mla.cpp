@@ -103,8 +103,8 @@ void mla_attend(const Ops& ops, const ModelConfig& c, const MlaWeights& w, MlaCa
 
 }  // namespace
 
-void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer,
-         std::span<const SeqSlice> slices, const float* x, std::size_t T, float* out, MlaBuffers& b) {
+void mla(const Ops& ops, const ModelConfig& c, const MlaWeights& w, std::size_t layer, std::span<const SeqSlice> slices,
+         const float* x, std::size_t T, float* out, MlaBuffers& b) {
   const auto QL = static_cast<std::size_t>(c.q_lora_rank);
   constexpr double kMlaEps = 1e-6;
   // Projections for the whole chunk (rows independent: batch == single bit for bit).

@@ -48,7 +48,8 @@ std::vector<float> activations(RandomInputs& rnd, std::size_t batch, std::size_t
         if (k == 1) v = -INFINITY;
         if (k == 2) v = NAN;
       } else if (kind == Kind::cancelling && cancel_pair_start(i, cols)) {
-        const float big = std::ldexp(1.0f + static_cast<float>(rnd.below(1024)) / 1024.0f, 30 + static_cast<int>(rnd.below(15)));
+        const float big =
+            std::ldexp(1.0f + static_cast<float>(rnd.below(1024)) / 1024.0f, 30 + static_cast<int>(rnd.below(15)));
         v = rnd.below(2) != 0 ? big : -big;
         x[b * cols + i + 1] = -v;
       }
