@@ -20,6 +20,7 @@ namespace k3 {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -345,7 +346,6 @@ PromptsReport run_prompts(const Pipeline& p, PluginHost& host, const PromptsHook
 }
 
 std::string prompts_report_json(const PromptsReport& r) {
-  using json = nlohmann::json;
   json j;
   j["model"] = r.model;
   j["kernels"] = r.kernels;

@@ -6,9 +6,13 @@
 #include <algorithm>
 
 namespace k3 {
+namespace {
+
+using U = std::uint64_t;
+
+}  // namespace
 
 RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::int64_t positions) {
-  using U = std::uint64_t;
   RunBufferSizes b;
   const U T = static_cast<U>(std::max<std::int64_t>(1, chunk));
   b.chunk = T;

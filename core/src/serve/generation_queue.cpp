@@ -13,8 +13,11 @@
 #include "serve/metrics.hpp"
 
 namespace k3::serve {
+namespace {
 
 using Clock = std::chrono::steady_clock;
+
+}  // namespace
 
 GenerationQueue::GenerationQueue(std::size_t capacity, double timeout_seconds, Metrics& metrics,
                                  LatencyMetrics& latency)
