@@ -19,21 +19,23 @@ RouterCopy::RouterCopy(std::size_t experts, std::size_t cols, int bits)
   q_.assign(rows_ * row_bytes_, 0);
   scale_.assign(rows_, 0.0f);
   bias_.assign(rows_, 0.0f);
-  row_.assign(cols_, 0.0f);
 }
 
 void RouterCopy::assign(const Matrix& gate, const float* bias) {
   if (gate.rows != rows_ || gate.cols != cols_) throw std::invalid_argument("a router of another shape");
   const float top = bits_ == 8 ? 127.0f : 7.0f;
+  // Element c of row r widened exactly, read in place (no row buffer: nothing to allocate).
+  const auto weight = [&](std::size_t r, std::size_t c) {
+    return gate.f32 ? gate.fp32()[r * cols_ + c] : bf16_to_f32(gate.bf16()[r * cols_ + c]);
+  };
   for (std::size_t r = 0; r < rows_; ++r) {
-    gate.row(r, row_.data());
     float amax = 0.0f;
-    for (const float w : row_) amax = std::max(amax, std::fabs(w));
+    for (std::size_t c = 0; c < cols_; ++c) amax = std::max(amax, std::fabs(weight(r, c)));
     const float scale = amax > 0.0f ? amax / top : 1.0f;
     scale_[r] = scale;
     std::int8_t* q = q_.data() + r * row_bytes_;
     for (std::size_t c = 0; c < cols_; ++c) {
-      const auto v = static_cast<int>(std::lround(std::clamp(row_[c] / scale, -top, top)));
+      const auto v = static_cast<int>(std::lround(std::clamp(weight(r, c) / scale, -top, top)));
       if (bits_ == 8) {
         q[c] = static_cast<std::int8_t>(v);
       } else {

@@ -18,13 +18,9 @@ namespace k3::maths {
 class RouterCopy {
  public:
   /// Room for a router of `experts` rows of `cols` at `bits` (8 or 4), allocated now, filled
-  /// by assign(): a streamed trunk sizes every copy at load, so a pass allocates nothing.
+  /// by assign(): a streamed trunk sizes every copy at load, so a pass allocates nothing. It
+  /// holds exactly k3::router_copy_bytes(experts, cols, bits), the plan's figure.
   RouterCopy(std::size_t experts, std::size_t cols, int bits);
-
-  /// The bytes it holds: k3::router_copy_bytes(rows(), cols(), bits()), the plan's figure.
-  [[nodiscard]] std::uint64_t bytes() const noexcept {
-    return q_.size() + (scale_.size() + bias_.size()) * sizeof(float);
-  }
 
   /// Quantises `gate` (rows() x cols(), bf16 or fp32) and copies `bias` (rows() floats).
   void assign(const Matrix& gate, const float* bias);
@@ -43,7 +39,6 @@ class RouterCopy {
   std::size_t row_bytes_;
   std::vector<std::int8_t> q_;  ///< int8: one per weight; int4: two per byte, low nibble first
   std::vector<float> scale_, bias_;
-  std::vector<float> row_;  ///< one row widened to fp32 while quantising
   bool filled_ = false;
 };
 
