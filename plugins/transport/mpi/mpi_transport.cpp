@@ -71,13 +71,19 @@ class MpiTransport final : public k3::sdk::Transport {
   [[nodiscard]] int rank() const noexcept override { return rank_; }
   [[nodiscard]] int size() const noexcept override { return size_; }
 
-  Status send(int dest, std::span<const std::byte> bytes, std::uint32_t timeout_ms) noexcept override {
+  /// The peer checked and the message handed to MPI (send waits for it, post does not).
+  Status start_send(int dest, std::span<const std::byte> bytes, MPI_Request& req) noexcept {
     if (Status bad = check_peer(dest, bytes.size()); !bad.ok()) return bad;
-    MPI_Request req = MPI_REQUEST_NULL;
     if (const int rc =
             MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD, &req);
         rc != MPI_SUCCESS)
       return Status::error(StatusCode::io_error, "sending to rank " + std::to_string(dest) + ": " + mpi_error(rc));
+    return Status::success();
+  }
+
+  Status send(int dest, std::span<const std::byte> bytes, std::uint32_t timeout_ms) noexcept override {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (Status st = start_send(dest, bytes, req); !st.ok()) return st;
     Waiter w(*this, timeout_ms);
     for (;;) {
       int flag = 0;
@@ -98,12 +104,8 @@ class MpiTransport final : public k3::sdk::Transport {
   }
 
   Status post(int dest, std::span<const std::byte> bytes, std::uint64_t& ticket) noexcept override {
-    if (Status bad = check_peer(dest, bytes.size()); !bad.ok()) return bad;
     MPI_Request req = MPI_REQUEST_NULL;
-    if (const int rc =
-            MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, kTag, MPI_COMM_WORLD, &req);
-        rc != MPI_SUCCESS)
-      return Status::error(StatusCode::io_error, "sending to rank " + std::to_string(dest) + ": " + mpi_error(rc));
+    if (Status st = start_send(dest, bytes, req); !st.ok()) return st;
     ticket = ++tickets_;
     try {
       posted_.emplace(ticket, req);
