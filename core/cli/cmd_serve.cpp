@@ -7,6 +7,8 @@
 // Up to --parallel requests are decoded together (docs/batching.md).
 // SIGINT/SIGTERM stop it: it stops listening, ends the running generations at their next token,
 // answers the waiting requests 503, and exits 0. A second signal exits at once with 5.
+// Under mpirun with cluster.transport set, rank 0 serves and the later ranks run their layers
+// of every pass (docs/cluster.md); a rank's failure ends the server with that rank's code.
 // Exit codes: 0 stopped by a signal; 1 the address cannot be bound or a runtime failure; 2 a
 // bad option or pipeline (a non-loopback --host without an API key); 3 the plan does not fit.
 #include <chrono>
@@ -16,13 +18,16 @@
 #include <filesystem>
 #include <thread>
 
+#include <k3/cluster.hpp>
 #include <k3/error.hpp>
 #include <k3/log.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/plugin_host.hpp>
+#include <k3/runtime.hpp>
 #include <k3/serve.hpp>
 
 #include "cli.hpp"
+#include "run_job.hpp"
 #include "stop_signal.hpp"
 
 namespace k3::cli {
@@ -57,6 +62,69 @@ void say_what_is_not_written(const Pipeline& pipeline) {
             "; per-request numbers are in the log and at /metrics");
 }
 
+/// The server on this process: one process, or rank 0 of a model split over ranks
+/// (`cluster`), whose later ranks run their layers of every pass meanwhile. Returns 0 once
+/// stopped by a signal, or the exit code of a rank's failure, which ends the server.
+int serve_model(const Pipeline& pipeline, serve::ServeOptions opt, Cluster* cluster) {
+  if (cluster != nullptr && opt.reuse) {
+    // A snapshot would hold rank 0's layers' state only, and the later ranks follow a
+    // sequence forward only: a split model feeds every request's prompt whole.
+    opt.reuse = false;
+    log(LogLevel::info, "serve",
+        "prefix reuse is off: the model is split over " + std::to_string(cluster->size()) +
+            " ranks, each holding the state of its own layers; every request's prompt is fed whole");
+  }
+  StopSignal signal;  // from here on, Ctrl-C stops the server
+  int code = 0;
+  {
+    serve::Server server(opt);
+    server.start();
+    log(LogLevel::info, "serve",
+        "listening on " + server.url() + (opt.api_key.empty() ? "" : " (API key required)") + "; loading the model");
+    say_what_is_not_written(pipeline);
+    // The stop flag is watched by a thread of our own: stop() must not run in a signal handler.
+    std::thread watcher([&] {
+      while (!signal.requested() && !server.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      server.stop();
+    });
+    struct Join {
+      serve::Server& s;
+      std::thread& t;
+      ~Join() {
+        s.stop();
+        if (t.joinable()) t.join();
+      }
+    } join{server, watcher};
+
+    PluginHost host(pipeline.plugin_path());
+    // A stop request also cuts a storage wait short (a stalled http read), and a wait for
+    // another rank: shutdown does not wait for it beyond the backend's second.
+    const StopFlagScope storage_stop(host, &signal.flag());
+    const ClusterStopScope cluster_stop(cluster, &signal.flag());
+    LoadHooks hooks;
+    hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
+    hooks.on_plan = [](const std::string& table) { log_text(LogLevel::info, table); };
+    hooks.cluster = cluster;
+    server.load(pipeline, host, hooks);
+    log(LogLevel::info, "serve", "ready on " + server.url());
+    auto rank_failed = [&] { return cluster != nullptr && cluster->failure().has_value(); };
+    while (!signal.requested() && !server.stopping() && !rank_failed())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (rank_failed() && !signal.requested()) {
+      // The ranks cannot run another pass: the server ends with the rank's reason and code.
+      const Cluster::Failure f = *cluster->failure();
+      log(LogLevel::error, "serve", f.reason + "; stopping the server");
+      code = f.code;
+    } else {
+      log(LogLevel::info, "serve", "stopping: no new requests, the running generation ends at its next token");
+    }
+    server.stop();
+    server.wait();
+  }  // the server, its model and their threads are gone: only this thread talks to the ranks now
+  log(LogLevel::info, "serve", "stopped");
+  return code;
+}
+
 int run_serve(const GlobalOptions& global, ServeCli cli) {
   serve::ServeOptions opt = cli.opt;
   if (opt.api_key.empty())
@@ -78,42 +146,10 @@ int run_serve(const GlobalOptions& global, ServeCli cli) {
   const Pipeline pipeline =
       load_pipeline(global.config.empty() ? default_pipeline_file() : std::filesystem::path(global.config),
                     global.overrides);
-
-  StopSignal signal;  // from here on, Ctrl-C stops the server
-  serve::Server server(opt);
-  server.start();
-  log(LogLevel::info, "serve",
-      "listening on " + server.url() + (opt.api_key.empty() ? "" : " (API key required)") + "; loading the model");
-  say_what_is_not_written(pipeline);
-  // The stop flag is watched by a thread of our own: stop() must not run in a signal handler.
-  std::thread watcher([&] {
-    while (!signal.requested() && !server.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    server.stop();
-  });
-  struct Join {
-    serve::Server& s;
-    std::thread& t;
-    ~Join() {
-      s.stop();
-      if (t.joinable()) t.join();
-    }
-  } join{server, watcher};
-
-  PluginHost host(pipeline.plugin_path());
-  // A stop request also cuts a storage wait short (a stalled http read): shutdown does not
-  // wait for it beyond the backend's second.
-  const StopFlagScope storage_stop(host, &signal.flag());
-  LoadHooks hooks;
-  hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
-  hooks.on_plan = [](const std::string& table) { log_text(LogLevel::info, table); };
-  server.load(pipeline, host, hooks);
-  log(LogLevel::info, "serve", "ready on " + server.url());
-  while (!signal.requested() && !server.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  log(LogLevel::info, "serve", "stopping: no new requests, the running generation ends at its next token");
-  server.stop();
-  server.wait();
-  log(LogLevel::info, "serve", "stopped");
-  return 0;
+  if (pipeline.get_string("cluster.transport") == "none") return serve_model(pipeline, opt, nullptr);
+  // Under mpirun: rank 0 serves, the later ranks run their layers of its passes.
+  return run_ranks(pipeline, RunSequences::batched,
+                   [&](const Pipeline& mine, Cluster& cluster) { return serve_model(mine, opt, &cluster); });
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The main job: k3host --config PIPELINE [--set k=v]... runs the pipeline's job. Its prompt,
 // length and sampling flags (-p, -n, --temp ...) are pipeline flags (pipeline_flags.cpp).
 #pragma once
+#include <functional>
 #include <string>
 
 #include <k3/cluster.hpp>
+#include <k3/runtime.hpp>
 
 #include "cli.hpp"
 
@@ -44,5 +46,11 @@ int run_pipeline(const Pipeline& pipeline, bool quiet, Cluster* cluster = nullpt
 /// cluster.transport set: this process is one rank of a model split over ranks
 /// (run_cluster.cpp); rank 0 runs the job, the others their layers.
 int run_cluster(const Pipeline& pipeline, bool quiet);
+/// The same for any front end: joins the ranks; rank 0 runs `front_end` on its own
+/// pipeline (cluster.ranks.0 applied) and then tells every rank to end with its code (or
+/// its error's); the others run their layers of every pass, planned for `sequences` as
+/// the front end plans them.
+int run_ranks(const Pipeline& joined, RunSequences sequences,
+              const std::function<int(const Pipeline&, Cluster&)>& front_end);
 
 }  // namespace k3::cli

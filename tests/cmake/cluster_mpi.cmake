@@ -238,6 +238,12 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(NOT err MATCHES "cluster.ranks.x: expected a rank number")
     message(FATAL_ERROR "a rank that is not a number:\n${err}")
   endif()
+  # A later rank that plans fewer sequences than rank 0 runs at once is refused at load.
+  file(WRITE "${WORK}/two.txt" "Life is\nLove is\n")
+  run(2 2 --prompts "${WORK}/two.txt" --parallel 2 -n 2 --set cluster.ranks.1.serve.parallel=1)
+  if(NOT err MATCHES "rank 1: its plan holds 1 sequences at once, rank 0 runs 2")
+    message(FATAL_ERROR "a rank planning fewer sequences than rank 0:\n${err}")
+  endif()
   run(2 2 -p "Life is" --set job.save_state=${WORK}/s.state)
   if(NOT err MATCHES "job.save_state: not supported with a model split over ranks")
     message(FATAL_ERROR "a state file with a split model:\n${err}")
@@ -248,7 +254,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(NOT got EQUAL 2 OR NOT err MATCHES "cluster.transport: this process is a job of one rank")
     message(FATAL_ERROR "one rank: exit ${got}\n${err}")
   endif()
-  # serve and chat run in one process: a pipeline asking for ranks is refused.
+  # bench and chat run in one process: a pipeline asking for ranks is refused.
   execute_process(COMMAND ${EXE} bench --config presets/laptop.yaml --set cluster.transport=mpi -n 2 RESULT_VARIABLE got
                   OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
   if(NOT got EQUAL 2 OR NOT err MATCHES "cluster.transport: a model split over ranks runs the batch job")

@@ -5,7 +5,7 @@
 //   node serve_test.mjs --exe K3HOST --src SOURCE_DIR --work SCRATCH --case NAME
 //
 // Cases: chat, reuse, cancel, errors, queue, shipped (the shipped fortune model instead of
-// tiny), batch. Exit 0 pass, 1 fail, 77 skipped (no openai
+// tiny), batch, cluster (a model split over ranks under --mpirun MPIRUN). Exit 0 pass, 1 fail, 77 skipped (no openai
 // module: tools/install-deps.sh --with-npm).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -49,12 +49,13 @@ function makeModel() {
   return dir;
 }
 
-/** Starts `k3host serve` on port 0; resolves once /health is 200. */
-async function startServer(name, model, extra = [], env = {}) {
+/** Starts `k3host serve` on port 0 (under `launcher`, e.g. mpirun, when given); resolves once /health is 200. */
+async function startServer(name, model, extra = [], env = {}, launcher = []) {
   const argv = ['serve', '--config', path.join(src, 'configs/default.yaml'), '--set', `model.path=${model}`,
     '--set', 'model.generate_if_missing=false', '--set', 'memory.context=2048', '--set', 'threads=1',
     '--port', '0', ...extra];
-  const proc = spawn(exe, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [program, ...front] = launcher.length ? [...launcher, exe] : [exe];
+  const proc = spawn(program, [...front, ...argv], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const s = { name, proc, stderr: '', port: 0, exited: null };
   servers.push(s);
   proc.stderr.on('data', (d) => { s.stderr += d.toString(); });
@@ -75,11 +76,18 @@ async function startServer(name, model, extra = [], env = {}) {
   fail(`server ${name} never became healthy`);
 }
 
-async function stopServer(s) {
+async function stopServer(s, { underMpirun = false } = {}) {
   s.proc.kill('SIGINT');
   for (let i = 0; i < 200 && !s.exited; ++i) await sleep(50);
   check(s.exited, `server ${s.name} did not stop within 10 s of SIGINT`);
-  check(s.exited.code === 0, `server ${s.name} exit code ${JSON.stringify(s.exited)} after SIGINT, expected 0`);
+  if (underMpirun) {
+    // mpirun itself exits 1 once it has forwarded a signal, whatever its ranks return (Open
+    // MPI 4.1); that every rank ended cleanly shows in their lines.
+    check(/\[serve\] info: stopped/.test(s.stderr) && !/ends with exit code|\] error:/.test(s.stderr),
+          `server ${s.name}: its ranks did not all end cleanly after SIGINT`);
+  } else {
+    check(s.exited.code === 0, `server ${s.name} exit code ${JSON.stringify(s.exited)} after SIGINT, expected 0`);
+  }
   servers.splice(servers.indexOf(s), 1);
 }
 
@@ -596,8 +604,84 @@ async function caseBatch(model) {
   await stopServer(batched);
 }
 
+async function caseCluster(model) {
+  // A model split over ranks (docs/cluster.md) serves as one process does: rank 0 runs the
+  // server and its step scheduler, a pass per rank in flight; the later ranks run their
+  // layers. The reference is one process serving one request at a time.
+  const mpirun = args.mpirun;
+  const plugin = path.join(path.dirname(exe), '..', 'lib', 'k3host', 'plugins', 'k3-transport-mpi.so');
+  if (!mpirun || mpirun.endsWith('NOTFOUND') || !fs.existsSync(plugin)) {
+    console.log('SKIP: mpirun or the mpi transport plugin is missing (apt install openmpi-bin libopenmpi-dev)');
+    process.exit(77);
+  }
+  const mpiEnv = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' };
+  const ranks = (n, ...mca) => [mpirun, '-np', String(n), '--oversubscribe', ...mca];
+  const alone = await startServer('alone', model, ['--parallel', '1', '--draft-max', '0', '--no-prefix-reuse',
+    '--set', 'kernels.set=scalar']);
+  // Two ranks, four requests together, prompts prefilled 4 tokens per step, every rank
+  // streaming through a throttle (so that passes overlap); three over TCP, uneven ranges.
+  const streamed = ['--set', 'storage.plugin=throttle', '--set', 'storage.params.latency_us=300',
+    '--set', 'memory.trunk_gb=0.00005', '--set', 'memory.expert_cache_gb=0.00005'];
+  const two = await startServer('two ranks', model, ['--parallel', '4', '--set', 'serve.prefill_budget=4', '--queue', '16',
+    '--set', 'cluster.transport=mpi', ...streamed], mpiEnv, ranks(2));
+  const three = await startServer('three ranks', model, ['--parallel', '3', '--queue', '16', '--set', 'cluster.transport=mpi',
+    '--set', 'cluster.layers=0-0,1-3,4-5'], mpiEnv, ranks(3, '--mca', 'btl', 'self,tcp'));
+  check(two.stderr.includes('prefix reuse is off: the model is split over 2 ranks'), 'a split model keeps no snapshots');
+  const ids = (n, k) => Array.from({ length: n }, (_, i) => (k * 53 + i * 29) % 500);
+  const requests = [
+    { prompt: ids(8, 1), max_tokens: 24, temperature: 0 },
+    { prompt: ids(30, 2), max_tokens: 12, temperature: 0.9, seed: 3, stream: true },
+    { chat: true, messages: conversation, max_tokens: 16, temperature: 0 },
+    { prompt: ids(3, 4), max_tokens: 20, temperature: 1.1, seed: 11 },
+    { chat: true, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 12, temperature: 0.7, seed: 5, stream: true },
+    { prompt: ids(12, 7), max_tokens: 16, temperature: 0.8, seed: 2 },
+  ];
+  const reference = [];
+  for (const r of requests) reference.push(await runOne(alone, r));
+  for (const split of [two, three]) {
+    const got = await Promise.all(requests.map((r, i) => sleep(10 * i).then(() => runOne(split, r))));
+    for (let i = 0; i < requests.length; ++i)
+      check(got[i].text === reference[i].text && got[i].finish === reference[i].finish && got[i].tokens === reference[i].tokens,
+            `${split.name}: request ${i}: ${JSON.stringify(got[i])} != one process alone ${JSON.stringify(reference[i])}`);
+  }
+  // Two ranks keep two passes in flight, so four requests go two to a pass; three ranks run
+  // three requests one to a pass, a pass per rank.
+  const steps = await metric(two, 'k3_batch_size_count'), together = await metric(two, 'k3_batch_size_sum');
+  check(together > steps, `two ranks: the requests were not decoded together: ${together} sequences in ${steps} steps`);
+  await stopServer(two, { underMpirun: true });
+  await stopServer(three, { underMpirun: true });
+  await stopServer(alone);
+
+  // On the shipped model, the middle rank 1 of three (layers 4-5) streams its trunk from a disk that fails on
+  // layer 4's q_proj (its byte past the index and the headers): it loads, then the first
+  // pass through it fails. The request fails, the server ends with exit 1 on every rank and
+  // a line naming rank 1 and the read.
+  const fortune = path.join(src, 'data/models/fortune');
+  const tensor = 'language_model.model.layers.4.self_attn.q_proj.weight';
+  const index = JSON.parse(fs.readFileSync(path.join(fortune, 'model.safetensors.index.json'), 'utf8'));
+  const shard = fs.readFileSync(path.join(fortune, index.weight_map[tensor]));
+  const headerLength = Number(shard.readBigUInt64LE(0));
+  const header = JSON.parse(shard.subarray(8, 8 + headerLength).toString('utf8'));
+  const offset = 8 + headerLength + header[tensor].data_offsets[0] + 16;
+  const failing = await startServer('failing rank', fortune, ['--parallel', '2', '--set', 'cluster.transport=mpi',
+    '--set', 'cluster.layers=0-3,4-5,6-7', '--set', 'cluster.ranks.1.memory.trunk_gb=0.0001',
+    '--set', 'cluster.ranks.1.memory.expert_cache_gb=0.0001', '--set', 'cluster.ranks.1.storage.plugin=faulty',
+    '--set', `cluster.ranks.1.storage.params.fail_offsets=${offset}`], mpiEnv, ranks(3));
+  const r = await request(failing, 'POST', '/v1/completions', JSON.stringify({ model: 'model', prompt: 'Life is', max_tokens: 8 }),
+    { 'content-type': 'application/json' });
+  // The reply's header went first (docs/serve.md: chunked, so that a client's leaving is
+  // seen), so the failure is the error object of its body.
+  check(r.json && r.json.error && /^rank 1: .*injected EIO/.test(r.json.error.message),
+        `a request through a failing rank: status ${r.status}: ${r.body}`);
+  for (let i = 0; i < 200 && !failing.exited; ++i) await sleep(50);
+  check(failing.exited, 'the server still runs 10 s after a rank failed');
+  check(failing.exited.code === 1, `exit ${JSON.stringify(failing.exited)} after rank 1 failed, expected 1`);
+  check(/rank 1: [^\n]*injected/.test(failing.stderr), 'no line names rank 1 and its failure');
+  servers.splice(servers.indexOf(failing), 1);
+}
+
 const cases = { chat: caseChat, reuse: caseReuse, cancel: caseCancel, errors: caseErrors, queue: caseQueue,
-  shipped: caseShipped, batch: caseBatch };
+  shipped: caseShipped, batch: caseBatch, cluster: caseCluster };
 check(cases[testCase], `unknown case ${testCase}`);
 const model = makeModel();
 await cases[testCase](model);

@@ -20,16 +20,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <k3/model_config.hpp>
 #include <k3/pipeline.hpp>
+#include <k3/runtime.hpp>
 
 namespace k3 {
 
-class Model;
-struct LoadHooks;
 
 /// Layers [first, last) of a rank.
 struct LayerRange {
@@ -64,10 +64,21 @@ class Cluster {
   /// pass of `model` through the ranks.
   void attach(Model& model);
 
-  /// Ranks > 0: loads this rank's layers of `pipeline` (for_rank already applied) and runs
-  /// its share of every pass until rank 0 says stop. Returns the exit code to end with: rank
-  /// 0's, or this rank's own failure's when rank 0 could not be told.
-  int serve(const Pipeline& pipeline, const LoadHooks& hooks);
+  /// Ranks > 0: loads this rank's layers of `pipeline` (for_rank already applied), planned
+  /// for `sequences` as rank 0's front end plans them (the batch job: one; `--prompts` and
+  /// `serve`: batched), and runs its share of every pass until rank 0 says stop. Returns the
+  /// exit code to end with: rank 0's, or this rank's own failure's when rank 0 could not be
+  /// told.
+  int serve(const Pipeline& pipeline, const LoadHooks& hooks, RunSequences sequences);
+
+  /// Rank 0: the first failure a later rank sent back ("rank N: ..." and its exit code),
+  /// once a pass has met it; none while every rank runs. Any thread may ask (a server's
+  /// main thread, while its scheduler's thread runs the passes).
+  struct Failure {
+    int code = 0;
+    std::string reason;
+  };
+  [[nodiscard]] std::optional<Failure> failure() const;
 
   /// Rank 0 at the end of its run: tells every rank to end with `code` (the reason logged by
   /// each when not 0) and waits, at most 10 s, until they have.

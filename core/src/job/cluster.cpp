@@ -46,6 +46,8 @@ class Cluster::Impl::Link final : public PassLink {
 
   std::uint64_t start(std::span<const LinkedSlice> slices, std::span<const std::uint32_t> tokens,
                       std::span<const float> activations, std::size_t banked) override {
+    if (const std::optional<Failure> f = c_.failure_copy())
+      throw Error(static_cast<ExitCode>(f->code), f->reason);  // the ring is broken: no pass goes round
     std::vector<cluster::WireSlice>& out = c_.wire_slices;
     out.clear();
     for (const LinkedSlice& s : slices)
@@ -71,7 +73,7 @@ class Cluster::Impl::Link final : public PassLink {
       throw RuntimeError("pass " + std::to_string(pass) + " is not the oldest in flight");
     in_flight_.pop_front();  // whatever comes (or not), this pass is over
     const Message m = c_.wire->receive(c_.size - 1);
-    if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
+    if (m.header.kind == Kind::error) c_.failed(m);
     if (m.header.kind != Kind::result || m.header.seq != pass || m.payload.size() % sizeof(float) != 0)
       throw RuntimeError("rank " + std::to_string(c_.size - 1) + " answered pass " + std::to_string(pass) +
                          " with an unexpected message");
@@ -87,6 +89,21 @@ class Cluster::Impl::Link final : public PassLink {
   std::deque<std::uint64_t> in_flight_;  ///< passes started, oldest first
   std::size_t most_in_flight_ = 0;
 };
+
+void Cluster::Impl::failed(const Message& error) {
+  {
+    const std::lock_guard lock(failure_mutex);
+    if (!failure) failure = Failure{error.header.code, error.text()};
+  }
+  throw Error(static_cast<ExitCode>(error.header.code), error.text());
+}
+
+std::optional<Cluster::Failure> Cluster::Impl::failure_copy() const {
+  const std::lock_guard lock(failure_mutex);
+  return failure;
+}
+
+std::optional<Cluster::Failure> Cluster::failure() const { return impl_->failure_copy(); }
 
 Cluster::Cluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Cluster::~Cluster() = default;
@@ -132,11 +149,13 @@ LayerRange Cluster::layers_of(const Pipeline& pipeline, const ModelConfig& confi
 void Cluster::attach(Model& model) {
   Impl& c = *impl_;
   // Every rank has loaded its layers (or says why not) before the first pass.
+  // The hello carries the sequences rank 0 runs at once: a later rank must hold as many.
   Header h;
   h.kind = Kind::hello;
+  h.slices = static_cast<std::uint32_t>(std::max<std::size_t>(1, model.plan().parallel));
   c.wire->send(1, h, {});
   const Message m = c.wire->receive(c.size - 1);
-  if (m.header.kind == Kind::error) throw Error(static_cast<ExitCode>(m.header.code), m.text());
+  if (m.header.kind == Kind::error) c.failed(m);
   if (m.header.kind != Kind::hello)
     throw RuntimeError("rank " + std::to_string(c.size - 1) + " answered hello with an unexpected message");
   c.link = std::make_unique<Impl::Link>(c);

@@ -2,6 +2,7 @@
 // cluster_stage.cpp (the later ranks).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct Cluster::Impl {
   std::uint64_t passes = 0;
   std::vector<cluster::WireSlice> wire_slices;
   bool finished = false;
+  mutable std::mutex failure_mutex;
+  std::optional<Cluster::Failure> failure;  ///< rank 0: the first error a later rank sent
+
+  /// Rank 0: keeps the first failure a later rank sent, and throws it.
+  [[noreturn]] void failed(const cluster::Message& error);
+  [[nodiscard]] std::optional<Cluster::Failure> failure_copy() const;
 };
 
 }  // namespace k3

@@ -25,6 +25,10 @@ using cluster::WireSlice;
 
 namespace {
 
+/// How long a later rank that got the stop signal still waits for rank 0's stop message
+/// (mpirun hands every rank the signal; rank 0 then ends the run and says with what code).
+constexpr double kStopGraceS = 3.0;
+
 /// This rank's copy of one of rank 0's sequences: the state of its own layers.
 struct Mirror {
   std::unique_ptr<Session> session;
@@ -153,7 +157,7 @@ class Stage {
 
 }  // namespace
 
-int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
+int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in, RunSequences sequences) {
   Impl& c = *impl_;
   const std::string me = "rank " + std::to_string(c.rank);
   const int prev = c.rank - 1;
@@ -173,10 +177,9 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
     LoadHooks hooks = hooks_in;
     hooks.cluster = this;
     host.set_stop_flag(hooks.stop);
-    c.host->set_stop_flag(hooks.stop);
-    c.wire->set_stop(hooks.stop);
-    const bool batched = !p.get_path("job.prompts").empty();
-    runtime = std::make_unique<Runtime>(p, host, hooks, batched ? RunSequences::batched : RunSequences::one);
+    // Not the transport's own stop flag: that would end a wait at once, without the grace.
+    c.wire->set_stop(hooks.stop, kStopGraceS);
+    runtime = std::make_unique<Runtime>(p, host, hooks, sequences);
     stage = std::make_unique<Stage>(*runtime, p.get_int("memory.context"), runtime->model().plan().parallel);
   } catch (const Error& e) {
     fail(static_cast<int>(e.code()), e.what());
@@ -195,13 +198,26 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in) {
           if (m.header.code != 0)
             log(LogLevel::error, "cluster",
                 me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
-          return m.header.code != 0 ? m.header.code : failed;
+          // Rank 0 chose the run's code; this rank's own failure counts when rank 0 never
+          // heard of it, unless it was the same signal cutting this rank's pass short.
+          if (m.header.code != 0) return m.header.code;
+          return failed == static_cast<int>(ExitCode::interrupted) ? 0 : failed;
         }
         case Kind::error:  // an earlier rank's failure, on its way to rank 0
           c.wire->send_text(next, Kind::error, m.header.code, m.text());
           break;
         case Kind::hello:
         case Kind::pass: {
+          if (failed == 0 && m.header.kind == Kind::hello) {
+            // Rank 0 runs hello.slices sequences at once; this rank keeps a copy of each.
+            const std::size_t held = std::max<std::size_t>(1, runtime->model().plan().parallel);
+            if (held < m.header.slices)
+              fail(static_cast<int>(ExitCode::usage),
+                   "its plan holds " + std::to_string(held) + " sequences at once, rank 0 runs " +
+                       std::to_string(m.header.slices) +
+                       ": set serve.parallel to one count for every rank (cluster.ranks.N.serve.parallel sets a rank's "
+                       "own)");
+          }
           if (failed == 0 && m.header.kind == Kind::pass) {
             try {
               stage->run(m, out_h, out);

@@ -17,6 +17,13 @@ std::string peer(int r) { return "rank " + std::to_string(r); }
 
 }  // namespace
 
+bool Wire::stopped() {
+  if (stop_ == nullptr || !stop_->load()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!stop_seen_) stop_seen_ = now;
+  return std::chrono::duration<double>(now - *stop_seen_).count() >= grace_s_;
+}
+
 void Wire::send(int dest, Header h, std::span<const std::span<const std::byte>> parts) {
   std::uint64_t total = 0;
   for (const auto& p : parts) total += p.size();
@@ -26,8 +33,8 @@ void Wire::send(int dest, Header h, std::span<const std::span<const std::byte>> 
     for (;;) {
       const sdk::Status st = t_.send(dest, bytes, kSliceMs);
       if (st.ok()) break;
-      if (st.code == sdk::StatusCode::timed_out && !(stop_ != nullptr && stop_->load())) continue;
-      if (st.code == sdk::StatusCode::interrupted || (stop_ != nullptr && stop_->load()))
+      if (st.code == sdk::StatusCode::timed_out && !stopped()) continue;
+      if (st.code == sdk::StatusCode::interrupted || stopped())
         throw Error(ExitCode::interrupted, "stopped while sending to " + peer(dest));
       throw RuntimeError("sending to " + peer(dest) + " failed: " + st.detail);
     }
@@ -100,8 +107,7 @@ bool Wire::receive_until(int src, double seconds, Message& out) {
     for (;;) {
       const sdk::Status st = t_.recv(src, into, kSliceMs);
       if (st.ok()) return true;
-      if (stop_ != nullptr && stop_->load())
-        throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
+      if (stopped()) throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
       if (st.code == sdk::StatusCode::interrupted)
         throw Error(ExitCode::interrupted, "stopped while waiting for " + peer(src));
       if (st.code != sdk::StatusCode::timed_out)

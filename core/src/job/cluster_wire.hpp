@@ -11,9 +11,11 @@
 //   stop    rank 0 → 1 → … → last → 0: every rank ends with `code`
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,12 +87,22 @@ class Wire {
   /// The same with a deadline of `seconds` of its own; false when nothing came.
   bool receive_within(int src, double seconds, Message& out);
 
-  void set_stop(const std::atomic<bool>* stop) noexcept { stop_ = stop; }
+  /// A set `stop` ends a wait `grace_s` seconds after this wire first saw it: 0 at once
+  /// (rank 0, which ends the run itself), a few seconds on a later rank, whose signal comes
+  /// with rank 0's (mpirun hands every rank the same one) and which waits for rank 0's
+  /// word, so that every rank ends with the code rank 0 chose.
+  void set_stop(const std::atomic<bool>* stop, double grace_s = 0) noexcept {
+    stop_ = stop;
+    grace_s_ = grace_s;
+    stop_seen_.reset();
+  }
   [[nodiscard]] std::uint64_t bytes_sent() const noexcept { return sent_; }
   [[nodiscard]] sdk::Transport& transport() noexcept { return t_; }
 
  private:
   bool receive_until(int src, double seconds, Message& out);
+  /// The stop flag is set and its grace has passed.
+  bool stopped();
   void post_bytes(int dest, std::vector<std::byte> bytes);
   /// A message posted: its bytes stay here until the transport says they have gone.
   struct Posted {
@@ -101,6 +113,8 @@ class Wire {
   std::deque<Posted> posted_;
   double timeout_s_;
   const std::atomic<bool>* stop_;
+  double grace_s_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> stop_seen_;
   std::uint64_t sent_ = 0;
 };
 
