@@ -22,7 +22,7 @@ set(k3_serve_names
   "queue: one request waits, the next gets 429"
   "the shipped model answers in content by default, a reply cut while thinking says so, metrics are rounded"
   "batch: requests decoded together reply as each alone, and a long prompt does not stall a stream"
-  "cluster: a model split over 2 and 3 ranks serves requests together as one process alone; a failing rank ends it")
+  "cluster: a model split over 2 and 3 ranks serves requests together as one process alone, and a failing rank ends it")
 foreach(c n IN ZIP_LISTS k3_serve_cases k3_serve_names)
   set(name "serve: ${n}")
   if(K3_NODE)
