@@ -11,6 +11,10 @@
 // and history come from libedit. Ctrl-C stops the answer being written (it is kept, closed
 // in the id stream), a stalled storage read included; at the prompt it clears the line;
 // Ctrl-D at an empty prompt ends the chat.
+//
+// Under mpirun with cluster.transport set, rank 0 runs the chat over a model split over
+// ranks (docs/cluster.md); the model state is then spread over the ranks, so history files
+// are written without it and --resume feeds the conversation again.
 #include <histedit.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include <k3/chat.hpp>
+#include <k3/cluster.hpp>
 #include <k3/conversation.hpp>
 #include <k3/error.hpp>
 #include <k3/generate.hpp>
@@ -38,6 +43,7 @@
 #include <k3/user_files.hpp>
 
 #include "cli.hpp"
+#include "run_job.hpp"
 #include "stop_signal.hpp"
 
 namespace k3::cli {
@@ -242,11 +248,13 @@ void check_history_file(const std::filesystem::path& file, const std::string& wh
 
 class Chat {
  public:
-  /// `resumed`: the history of --resume, read before the model loaded.
+  /// `resumed`: the history of --resume, read before the model loaded. `cluster`: rank 0
+  /// of a model split over ranks, or null.
   Chat(Runtime& runtime, PluginHost& host, const Pipeline& pipeline, const ChatOptions& opt,
-       std::optional<chat::History> resumed)
+       std::optional<chat::History> resumed, Cluster* cluster)
       : runtime_(runtime),
         host_(host),
+        cluster_(cluster),
         tokens_(runtime.tokenizer()),
         session_(runtime.model(), pipeline.get_int("memory.context")),
         conversation_(tokens_),
@@ -383,6 +391,8 @@ class Chat {
     g.stop = &stop.flag();
     // ... and cuts a storage wait short (a stalled http read): the plugins see the flag.
     const StopFlagScope storage_stop(host_, &stop.flag());
+    // ... and a wait for another rank of a split model.
+    const ClusterStopScope cluster_stop(cluster_, &stop.flag());
     try {
       a.result = generate(session_, g, [&](std::uint32_t id) {
         a.last = Clock::now();
@@ -646,10 +656,12 @@ class Chat {
   void save(const std::filesystem::path& file) {
     check_history_file(file, "/save", keep_out_);
     chat::write_history(file, conversation_.entries());
-    sync_pending();
-    session_.save(chat::history_state_file(file));
     history_ = file;
     written_ = conversation_.entries().size();
+    if (!save_state(file)) {
+      out("[saved " + file.string() + "; " + kNoStateHere + "]\n");
+      return;
+    }
     out("[saved " + file.string() + " and " + chat::history_state_file(file).string() + "]\n");
   }
 
@@ -667,7 +679,10 @@ class Chat {
     for (auto& e : h.entries) loaded.append(std::move(e));
     const auto state = chat::history_state_file(file);
     std::error_code ec;
-    if (std::filesystem::exists(state, ec)) {
+    if (cluster_ != nullptr) {
+      session_.reset();
+      log(LogLevel::info, "chat", file.string() + ": " + kNoStateHere);
+    } else if (std::filesystem::exists(state, ec)) {
       try {
         session_.load(state);
         // What the state holds, fed and pending, must be the start of this conversation.
@@ -722,13 +737,33 @@ class Chat {
   /// At the end: the model state next to the history file, so --resume feeds nothing old.
   void finish() {
     if (history_.empty()) return;
+    if (save_state(history_))
+      log(LogLevel::info, "chat", "saved the model state to " + chat::history_state_file(history_).string());
+    else
+      log(LogLevel::info, "chat", history_.string() + ": " + kNoStateHere);
+  }
+
+  static constexpr const char* kNoStateHere =
+      "no model state with it: the model is split over ranks, each holding its own layers' state, so the "
+      "conversation is fed again when it is continued";
+
+  /// The model state next to `history`, true; under ranks false, and a state file left there
+  /// by an earlier run goes (it would not be this conversation's).
+  bool save_state(const std::filesystem::path& history) {
+    const auto state = chat::history_state_file(history);
+    if (cluster_ != nullptr) {
+      std::error_code ec;
+      std::filesystem::remove(state, ec);
+      return false;
+    }
     sync_pending();
-    session_.save(chat::history_state_file(history_));
-    log(LogLevel::info, "chat", "saved the model state to " + chat::history_state_file(history_).string());
+    session_.save(state);
+    return true;
   }
 
   Runtime& runtime_;
   PluginHost& host_;  ///< its plugins see the stop flag while an answer is written
+  Cluster* cluster_;  ///< rank 0 of a model split over ranks, or null
   chat::ChatTokens tokens_;
   Session session_;
   Conversation conversation_;
@@ -749,14 +784,8 @@ class Chat {
   Style style_;
 };
 
-int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
-  if (global.config.empty())
-    throw UsageError("chat: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
-  if (!opt.history.empty() && !opt.resume.empty())
-    throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
-  if (opt.think && opt.no_think) throw UsageError("chat: --think and --no-think both given; choose one");
-  (void)chat::parse_effort(opt.effort);
-  const Pipeline pipeline = load_pipeline(global.config, global.overrides);
+/// The chat on this process: one process, or rank 0 of a model split over ranks.
+int chat_model(const Pipeline& pipeline, const ChatOptions& opt, Cluster* cluster) {
   // Where the conversation is written, before the model loads, and the conversation to
   // resume read whole (a missing, unreadable or damaged file fails in a moment, not after
   // the model loaded); its ids are checked against the vocabulary once the model is there.
@@ -768,11 +797,25 @@ int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
   }
   PluginHost host(pipeline.plugin_path());
   LoadHooks hooks;
+  hooks.cluster = cluster;
   hooks.on_status = [](const std::string& s) { log(LogLevel::info, "", s); };
   hooks.on_plan = [](const std::string& table) { log_text(LogLevel::debug, table); };
   Runtime runtime(pipeline, host, hooks);
-  Chat chat(runtime, host, pipeline, opt, std::move(resumed));
+  Chat chat(runtime, host, pipeline, opt, std::move(resumed), cluster);
   return chat.run();
+}
+
+int run_chat(const GlobalOptions& global, const ChatOptions& opt) {
+  if (global.config.empty())
+    throw UsageError("chat: no pipeline given: use --config PRESET or --config FILE (e.g. --config laptop)");
+  if (!opt.history.empty() && !opt.resume.empty())
+    throw UsageError("chat: --history and --resume both name a file; --resume FILE goes on writing FILE");
+  if (opt.think && opt.no_think) throw UsageError("chat: --think and --no-think both given; choose one");
+  (void)chat::parse_effort(opt.effort);
+  const Pipeline pipeline = load_pipeline(global.config, global.overrides);
+  if (pipeline.get_string("cluster.transport") == "none") return chat_model(pipeline, opt, nullptr);
+  return run_ranks(pipeline, RunSequences::one,
+                   [&](const Pipeline& mine, Cluster& cluster) { return chat_model(mine, opt, &cluster); });
 }
 
 }  // namespace
@@ -787,7 +830,8 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
       "/reasoning show|hide /quit. Ctrl-C stops an answer (it is kept) or clears the line; Ctrl-D quits.");
   auto opt = std::make_shared<ChatOptions>();
   sub->add_option("--history", opt->history,
-                  "Append every message to FILE (JSON Lines; the model state goes to FILE.state at the end)")
+                  "Append every message to FILE (JSON Lines; the model state goes to FILE.state at the end, except "
+                  "under ranks)")
       ->type_name("FILE");
   sub->add_option("--resume", opt->resume,
                   "Continue the conversation in FILE with its model state FILE.state, and go on appending to FILE")
@@ -807,7 +851,9 @@ Command register_chat(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::NonNegativeNumber);
   sub->footer(
       "Exit codes: 0 after /quit or Ctrl-D, 5 when SIGTERM stopped an answer, 1 runtime failure, 2 a usage or "
-      "configuration error, 3 the plan does not fit. Also started by -i or -cnv (k3host --config PIPELINE -cnv).");
+      "configuration error, 3 the plan does not fit. Also started by -i or -cnv (k3host --config PIPELINE -cnv). "
+      "Under mpirun with cluster.transport: mpi, rank 0 chats over a model split over ranks (docs/cluster.md): "
+      "history files then hold no model state, and --resume feeds the conversation again.");
   return {sub, [&global, opt]() { return run_chat(global, *opt); }};
 }
 

@@ -8,6 +8,9 @@
 #             rank), a rank whose pipeline is refused, rank 0's own failure: every rank ends, with the right exit code and a line naming the
 #             rank and the reason, and rank 0 writes its report;
 #   killed    a rank killed with -9 mid-run: every rank ends within 10 s (cluster_kill.sh);
+#   chat      `k3host chat` under mpirun (its input piped through mpirun to rank 0): on 2 and 3
+#             ranks, greedy and sampled, the history file is one process's byte for byte; it
+#             has no state file, and --resume feeds the conversation again to the same bytes;
 #   config    bad cluster keys are refused (exit 2) at their place.
 # Skipped (ctest SKIP) when mpirun or the mpi transport plugin is missing.
 #
@@ -208,6 +211,71 @@ if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()
 
+  if(CASE STREQUAL "chat")
+    # chat(<exit code> <ranks or 0> <input> args...): k3host chat with <input> piped in.
+    function(chat code ranks input)
+      file(WRITE "${WORK}/stdin.txt" "${input}")
+      set(c chat --config presets/laptop.yaml -t 1 --max-tokens 10 ${ARGN})
+      if(ranks EQUAL 0)
+        set(cmd ${EXE} ${c})
+      else()
+        set(cmd ${MPIRUN} -np ${ranks} --oversubscribe ${MCA} ${EXE} ${c} --set cluster.transport=mpi)
+      endif()
+      execute_process(COMMAND ${cmd} INPUT_FILE "${WORK}/stdin.txt" RESULT_VARIABLE got OUTPUT_VARIABLE out
+                      ERROR_VARIABLE err TIMEOUT 120)
+      if(NOT got EQUAL code)
+        message(FATAL_ERROR "${cmd}: exit ${got}, expected ${code}\n${out}\n${err}")
+      endif()
+      set(out "${out}" PARENT_SCOPE)
+      set(err "${err}" PARENT_SCOPE)
+    endfunction()
+    # same_file(<what> <file> <reference>): byte for byte, and a conversation in it.
+    function(same_file what file ref)
+      file(SHA256 "${file}" a)
+      file(SHA256 "${ref}" b)
+      file(READ "${file}" text)
+      if(NOT a STREQUAL b)
+        file(READ "${ref}" want)
+        message(FATAL_ERROR "${what}: ${file} differs from one process's\n--- got:\n${text}\n--- one process:\n${want}")
+      endif()
+      string(REGEX MATCHALL "\"role\":\"assistant\"" answers "${text}")
+      list(LENGTH answers n)
+      if(n LESS 2)
+        message(FATAL_ERROR "${what}: fewer than two answers in ${file}:\n${text}")
+      endif()
+    endfunction()
+    set(turns "Life is\nLove is\n")
+    foreach(mode greedy sampled)
+      set(args)
+      if(mode STREQUAL "sampled")
+        set(args --set job.sampling.temperature=0.8 --set job.sampling.seed=5)
+      endif()
+      chat(0 0 "${turns}" ${args} --history "${WORK}/${mode}-ref.jsonl")
+      chat(0 2 "${turns}" ${args} --history "${WORK}/${mode}-2.jsonl")
+      same_file("${mode}, 2 ranks" "${WORK}/${mode}-2.jsonl" "${WORK}/${mode}-ref.jsonl")
+      if(EXISTS "${WORK}/${mode}-2.jsonl.state")
+        message(FATAL_ERROR "${mode}, 2 ranks: a state file was written beside the history")
+      endif()
+      if(NOT err MATCHES "no model state with it: the model is split over ranks")
+        message(FATAL_ERROR "${mode}, 2 ranks: the chat does not say the history has no state:\n${err}")
+      endif()
+      chat(0 3 "${turns}/save ${WORK}/${mode}-saved.jsonl\n" ${args} --set cluster.layers=0-0,1-5,6-7)
+      same_file("${mode}, 3 uneven ranks, /save" "${WORK}/${mode}-saved.jsonl" "${WORK}/${mode}-ref.jsonl")
+      if(NOT out MATCHES "saved [^\n]*${mode}-saved.jsonl; no model state with it")
+        message(FATAL_ERROR "${mode}, 3 ranks: /save does not say it wrote no state:\n${out}")
+      endif()
+    endforeach()
+    # Resumed: one process loads its state, the ranks feed the conversation again; the
+    # next answer is the same bytes.
+    file(COPY_FILE "${WORK}/greedy-ref.jsonl" "${WORK}/resume-ref.jsonl")
+    file(COPY_FILE "${WORK}/greedy-ref.jsonl.state" "${WORK}/resume-ref.jsonl.state")
+    chat(0 0 "Truth is\n" --resume "${WORK}/resume-ref.jsonl")
+    file(COPY_FILE "${WORK}/greedy-2.jsonl" "${WORK}/resume-2.jsonl")
+    chat(0 2 "Truth is\n" --resume "${WORK}/resume-2.jsonl")
+    same_file("resumed on 2 ranks" "${WORK}/resume-2.jsonl" "${WORK}/resume-ref.jsonl")
+    return()
+  endif()
+
   if(CASE STREQUAL "killed")
     execute_process(COMMAND bash "${CMAKE_CURRENT_LIST_DIR}/cluster_kill.sh" "${MPIRUN}" "${EXE}" "${WORK}"
                     RESULT_VARIABLE got OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
@@ -264,13 +332,15 @@ if(CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 find_program(K3_MPIRUN mpirun)
-foreach(c exact failures killed config)
+foreach(c exact failures killed chat config)
   if(c STREQUAL "exact")
     set(title "cluster-mpi: 2, 3 and 4 ranks (uneven, streamed, TCP; greedy, sampled, speculative; a batch with passes in flight) give one process's ids and logits bits")
   elseif(c STREQUAL "failures")
     set(title "cluster-mpi: a rank whose storage fails or whose pipeline is refused ends every rank with its code and a line naming it")
   elseif(c STREQUAL "killed")
     set(title "cluster-mpi: a rank killed with -9 ends every rank within 10 s")
+  elseif(c STREQUAL "chat")
+    set(title "cluster-mpi: chat on 2 and 3 ranks writes one process's history, greedy, sampled and resumed")
   else()
     set(title "cluster-mpi: bad cluster keys are refused at their place")
   endif()

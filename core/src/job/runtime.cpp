@@ -146,7 +146,7 @@ Runtime::Runtime(const Pipeline& p, PluginHost& host, ModelPlugins plugins, cons
   settings_ = model_settings_of(p, sequences);
   if (p.get_string("cluster.transport") != "none" && hooks.cluster == nullptr)
     p.refuse("cluster.transport",
-             "a model split over ranks runs the batch job, --prompts and serve (under mpirun); "
+             "a model split over ranks runs the batch job, --prompts, chat and serve (under mpirun); "
              "this command runs in one process: set cluster.transport: none");
   if (Cluster* cluster = hooks.cluster) {
     settings_.layers = [cluster, &p](const ModelConfig& c) {
