@@ -42,6 +42,12 @@ struct LayerRange {
 /// one per rank, or more ranks than layers.
 std::vector<LayerRange> cluster_layer_ranges(const Pipeline& pipeline, const ModelConfig& config, int ranks);
 
+/// The bytes a pass of `rows` tokens of one sequence sends from rank to rank into layer
+/// `layer` (0 < layer < the layer count): its header, the sequence, the token ids, the hidden
+/// state and the AttnRes block snapshots taken before `layer`. `layer` == the layer count:
+/// what the last rank sends back to rank 0 (the header and every row's logits).
+[[nodiscard]] std::uint64_t cluster_pass_bytes(const ModelConfig& config, std::size_t layer, std::uint64_t rows);
+
 class Cluster {
  public:
   /// Joins the job of ranks this process was started in, through the transport plugin

@@ -5,7 +5,10 @@
 #include <chrono>
 #include <cstring>
 
+#include <k3/cluster.hpp>
 #include <k3/error.hpp>
+
+#include "maths/pass.hpp"
 
 namespace k3::cluster {
 namespace {
@@ -142,3 +145,15 @@ Message Wire::receive(int src) {
 bool Wire::receive_within(int src, double seconds, Message& out) { return receive_until(src, seconds, out); }
 
 }  // namespace k3::cluster
+
+namespace k3 {
+
+std::uint64_t cluster_pass_bytes(const ModelConfig& config, std::size_t layer, std::uint64_t rows) {
+  const auto layers = static_cast<std::size_t>(config.num_hidden_layers);
+  if (layer >= layers) return sizeof(cluster::Header) + rows * static_cast<std::uint64_t>(config.vocab_size) * 4;
+  const auto E = static_cast<std::uint64_t>(config.hidden_size);
+  return sizeof(cluster::Header) + sizeof(cluster::WireSlice) + rows * 4 +
+         (1 + maths::banked_before(config, layer)) * rows * E * sizeof(float);
+}
+
+}  // namespace k3
