@@ -194,7 +194,11 @@ int Cluster::serve(const Pipeline& p, const LoadHooks& hooks_in, RunSequences se
       switch (m.header.kind) {
         case Kind::stop: {
           c.wire->send_text(next, Kind::stop, m.header.code, m.text());
-          log(LogLevel::info, "cluster", me + " sent " + std::to_string(c.wire->bytes_sent()) + " bytes");
+          // Its own reads: rank 0's report counts only rank 0's (tools/bench/cluster_bench.sh
+          // adds these up).
+          log(LogLevel::info, "cluster",
+              me + " sent " + std::to_string(c.wire->bytes_sent()) + " bytes, read " +
+                  std::to_string(runtime ? runtime->model().weight_bytes_read() : 0) + " bytes of weights");
           if (m.header.code != 0)
             log(LogLevel::error, "cluster",
                 me + " ends with exit code " + std::to_string(m.header.code) + ": " + m.text());
