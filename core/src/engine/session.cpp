@@ -12,16 +12,17 @@ namespace k3 {
 
 Session::Session(Model& model, std::int64_t max_positions) {
   if (max_positions < 1) throw UsageError("a session needs room for at least one token");
-  impl_ = std::make_unique<Impl>(Impl{model,
-                                      max_positions,
-                                      maths::make_state(model.config(), max_positions),
-                                      {},
-                                      {},
-                                      {},
-                                      {},
-                                      std::nullopt,
-                                      nullptr,
-                                      {}});
+  impl_ = std::make_unique<Impl>(
+      Impl{model,
+           max_positions,
+           maths::make_state(model.config(), max_positions, model.plan().first_layer, model.plan().last_layer),
+           {},
+           {},
+           {},
+           {},
+           std::nullopt,
+           nullptr,
+           {}});
   impl_->keep_buffers.bk.assign(static_cast<std::size_t>(model.config().kda_head_dim), 0.0);
 }
 
@@ -148,7 +149,8 @@ void Session::set_pending(std::vector<std::uint32_t> ids) {
 
 void Session::reset() {
   impl_->open_tentative.reset();
-  impl_->state = maths::make_state(impl_->model.config(), impl_->max_positions);
+  const MemoryPlan& plan = impl_->model.plan();
+  impl_->state = maths::make_state(impl_->model.config(), impl_->max_positions, plan.first_layer, plan.last_layer);
   impl_->pending.clear();
   impl_->unsound.clear();
 }
@@ -174,7 +176,8 @@ void Session::load(const std::filesystem::path& file, bool accept_unsound) {
   if (total > impl_->max_positions)
     throw UsageError(file.string() + ": the saved conversation has " + std::to_string(total) +
                      " tokens, more than the context of " + std::to_string(impl_->max_positions));
-  maths::reserve_state(saved.state, impl_->model.config(), impl_->max_positions);
+  maths::reserve_state(saved.state, impl_->model.config(), impl_->max_positions, impl_->model.plan().first_layer,
+                       impl_->model.plan().last_layer);
   impl_->open_tentative.reset();
   impl_->state = std::move(saved.state);
   impl_->pending = std::move(saved.pending);
@@ -235,7 +238,7 @@ void Session::restore(const SessionSnapshot& snap) {
     throw UsageError("restore: the snapshot holds " + std::to_string(total) + " tokens, more than the context of " +
                      std::to_string(impl_->max_positions));
   maths::SequenceState st = snap.impl_->state;
-  maths::reserve_state(st, c, impl_->max_positions);
+  maths::reserve_state(st, c, impl_->max_positions, impl_->model.plan().first_layer, impl_->model.plan().last_layer);
   impl_->open_tentative.reset();
   impl_->state = std::move(st);
   impl_->pending = snap.impl_->pending;

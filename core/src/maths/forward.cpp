@@ -21,24 +21,25 @@ void WeightSource::head(const Ops& ops, const float* x, std::size_t n, float* lo
   ops.matmul(global().lm_head, x, n, logits);
 }
 
-void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions) {
+void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions, std::size_t first,
+                   std::size_t last) {
   const auto positions = static_cast<std::size_t>(std::max<std::int64_t>(0, max_positions));
   st.tokens.reserve(positions);
   st.mla.resize(static_cast<std::size_t>(c.num_hidden_layers));
-  for (std::size_t i = 0; i < st.mla.size(); ++i)
+  for (std::size_t i = first; i < std::min(last, st.mla.size()); ++i)
     if (c.is_mla(static_cast<std::int64_t>(i)))
       st.mla[i].latent.reserve(positions * static_cast<std::size_t>(c.kv_lora_rank + c.qk_rope_head_dim));
 }
 
-SequenceState make_state(const ModelConfig& c, std::int64_t max_positions) {
+SequenceState make_state(const ModelConfig& c, std::int64_t max_positions, std::size_t first, std::size_t last) {
   SequenceState st;
-  reserve_state(st, c, max_positions);
+  reserve_state(st, c, max_positions, first, last);
   const auto layers = static_cast<std::size_t>(c.num_hidden_layers);
   st.kda.resize(layers);
   st.mla.resize(layers);
   const auto H = static_cast<std::size_t>(c.kda_num_heads), D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
-  for (std::size_t i = 0; i < layers; ++i) {
+  for (std::size_t i = first; i < std::min(last, layers); ++i) {
     if (!c.is_mla(static_cast<std::int64_t>(i))) {
       st.kda[i].S.assign(H * D * D, 0.0f);
       st.kda[i].conv_q.assign(H * D * (K - 1), 0.0f);

@@ -61,10 +61,14 @@ void forward(ForwardContext& ctx, SequenceState& state, std::span<const std::uin
 void keep_tentative(const ModelConfig& c, SequenceState& state, const TentativeChunk& chunk, std::int64_t pos0,
                     std::size_t keep, KdaBuffers& buffers, std::size_t first = 0, std::size_t last = SIZE_MAX);
 
-/// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches).
-SequenceState make_state(const ModelConfig& c, std::int64_t max_positions);
+/// A fresh state for a sequence of up to `max_positions` tokens (KDA zeros, empty caches),
+/// for layers [first, last) (a rank of a model split over ranks holds its own range; the
+/// other layers' entries stay empty, as the memory plan counts them).
+SequenceState make_state(const ModelConfig& c, std::int64_t max_positions, std::size_t first = 0,
+                         std::size_t last = SIZE_MAX);
 /// Reserves room for `max_positions` tokens in the growing parts of a state (token history,
-/// MLA caches), so that feeding tokens never reallocates them.
-void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions);
+/// MLA caches of layers [first, last)), so that feeding tokens never reallocates them.
+void reserve_state(SequenceState& st, const ModelConfig& c, std::int64_t max_positions, std::size_t first = 0,
+                   std::size_t last = SIZE_MAX);
 
 }  // namespace k3::maths

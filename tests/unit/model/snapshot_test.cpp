@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
+#include <utility>
 #include <vector>
 
 #include <k3/error.hpp>
@@ -113,4 +115,32 @@ TEST_CASE("restore refuses an empty snapshot and one longer than the context", "
   CHECK_THROWS_AS(small.restore(k3::SessionSnapshot{}), k3::UsageError);
   CHECK(k3::SessionSnapshot{}.empty());
   CHECK(k3::SessionSnapshot{}.tokens().empty());
+}
+
+TEST_CASE("a model holding a range of layers keeps sequence state for those layers only, as its plan counts",
+          "[model][snapshot][cluster]") {
+  k3::PluginHost host;
+  const std::filesystem::path model = test_model("tiny");
+  const auto held = [&](std::size_t first, std::size_t last) {
+    k3::ModelSettings s = scalar_settings();
+    s.layers = [=](const k3::ModelConfig& c) {
+      return std::pair<std::size_t, std::size_t>{first,
+                                                 last == 0 ? static_cast<std::size_t>(c.num_hidden_layers) : last};
+    };
+    k3::Model m(model, host, s);
+    k3::Session session(m, 64);
+    // A fresh state holds no tokens and no MLA positions: its bytes are the KDA state alone,
+    // which the plan counts for the layers this model holds.
+    const std::size_t fresh = session.snapshot().bytes();
+    CHECK(fresh == m.plan().kda_state_bytes);
+    session.reset();
+    CHECK(session.snapshot().bytes() == fresh);
+    return fresh;
+  };
+  const std::size_t all = held(0, 0);
+  REQUIRE(all > 0);
+  const std::size_t front = held(0, 2), middle = held(2, 5), back = held(5, 0);
+  CHECK(front < all);
+  CHECK(middle < all);
+  CHECK(front + middle + back == all);
 }
