@@ -134,11 +134,14 @@ int plan_ranks(const Pipeline& p, const ModelConfig& config, const PlanArgs& arg
   else
     print_ranks_text(shares, p, what);
   std::fflush(stdout);
-  for (std::size_t r = 0; r < shares.size(); ++r)
-    if (!shares[r].plan.fits())
-      throw Error(ExitCode::resource, "rank " + std::to_string(r) +
-                                          "'s plan does not fit: " + format_bytes(shares[r].plan.total) + " planned, " +
-                                          format_bytes(shares[r].plan.available) + " available");
+  // require_fit's message (the shortfall and what to lower), naming the rank.
+  for (std::size_t r = 0; r < shares.size(); ++r) {
+    try {
+      require_fit(shares[r].plan);
+    } catch (const Error& e) {
+      throw Error(e.code(), "rank " + std::to_string(r) + ": " + e.what());
+    }
+  }
   return 0;
 }
 

@@ -93,7 +93,7 @@ if "per decoded token of one sequence" not in text or [r[0] for r in rows] != ["
     fail("the text form has no row per rank", subprocess.CompletedProcess([], 0, text, ""))
 
 small = plan("--ranks", "2", "--set", "cluster.ranks.1.memory.trunk_gb=1", "--available-gb", "0.05", code=3)
-if not re.search(r"rank 1's plan does not fit", small.stderr):
+if not re.search(r"rank 1: the memory plan needs .* a shortfall of", small.stderr):
     fail("a rank that does not fit is not named", small)
 alone = subprocess.run([EXE, *BASE, "--json"], capture_output=True, text=True, cwd=SRC)
 if alone.returncode != 2 or "--json goes with --ranks" not in alone.stderr:
