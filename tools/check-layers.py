@@ -54,6 +54,7 @@ HEADERS = {
     "model_config.hpp": "model",
     "geometry.hpp": "model",
     "plan.hpp": "plan",
+    "sampler.hpp": "maths",
     "model.hpp": "engine",
     "batch.hpp": "engine",
     "make_model.hpp": "synth",

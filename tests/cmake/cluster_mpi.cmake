@@ -1,9 +1,10 @@
 # CLI tests of a model split over ranks (docs/cluster.md) with real `mpirun -np N
 # --oversubscribe` on loopback, on the shipped fortune model (8 layers):
 #   exact     ids, logits bits and reports of 2, 3 and 4 ranks (auto and uneven ranges, a rank
-#             whose own budget streams, greedy, sampled, speculative, over TCP) are one
-#             process's, byte for byte; so are a --prompts batch's on 2 and 3 ranks, with a
-#             pass in flight per rank;
+#             whose own budget streams, greedy, sampled, every sampler setting with drafts,
+#             speculative, over TCP) are one process's, byte for byte; so are a --prompts
+#             batch's on 2 and 3 ranks, with a pass in flight per rank; the last rank picks
+#             and sends back only the ids;
 #   failures  a rank whose storage fails (faulty; also under a batch with a pass in flight per
 #             rank), a rank whose pipeline is refused, rank 0's own failure: every rank ends, with the right exit code and a line naming the
 #             rank and the reason, and rank 0 writes its report;
@@ -71,11 +72,16 @@ if(CMAKE_SCRIPT_MODE_FILE)
   endfunction()
 
   if(CASE STREQUAL "exact")
-    foreach(mode greedy sampled speculative)
+    # The last rank picks: "penalized" sends every sampler setting through the wire and
+    # needs the ids before each drafted row there (the repeat penalty's context).
+    foreach(mode greedy sampled penalized speculative)
       if(mode STREQUAL "greedy")
         set(args -p "Life is" -n 12 --draft-max 0)
       elseif(mode STREQUAL "sampled")
         set(args -p "Love is" -n 12 --temp 0.8 --seed 5 --draft-max 0)
+      elseif(mode STREQUAL "penalized")
+        set(args -p "Love is a" -n 16 --temp 0.9 --seed 3 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.3
+                 --repeat-last-n 8 --draft-max 4)
       else()
         set(args -p "The best thing about a boolean is" -n 16 --draft-max 4)
       endif()
@@ -88,11 +94,31 @@ if(CMAKE_SCRIPT_MODE_FILE)
       same(${mode}-4-streamed 4 ${args} --set cluster.ranks.2.memory.trunk_gb=0.0001
            --set cluster.ranks.2.memory.expert_cache_gb=0.0001)
     endforeach()
-    # The speculative run did draft: otherwise it tested nothing more.
-    file(READ "${WORK}/speculative-2.json" report)
-    string(JSON verify GET "${report}" speculative verify_passes)
-    if(verify EQUAL 0)
-      message(FATAL_ERROR "the speculative run verified no drafts")
+    # The speculative runs did draft: otherwise they tested nothing more.
+    foreach(mode speculative penalized)
+      file(READ "${WORK}/${mode}-2.json" report)
+      string(JSON verify GET "${report}" speculative verify_passes)
+      if(verify EQUAL 0)
+        message(FATAL_ERROR "the ${mode} run verified no drafts")
+      endif()
+    endforeach()
+    # Only the picks come back from the last rank: a header and 4 bytes a pick each pass,
+    # never a row of logits (vocab_size × 4 bytes). Its own log line counts what it sent.
+    set(quiet_base ${base})
+    set(base --config presets/laptop.yaml -t 1 --log-level info)
+    run(0 3 -p "Life is" -n 12 --draft-max 0 --out "${WORK}/bytes.json")
+    set(base ${quiet_base})
+    string(REGEX MATCH "rank 0 sent [0-9]+ bytes in ([0-9]+) passes" found "${err}")
+    set(passes "${CMAKE_MATCH_1}")
+    string(REGEX MATCH "rank 2 sent ([0-9]+) bytes" found "${err}")
+    set(last "${CMAKE_MATCH_1}")
+    if(NOT passes OR NOT last)
+      message(FATAL_ERROR "no byte counts in the ranks' logs:\n${err}")
+    endif()
+    math(EXPR least "${passes} * 48")
+    math(EXPR most "48 + ${passes} * (48 + 4) + 48 + 256")  # hello, the passes, the stop
+    if(passes LESS 12 OR last LESS least OR last GREATER most)
+      message(FATAL_ERROR "the last rank sent ${last} bytes for ${passes} passes, not ${least}-${most}")
     endif()
     # A batch of prompts, 4 in flight, some sampled, drafting: rank 0 keeps a pass in
     # flight per rank (groups of sequences) and each prompt's ids are one process's.
@@ -331,7 +357,7 @@ endif()
 find_program(K3_MPIRUN mpirun)
 foreach(c exact failures killed chat config)
   if(c STREQUAL "exact")
-    set(title "cluster-mpi: 2, 3 and 4 ranks (uneven, streamed, TCP; greedy, sampled, speculative; a batch with passes in flight) give one process's ids and logits bits")
+    set(title "cluster-mpi: 2, 3 and 4 ranks (uneven, streamed, TCP; greedy, sampled, penalized, speculative; a batch with passes in flight) give one process's ids and logits bits, the last rank sending back only its picks")
   elseif(c STREQUAL "failures")
     set(title "cluster-mpi: a rank whose storage fails or whose pipeline is refused ends every rank with its code and a line naming it")
   elseif(c STREQUAL "killed")

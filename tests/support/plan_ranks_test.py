@@ -42,16 +42,17 @@ def geometry():
 
 
 g = geometry()
-L, E, V, B = g["num_hidden_layers"], g["hidden_size"], g["vocab_size"], g["attn_res_block_size"]
+L, E, B = g["num_hidden_layers"], g["hidden_size"], g["attn_res_block_size"]
 moe_layers = L - g["first_k_dense_replace"]
 
 
 def sent(last):
-    """The wire format of docs/cluster.md: a 48-byte header, 24 bytes a sequence, 4 a row,
-    then the residual and ceil(last / block) AttnRes snapshots in fp32; the logits back."""
+    """The wire format of docs/cluster.md: a 48-byte header, 80 bytes a sequence (its
+    sampling settings among them), 4 a row, then the residual and ceil(last / block) AttnRes
+    snapshots in fp32; back from the last rank, the header and the pick (4 bytes)."""
     if last == L:
-        return 48 + V * 4
-    return 48 + 24 + 4 + (1 + math.ceil(last / B)) * E * 4
+        return 48 + 4
+    return 48 + 80 + 4 + (1 + math.ceil(last / B)) * E * 4
 
 
 def check(ranks, want_ranges, what):

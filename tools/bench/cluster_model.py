@@ -9,7 +9,7 @@ rank, and the weight bytes it multiplies. From those it predicts the s/token of 
   per rank   max(bytes read / disk bandwidth, compute)   (reads overlap compute: the ring
              and the expert prefetch read ahead while a layer is multiplied)
   compute    --compute-s x (the rank's bytes multiplied / the whole model's) / --speedup
-  network    per hop, bytes sent / link bandwidth + --latency-ms; the last rank's logits
+  network    per hop, bytes sent / link bandwidth + --latency-ms; the last rank's picks
              go back to rank 0
   one token  the sum over ranks and hops: one stream visits the stages one after another
 

@@ -2,8 +2,10 @@
 // holding a contiguous range of layers in its own memory and reading the rest of them from
 // its own storage. Rank 0 runs the job (the front end, the tokenizer, the embedding and its
 // layers); every pass's activations go from rank to rank as raw bytes through a transport
-// plugin (sdk/k3/transport.hpp; `mpi`), and the last rank's logits come back to rank 0,
-// which samples. The output bits are the same as one process's: every rank computes its
+// plugin (sdk/k3/transport.hpp; `mpi`); the last rank picks the next ids (the sampler is a
+// function of the logits, the settings, the position and the ids before it, which every rank
+// holds) and only those come back to rank 0, with the logits rows it asks for (a dump). The
+// output bits are the same as one process's: every rank computes its
 // layers exactly as one process would, on exactly the bytes one process would hold.
 //
 //   std::unique_ptr<k3::Cluster> c = k3::Cluster::join(pipeline);   // cluster.transport

@@ -16,6 +16,9 @@
 namespace k3 {
 
 struct BatchForward::Impl {
+  Impl(Model& m, std::int64_t p, maths::RunBuffers b)
+      : model(m), positions(p), buffers(std::move(b)), sampler(static_cast<std::size_t>(m.config().vocab_size)) {}
+
   Model& model;
   std::int64_t positions;
   maths::RunBuffers buffers;
@@ -26,6 +29,8 @@ struct BatchForward::Impl {
   SliceListeners observer;
   std::vector<float> activations;   ///< rank 0 of a split model: what goes to the next rank
   std::vector<LinkedSlice> linked;  ///< and each sequence's part of it
+  std::vector<float> answered;      ///< a whole model: every answered row, when not all are asked for
+  Sampler sampler;
   /// Rank 0: a pass launched and not collected, with its tentative feeds (session,
   /// position before the pass), which keep nothing if it fails.
   struct Launched {
@@ -47,18 +52,9 @@ struct BatchForward::Impl {
 BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t positions, std::size_t sequences) {
   if (rows == 0 || positions < 1 || sequences == 0)
     throw UsageError("a batched pass needs room for at least one token of one sequence");
-  impl_ = std::make_unique<Impl>(
-      Impl{model,
-           positions,
-           maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows), positions)),
-           {},
-           {},
-           {},
-           {},
-           {},
-           {},
-           {},
-           {}});
+  impl_ = std::make_unique<Impl>(model, positions,
+                                 maths::RunBuffers(
+                                     run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows), positions)));
   impl_->slices.reserve(sequences);
   impl_->tokens.reserve(rows);
   impl_->listeners.reserve(sequences);
@@ -70,20 +66,79 @@ BatchForward::~BatchForward() = default;
 
 std::size_t BatchForward::rows() const noexcept { return impl_->buffers.sizes().chunk; }
 
-void BatchForward::run(std::span<const BatchFeed> feeds, std::vector<float>& logits) {
+void BatchForward::run(std::span<const BatchFeed> feeds, PassOutput& out) {
   Impl& b = *impl_;
   const MemoryPlan& plan = b.model.plan();
   PassLink* link = b.model.impl().link;
   std::size_t banked = 0;
   if (plan.first_layer == 0 && plan.holds_head()) {
-    run_stage(feeds, {}, 0, logits, banked);
+    // Straight into the output when every answered row is asked for (no copy).
+    const bool every = std::all_of(feeds.begin(), feeds.end(), [](const BatchFeed& f) { return f.logits; });
+    std::vector<float>& rows = every ? out.logits : b.answered;
+    run_stage(feeds, {}, 0, rows, banked);
+    answer(feeds, rows, out);
     return;
   }
   if (plan.first_layer != 0 || link == nullptr)
     throw RuntimeError("a model holding layers " + std::to_string(plan.first_layer) + "-" +
                        std::to_string(plan.last_layer - 1) + " runs a pass as a stage of a pipeline of ranks");
   // Rank 0 of a model split over ranks: its layers here, the others through the link.
-  collect(launch(feeds), logits);
+  collect(launch(feeds), out);
+}
+
+void BatchForward::answer(std::span<const BatchFeed> feeds, std::span<const float> logits, PassOutput& out) {
+  Impl& b = *impl_;
+  const auto V = static_cast<std::size_t>(b.model.config().vocab_size);
+  if (feeds.size() != b.pos0.size())
+    throw RuntimeError("a pass answered for " + std::to_string(feeds.size()) + " feeds, run over " +
+                       std::to_string(b.pos0.size()));
+  std::size_t total = 0, picks = 0, kept = 0;
+  for (const BatchFeed& f : feeds) {
+    total += answered_rows(f);
+    picks += f.pick != nullptr ? answered_rows(f) : 0;
+    kept += f.logits ? answered_rows(f) : 0;
+  }
+  if (logits.size() != total * V)
+    throw RuntimeError("a pass answered with " + std::to_string(logits.size() / V) + " logits rows, its feeds have " +
+                       std::to_string(total));
+  out.picks.clear();
+  out.picks.reserve(picks);
+  // Picks first: `logits` may be out.logits itself, compacted below.
+  std::size_t row = 0;
+  for (std::size_t i = 0; i < feeds.size(); ++i) {
+    const BatchFeed& f = feeds[i];
+    const std::size_t n = answered_rows(f);
+    if (f.pick != nullptr) {
+      const std::vector<std::uint32_t>& ids = f.session->tokens();
+      for (std::size_t r = 0; r < n; ++r) {
+        // Row r answers token j; the pick is the id at the position after it, drawn on
+        // every id up to and including token j.
+        const std::size_t j = f.tokens.size() - n + r;
+        const auto after = static_cast<std::size_t>(b.pos0[i]) + j + 1;
+        if (after > ids.size())
+          throw RuntimeError("a session at position " + std::to_string(after) + " holds " + std::to_string(ids.size()) +
+                             " ids");
+        out.picks.push_back(b.sampler.sample(logits.data() + (row + r) * V, *f.pick, static_cast<std::int64_t>(after),
+                                             std::span<const std::uint32_t>(ids).first(after)));
+      }
+    }
+    row += n;
+  }
+  if (logits.data() == out.logits.data() && kept == total) return;
+  out.logits.resize(kept * V);
+  row = 0;
+  std::size_t to = 0;
+  for (const BatchFeed& f : feeds) {
+    const std::size_t n = answered_rows(f);
+    if (f.logits) {
+      // Rows only move towards the front: a forward copy is safe in place.
+      std::copy(logits.begin() + static_cast<std::ptrdiff_t>(row * V),
+                logits.begin() + static_cast<std::ptrdiff_t>((row + n) * V),
+                out.logits.begin() + static_cast<std::ptrdiff_t>(to * V));
+      to += n;
+    }
+    row += n;
+  }
 }
 
 std::size_t BatchForward::stages() const noexcept {
@@ -100,9 +155,10 @@ std::uint64_t BatchForward::launch(std::span<const BatchFeed> feeds) {
   try {
     b.linked.clear();
     for (std::size_t i = 0; i < feeds.size(); ++i) {
-      b.linked.push_back({reinterpret_cast<std::uintptr_t>(feeds[i].session), b.pos0[i],
-                          static_cast<std::uint32_t>(feeds[i].tokens.size()), feeds[i].all_positions,
-                          feeds[i].tentative});
+      const BatchFeed& f = feeds[i];
+      b.linked.push_back({reinterpret_cast<std::uintptr_t>(f.session), b.pos0[i],
+                          static_cast<std::uint32_t>(f.tokens.size()), f.all_positions, f.tentative, f.logits,
+                          f.pick != nullptr, f.pick != nullptr ? *f.pick : SamplingSettings{}});
       if (feeds[i].tentative) l.tentative.emplace_back(feeds[i].session, b.pos0[i]);
     }
     l.pass = link.start(b.linked, b.tokens, b.activations, banked);
@@ -115,7 +171,7 @@ std::uint64_t BatchForward::launch(std::span<const BatchFeed> feeds) {
   return l.pass;
 }
 
-void BatchForward::collect(std::uint64_t pass, std::vector<float>& logits) {
+void BatchForward::collect(std::uint64_t pass, PassOutput& out) {
   Impl& b = *impl_;
   PassLink& link = b.link();
   if (b.launched.empty() || b.launched.front().pass != pass)
@@ -123,7 +179,7 @@ void BatchForward::collect(std::uint64_t pass, std::vector<float>& logits) {
   const Impl::Launched l = std::move(b.launched.front());
   b.launched.pop_front();
   try {
-    link.finish(pass, logits);
+    link.finish(pass, out);
   } catch (...) {
     for (const auto& [session, pos0] : l.tentative) engine::keep_tentative(session->impl(), pos0, 0);
     throw;

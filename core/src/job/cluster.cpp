@@ -40,7 +40,7 @@ void refuse_unsupported(const Pipeline& p) {
 /// order they come, and between two ranks messages keep their order.
 class Cluster::Impl::Link final : public PassLink {
  public:
-  explicit Link(Cluster::Impl& c) : c_(c) {}
+  Link(Cluster::Impl& c, std::size_t vocab) : c_(c), vocab_(vocab) {}
 
   [[nodiscard]] std::size_t stages() const noexcept override { return static_cast<std::size_t>(c_.size); }
 
@@ -50,9 +50,17 @@ class Cluster::Impl::Link final : public PassLink {
       throw Error(static_cast<ExitCode>(f->code), f->reason);  // the ring is broken: no pass goes round
     std::vector<cluster::WireSlice>& out = c_.wire_slices;
     out.clear();
-    for (const LinkedSlice& s : slices)
+    Expected want;
+    for (const LinkedSlice& s : slices) {
+      const SamplingSettings& k = s.sampling;
       out.push_back({s.sequence, s.position, s.rows, static_cast<std::uint8_t>(s.all_positions),
-                     static_cast<std::uint8_t>(s.tentative), 0});
+                     static_cast<std::uint8_t>(s.tentative), static_cast<std::uint8_t>(s.logits),
+                     static_cast<std::uint8_t>(s.pick), k.temperature, k.top_p, k.min_p, k.repeat_penalty, k.top_k,
+                     k.repeat_last_n, k.seed});
+      const std::size_t n = s.all_positions || s.tentative ? s.rows : 1;
+      want.picks += s.pick ? n : 0;
+      want.logits += s.logits ? n * vocab_ : 0;
+    }
     Header h;
     h.kind = Kind::pass;
     h.seq = ++c_.passes;
@@ -63,30 +71,42 @@ class Cluster::Impl::Link final : public PassLink {
                                                 std::as_bytes(tokens), std::as_bytes(activations)};
     c_.wire->progress();
     c_.wire->post(1, h, parts);
-    in_flight_.push_back(h.seq);
+    want.pass = h.seq;
+    in_flight_.push_back(want);
     most_in_flight_ = std::max(most_in_flight_, in_flight_.size());
     return h.seq;
   }
 
-  void finish(std::uint64_t pass, std::vector<float>& logits) override {
-    if (in_flight_.empty() || in_flight_.front() != pass)
+  void finish(std::uint64_t pass, PassOutput& out) override {
+    if (in_flight_.empty() || in_flight_.front().pass != pass)
       throw RuntimeError("pass " + std::to_string(pass) + " is not the oldest in flight");
+    const Expected want = in_flight_.front();
     in_flight_.pop_front();  // whatever comes (or not), this pass is over
     const Message m = c_.wire->receive(c_.size - 1);
     if (m.header.kind == Kind::error) c_.failed(m);
-    if (m.header.kind != Kind::result || m.header.seq != pass || m.payload.size() % sizeof(float) != 0)
+    const std::size_t pick_bytes = want.picks * sizeof(std::uint32_t);
+    if (m.header.kind != Kind::result || m.header.seq != pass || m.header.rows != want.picks ||
+        m.payload.size() != pick_bytes + want.logits * sizeof(float))
       throw RuntimeError("rank " + std::to_string(c_.size - 1) + " answered pass " + std::to_string(pass) +
                          " with an unexpected message");
-    logits.resize(m.payload.size() / sizeof(float));
-    std::memcpy(logits.data(), m.payload.data(), m.payload.size());
+    out.picks.resize(want.picks);
+    std::memcpy(out.picks.data(), m.payload.data(), pick_bytes);
+    out.logits.resize(want.logits);
+    std::memcpy(out.logits.data(), m.payload.data() + pick_bytes, want.logits * sizeof(float));
   }
 
   /// The most passes that were in flight at once.
   [[nodiscard]] std::size_t most_in_flight() const noexcept { return most_in_flight_; }
 
  private:
+  /// A pass started and the answer it asked for.
+  struct Expected {
+    std::uint64_t pass = 0;
+    std::size_t picks = 0, logits = 0;  ///< ids; floats
+  };
   Cluster::Impl& c_;
-  std::deque<std::uint64_t> in_flight_;  ///< passes started, oldest first
+  std::size_t vocab_;
+  std::deque<Expected> in_flight_;  ///< passes started, oldest first
   std::size_t most_in_flight_ = 0;
 };
 
@@ -158,7 +178,7 @@ void Cluster::attach(Model& model) {
   if (m.header.kind == Kind::error) c.failed(m);
   if (m.header.kind != Kind::hello)
     throw RuntimeError("rank " + std::to_string(c.size - 1) + " answered hello with an unexpected message");
-  c.link = std::make_unique<Impl::Link>(c);
+  c.link = std::make_unique<Impl::Link>(c, static_cast<std::size_t>(model.config().vocab_size));
   model.set_pass_link(c.link.get());  // the link outlives the model: the job's ends first
 }
 

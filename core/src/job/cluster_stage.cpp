@@ -63,30 +63,49 @@ class Stage {
     in_.resize(float_bytes / sizeof(float));
     std::memcpy(in_.data(), m.payload.data() + slices_bytes + token_bytes, float_bytes);
     feeds_.clear();
+    sampling_.resize(slices_.size());  // the feeds point into it
     std::size_t row = 0;
-    for (const WireSlice& s : slices_) {
+    for (std::size_t i = 0; i < slices_.size(); ++i) {
+      const WireSlice& s = slices_[i];
       if (s.rows == 0 || row + s.rows > tokens_.size())
         throw RuntimeError("pass " + std::to_string(h.seq) + ": its sequences do not cover its rows");
       Mirror& mirror = follow(s, h.seq);
+      sampling_[i] = {.temperature = s.temperature,
+                      .top_k = s.top_k,
+                      .top_p = s.top_p,
+                      .min_p = s.min_p,
+                      .repeat_penalty = s.repeat_penalty,
+                      .repeat_last_n = s.repeat_last_n,
+                      .seed = s.seed};
       feeds_.push_back({mirror.session.get(), std::span<const std::uint32_t>(tokens_).subspan(row, s.rows),
-                        s.all_positions != 0, s.tentative != 0});
+                        s.all_positions != 0, s.tentative != 0, s.logits != 0, s.pick != 0 ? &sampling_[i] : nullptr});
       row += s.rows;
     }
     std::size_t banked = 0;
     pass_.run_stage(feeds_, in_, h.banked, out_floats_, banked);
+    const bool last = model_.plan().holds_head();
+    // The last rank answers as one process's pass would: the picks, the logits asked for.
+    if (last) pass_.answer(feeds_, out_floats_, answer_);
     for (const WireSlice& s : slices_)
       if (s.tentative != 0) mirrors_[s.sequence].open = s.position;
     check_experts();
     out_h = h;
-    out_h.kind = model_.plan().holds_head() ? Kind::result : Kind::pass;
+    out_h.kind = last ? Kind::result : Kind::pass;
     out_h.banked = static_cast<std::uint32_t>(banked);
     out.clear();
-    if (out_h.kind == Kind::pass) {
+    if (last) {
+      out_h.slices = 0;
+      out_h.rows = static_cast<std::uint32_t>(answer_.picks.size());
+      const auto picks = std::as_bytes(std::span<const std::uint32_t>(answer_.picks));
+      const auto logits = std::as_bytes(std::span<const float>(answer_.logits));
+      out.insert(out.end(), picks.begin(), picks.end());
+      out.insert(out.end(), logits.begin(), logits.end());
+    } else {
       out.insert(out.end(), m.payload.begin(),
                  m.payload.begin() + static_cast<std::ptrdiff_t>(slices_bytes + token_bytes));
+      const auto floats = std::as_bytes(std::span<const float>(out_floats_));
+      out.insert(out.end(), floats.begin(), floats.end());
     }
-    const auto* f = reinterpret_cast<const std::byte*>(out_floats_.data());
-    out.insert(out.end(), f, f + out_floats_.size() * sizeof(float));
     evict(h.seq);
   }
 
@@ -152,7 +171,9 @@ class Stage {
   std::vector<WireSlice> slices_;
   std::vector<std::uint32_t> tokens_;
   std::vector<float> in_, out_floats_;
+  std::vector<SamplingSettings> sampling_;  ///< each slice's, as its feed picks by
   std::vector<BatchFeed> feeds_;
+  PassOutput answer_;  ///< the last rank's
 };
 
 }  // namespace

@@ -150,7 +150,7 @@ namespace k3 {
 
 std::uint64_t cluster_pass_bytes(const ModelConfig& config, std::size_t layer, std::uint64_t rows) {
   const auto layers = static_cast<std::size_t>(config.num_hidden_layers);
-  if (layer >= layers) return sizeof(cluster::Header) + rows * static_cast<std::uint64_t>(config.vocab_size) * 4;
+  if (layer >= layers) return sizeof(cluster::Header) + rows * sizeof(std::uint32_t);
   const auto E = static_cast<std::uint64_t>(config.hidden_size);
   return sizeof(cluster::Header) + sizeof(cluster::WireSlice) + rows * 4 +
          (1 + maths::banked_before(config, layer)) * rows * E * sizeof(float);

@@ -6,7 +6,8 @@
 //   hello   rank 0 → 1 → … → last → 0 once every rank has loaded its layers
 //   pass    rank r → r+1: slices [slices × WireSlice], tokens [rows × u32], then the
 //           activations after rank r's layers (f32 prefix [rows, E], banked × [rows, E])
-//   result  last → 0: the logits (f32), as BatchForward::run writes them
+//   result  last → 0: the picks [rows × u32] (the last rank samples), then the logits rows
+//           rank 0 asked for (f32), as BatchForward::run gives them
 //   error   from the rank that failed, on round the ring to rank 0: exit code and "rank N: why"
 //   stop    rank 0 → 1 → … → last → 0: every rank ends with `code`
 #pragma once
@@ -33,7 +34,7 @@ struct Header {
   Kind kind = Kind::hello;
   std::uint64_t seq = 0;     ///< the pass's number (rank 0 counts them)
   std::uint32_t slices = 0;  ///< pass: sequences in it
-  std::uint32_t rows = 0;    ///< pass: tokens in it
+  std::uint32_t rows = 0;    ///< pass: tokens in it; result: picks in it
   std::uint32_t banked = 0;  ///< pass: AttnRes snapshots among the activations
   std::int32_t code = 0;     ///< error, stop: the exit code
   std::uint64_t payload_bytes = 0;
@@ -41,16 +42,21 @@ struct Header {
 };
 static_assert(sizeof(Header) == 48);
 
-/// One sequence's part of a pass (k3::LinkedSlice on the wire).
+/// One sequence's part of a pass (k3::LinkedSlice on the wire), with the settings the
+/// last rank picks by.
 struct WireSlice {
   std::uint64_t sequence = 0;
   std::int64_t position = 0;
   std::uint32_t rows = 0;
   std::uint8_t all_positions = 0;
   std::uint8_t tentative = 0;
-  std::uint16_t pad = 0;
+  std::uint8_t logits = 0;  ///< its answered rows' logits go back to rank 0
+  std::uint8_t pick = 0;    ///< the last rank picks after each answered row
+  double temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1;
+  std::int64_t top_k = 0, repeat_last_n = 0;
+  std::uint64_t seed = 0;
 };
-static_assert(sizeof(WireSlice) == 24);
+static_assert(sizeof(WireSlice) == 80);
 
 /// A received message.
 struct Message {

@@ -15,6 +15,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// The pick after the last row of a feed that asked for picks.
+std::uint32_t last_pick(std::span<const std::uint32_t> picks) {
+  if (picks.empty()) throw RuntimeError("a pass answered a generation's feed with no pick");
+  return picks.back();
+}
+
 }  // namespace
 
 Sequence::Impl::Impl(Session& s, const GenerateSettings& settings, std::function<void(std::uint32_t)> tokens,
@@ -23,7 +29,6 @@ Sequence::Impl::Impl(Session& s, const GenerateSettings& settings, std::function
       g(settings),
       on_token(std::move(tokens)),
       hooks(std::move(h)),
-      sampler_(static_cast<std::size_t>(s.model().config().vocab_size)),
       vocab_(static_cast<std::size_t>(s.model().config().vocab_size)),
       budget_(static_cast<std::size_t>(std::max<std::int64_t>(0, settings.speculative.max_draft))) {
   r.prompt = g.prompt;
@@ -81,12 +86,16 @@ bool Sequence::Impl::plan_prefill(std::size_t& prefill_left, BatchFeed& feed) {
     end_interrupted_before_feed();
     return false;
   }
+  // A dump wants every row's logits; only the last chunk's last row picks (the first token).
   feed.all_positions = dump_.has_value();
+  feed.logits = dump_.has_value();
+  feed.pick = nullptr;
   if (g.mode == DecodeMode::recompute) {
     // The whole input at once, from the very first token of a resumed conversation.
     feed_ = session.tokens();
     feed_.insert(feed_.end(), input_.begin(), input_.end());
     if (session.position() > 0) session.reset();
+    feed.pick = &g.sampling;
     return true;
   }
   std::size_t n = std::min({static_cast<std::size_t>(g.prefill_chunk), input_.size() - fed_, prefill_left});
@@ -101,6 +110,7 @@ bool Sequence::Impl::plan_prefill(std::size_t& prefill_left, BatchFeed& feed) {
   prefill_left -= n;
   feed_.assign(input_.begin() + static_cast<std::ptrdiff_t>(fed_),
                input_.begin() + static_cast<std::ptrdiff_t>(fed_ + n));
+  if (fed_ + n == input_.size()) feed.pick = &g.sampling;
   return true;
 }
 
@@ -112,6 +122,8 @@ bool Sequence::Impl::plan_decode(BatchFeed& feed) {
     return false;
   }
   feed.all_positions = false;
+  feed.logits = false;
+  feed.pick = &g.sampling;
   const std::vector<std::uint32_t> drafts = draft(next_);
   if (drafts.empty() && g.mode == DecodeMode::recompute) {
     feed_ = session.tokens();
@@ -124,9 +136,6 @@ bool Sequence::Impl::plan_decode(BatchFeed& feed) {
   drafts_ = drafts.size();
   tentative_ = drafts_ != 0;
   if (tentative_) {
-    // Row i picks the successor of feed_[i]: its context is what the session held, then
-    // feed_[0..i] (kept only when the repeat penalty needs it).
-    if (g.sampling.penalizes()) history_.assign(session.tokens().begin(), session.tokens().end());
     accepted_before_ = r.speculative.drafts_accepted;
     ended_ = false;
     verify_failure_ = nullptr;
@@ -134,20 +143,20 @@ bool Sequence::Impl::plan_decode(BatchFeed& feed) {
   return true;
 }
 
-void Sequence::Impl::absorb(std::span<const float> rows) {
-  if (prefill) return absorb_prefill(rows);
-  if (tentative_) return verify(rows);
+void Sequence::Impl::absorb(std::span<const float> rows, std::span<const std::uint32_t> picks) {
+  if (prefill) return absorb_prefill(rows, picks);
+  if (tentative_) return verify(picks);
   ++r.speculative.plain_passes;
   r.steps.push_back({next_, seconds_since(ts_), true});
   ts_ = Clock::now();
-  next_ = sample(rows.data(), session.position(), session.tokens());
+  next_ = last_pick(picks);
   if (emit(next_, session.position())) {
     finish(next_, ts_);
     done = true;
   }
 }
 
-void Sequence::Impl::absorb_prefill(std::span<const float> rows) {
+void Sequence::Impl::absorb_prefill(std::span<const float> rows, std::span<const std::uint32_t> picks) {
   if (g.mode == DecodeMode::recompute) {
     if (dump_) {  // the rows of the input, after those of a resumed conversation
       const std::size_t skip = feed_.size() - input_.size();
@@ -162,10 +171,10 @@ void Sequence::Impl::absorb_prefill(std::span<const float> rows) {
   r.prefill_seconds = seconds_since(t0_);
   if (dump_) dump_->commit();
   prefill = false;
-  start_decode(rows.data() + rows.size() - vocab_);
+  start_decode(last_pick(picks));
 }
 
-void Sequence::Impl::start_decode(const float* last) {
+void Sequence::Impl::start_decode(std::uint32_t first) {
   // At most one token more than the context still holds can be generated.
   const std::int64_t room = session.max_positions() - session.position() + 1;
   const auto planned = static_cast<std::size_t>(std::max<std::int64_t>(0, std::min(g.max_new_tokens, room)));
@@ -177,7 +186,7 @@ void Sequence::Impl::start_decode(const float* last) {
     return;
   }
   ts_ = Clock::now();
-  next_ = sample(last, session.position(), session.tokens());
+  next_ = first;
   if (emit(next_, session.position())) {
     finish(next_, ts_);
     done = true;
@@ -236,13 +245,16 @@ std::vector<std::uint32_t> Sequence::Impl::draft(std::uint32_t next) {
   return drafts;
 }
 
-// The next token was fed with its drafts in one pass: row i of the logits picks the
-// successor of token i exactly as a sequential run would (same bits, same (seed, position)
-// draw). Every picked token is handed out in order; a draft that differs from the pick ends
-// the check and the pick is the next token. keep(): the next token and the drafts confirmed.
-void Sequence::Impl::verify(std::span<const float> rows) {
+// The next token was fed with its drafts in one pass: pick i is the successor of token i
+// exactly as a sequential run would draw it (same logits bits, same (seed, position) draw,
+// same ids before it). Every picked token is handed out in order; a draft that differs from
+// the pick ends the check and the pick is the next token. keep(): the next token and the
+// drafts confirmed.
+void Sequence::Impl::verify(std::span<const std::uint32_t> picks) {
   const std::int64_t pos0 = session.position() - static_cast<std::int64_t>(feed_.size());
-  const bool penalizes = g.sampling.penalizes();
+  if (picks.size() != drafts_ + 1)
+    throw RuntimeError("a verification of " + std::to_string(drafts_) + " drafts answered with " +
+                       std::to_string(picks.size()) + " picks");
   ++r.speculative.verify_passes;
   r.speculative.drafts_proposed += drafts_;
   keep_ = 1;  // next
@@ -250,8 +262,7 @@ void Sequence::Impl::verify(std::span<const float> rows) {
   for (std::size_t i = 0; i <= drafts_; ++i) {
     ts_ = Clock::now();
     const std::int64_t at = pos0 + 1 + static_cast<std::int64_t>(i);
-    if (penalizes) history_.push_back(feed_[i]);
-    const std::uint32_t t = sample(rows.data() + i * vocab_, at, history_);
+    const std::uint32_t t = picks[i];
     try {
       ended_ = emit(t, at);
     } catch (...) {

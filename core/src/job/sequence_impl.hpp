@@ -1,5 +1,6 @@
 // The inside of k3::Sequence (k3/scheduler.hpp): one generation as steps. The scheduler
-// asks it for its feed of a step (plan), hands it its logits rows (absorb), settles a
+// asks it for its feed of a step (plan: the pass picks its next ids by its sampling
+// settings), hands it the pass's answer (absorb: the picks, and the logits rows of a dump), settles a
 // tentative chunk it kept a prefix of (Session::keep_tentative), then lets it finish the
 // step (settle). What generate() did in one loop (prefill, sample, emit, verify drafts)
 // lives here once, for one sequence alone and for many in a batch.
@@ -32,9 +33,10 @@ struct Sequence::Impl {
   /// (`prefill_left`, taken from), or it just ended (a stop request before a chunk or a
   /// token; done() then).
   bool plan(std::size_t& prefill_left, BatchFeed& feed);
-  /// Its logits rows of the pass (all of the feed's, or its last). A tentative feed's
-  /// verification decides keep() here.
-  void absorb(std::span<const float> rows);
+  /// Its answer of the pass: a pick after each row the pass answered its feed with (all of
+  /// the feed's, or its last), and their logits when it asked for them (a dump). A
+  /// tentative feed's verification decides keep() here.
+  void absorb(std::span<const float> rows, std::span<const std::uint32_t> picks);
   /// Drafts a tentative feed keeps (its next token included).
   [[nodiscard]] std::size_t keep() const noexcept { return keep_; }
   /// After the session settled the step (its tentative chunk kept): ends of generation
@@ -54,20 +56,16 @@ struct Sequence::Impl {
 
  private:
   bool stop_requested() const { return g.stop != nullptr && g.stop->load(std::memory_order_relaxed); }
-  std::uint32_t sample(const float* logits, std::int64_t position, std::span<const std::uint32_t> context) {
-    return sampler_.sample(logits, g.sampling, position, context);
-  }
   bool plan_prefill(std::size_t& prefill_left, BatchFeed& feed);
   bool plan_decode(BatchFeed& feed);
-  void absorb_prefill(std::span<const float> rows);
-  void start_decode(const float* last);
+  void absorb_prefill(std::span<const float> rows, std::span<const std::uint32_t> picks);
+  void start_decode(std::uint32_t first);
   bool emit(std::uint32_t t, std::int64_t position);
   void finish(std::uint32_t last_token, Clock::time_point ts);
   std::vector<std::uint32_t> draft(std::uint32_t next);
-  void verify(std::span<const float> rows);
+  void verify(std::span<const std::uint32_t> picks);
   void end_interrupted_before_feed();
 
-  Sampler sampler_;
   std::size_t vocab_;
   std::vector<std::uint32_t> input_;  ///< pending ids, then the prompt
   std::size_t fed_ = 0;               ///< of input_
@@ -83,7 +81,7 @@ struct Sequence::Impl {
   std::exception_ptr verify_failure_;  ///< on_token threw during verification
   std::uint64_t accepted_before_ = 0;
   StepRecord finish_step_;
-  std::vector<std::uint32_t> context_, history_;
+  std::vector<std::uint32_t> context_;
   DraftBudget budget_;
 };
 

@@ -1,7 +1,8 @@
 // k3::StepScheduler (k3/scheduler.hpp): each step, one batched forward pass (k3/batch.hpp)
 // over every active sequence's next positions: the decoding sequences' tokens and drafts
 // first, then prompt chunks within the prefill budget, the oldest prefilling sequence
-// first. Then each sequence takes its rows; the sequences done leave.
+// first. Then each sequence takes its answer (the ids the pass picked by its sampling
+// settings; logits rows only for a dump); the sequences done leave.
 //
 // On rank 0 of a model split over R ranks the active sequences go in groups instead, up to
 // R passes in flight at once (docs/cluster.md, "How a pass travels"): a step launches a
@@ -57,7 +58,7 @@ struct StepScheduler::Impl {
     busy.reserve(n);
     group.feeds.reserve(n);
     group.members.reserve(n);
-    logits.reserve(step_rows(s) * vocab);
+    answer.picks.reserve(step_rows(s));
   }
 
   /// Into `g`, the feeds of this step of at most `most` sequences not in flight, decoding
@@ -93,11 +94,11 @@ struct StepScheduler::Impl {
   /// then collects the oldest.
   void run_pipelined();
 
-  /// Collects every pass in flight, dropping its logits (a step that failed as a whole).
+  /// Collects every pass in flight, dropping its answer (a step that failed as a whole).
   void abandon() noexcept {
     for (PassGroup& g : flying) {
       try {
-        pass.collect(g.pass, logits);
+        pass.collect(g.pass, answer);
       } catch (...) {
         // the pass is over either way; its sequences fail with the step
       }
@@ -106,15 +107,18 @@ struct StepScheduler::Impl {
     busy.clear();
   }
 
-  /// Hands each sequence of `g`'s pass its rows and settles its tentative chunk.
+  /// Hands each sequence of `g`'s pass its picks and logits rows and settles its tentative
+  /// chunk.
   void distribute(const PassGroup& g) {
-    std::size_t row = 0;
+    std::size_t row = 0, pick = 0;
     for (std::size_t k = 0; k < g.feeds.size(); ++k) {
       const BatchFeed& f = g.feeds[k];
       Sequence::Impl& q = *g.members[k];
-      const std::size_t n = f.all_positions || f.tentative ? f.tokens.size() : 1;
+      const std::size_t n = answered_rows(f);
+      const std::size_t rows = f.logits ? n : 0, picks = f.pick != nullptr ? n : 0;
       try {
-        q.absorb(std::span<const float>(logits).subspan(row * vocab, n * vocab));
+        q.absorb(std::span<const float>(answer.logits).subspan(row * vocab, rows * vocab),
+                 std::span<const std::uint32_t>(answer.picks).subspan(pick, picks));
         if (f.tentative) q.session.keep_tentative(q.keep());
         q.settle();
       } catch (...) {
@@ -127,7 +131,8 @@ struct StepScheduler::Impl {
         }
         q.fail(std::current_exception());
       }
-      row += n;
+      row += rows;
+      pick += picks;
     }
   }
 
@@ -139,7 +144,7 @@ struct StepScheduler::Impl {
   PassGroup group;                    ///< a whole model's step
   std::deque<PassGroup> flying;       ///< a split model's passes in flight, oldest first
   std::vector<Sequence::Impl*> busy;  ///< the sequences in them
-  std::vector<float> logits;
+  PassOutput answer;                  ///< of the pass being distributed
   StepStats last;
 };
 
@@ -196,7 +201,7 @@ void StepScheduler::Impl::run_step() {
   if (!group.feeds.empty()) {
     bool passed = true;
     try {
-      pass.run(group.feeds, logits);
+      pass.run(group.feeds, answer);
     } catch (...) {
       passed = false;
       for (Sequence::Impl* q : group.members) q->fail(std::current_exception());
@@ -240,7 +245,7 @@ void StepScheduler::Impl::run_pipelined() {
   });
   bool passed = true;
   try {
-    pass.collect(g.pass, logits);
+    pass.collect(g.pass, answer);
   } catch (...) {
     passed = false;
     for (Sequence::Impl* q : g.members) q->fail(std::current_exception());

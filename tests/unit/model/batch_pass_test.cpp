@@ -17,6 +17,7 @@
 #include <k3/model.hpp>
 #include <k3/plan.hpp>
 #include <k3/plugin_host.hpp>
+#include <k3/sampler.hpp>
 
 #include "test_models.hpp"
 
@@ -93,7 +94,8 @@ Seen batched(k3::Model& m, const std::vector<std::vector<std::uint32_t>>& ids) {
   Seen seen(n);
   std::vector<std::size_t> fed(n, 0);
   std::uint64_t x = 7;
-  std::vector<float> logits;
+  k3::PassOutput out;
+  const std::vector<float>& logits = out.logits;
   const auto V = static_cast<std::size_t>(m.config().vocab_size);
   for (std::size_t step = 0;; ++step) {
     std::vector<k3::BatchFeed> feeds;
@@ -113,7 +115,8 @@ Seen batched(k3::Model& m, const std::vector<std::vector<std::uint32_t>>& ids) {
       true_len.push_back(len);
     }
     if (feeds.empty()) break;
-    pass.run(feeds, logits);
+    pass.run(feeds, out);
+    CHECK(out.picks.empty());  // no feed asked for any
     std::size_t row = 0;
     for (std::size_t f = 0; f < feeds.size(); ++f) {
       const std::size_t i = who[f], len = true_len[f];
@@ -196,21 +199,22 @@ TEST_CASE("a batched pass refuses what a session refuses, and a failed pass keep
   k3::Model m(k3::test::test_model("tiny"), host, resident("scalar", 1));
   k3::Session a(m, kContext), b(m, kContext);
   k3::BatchForward pass(m, 8, kContext, 2);
+  k3::PassOutput out;
   std::vector<float> logits;
   const std::vector<std::uint32_t> ok = {1, 2, 3};
   const std::vector<std::uint32_t> bad = {4, static_cast<std::uint32_t>(m.config().vocab_size)};
   // An id outside the vocabulary: refused before any compute, nothing fed to either.
   const std::vector<k3::BatchFeed> feeds = {{&a, ok, false, true}, {&b, bad}};
-  CHECK_THROWS_AS(pass.run(feeds, logits), k3::UsageError);
+  CHECK_THROWS_AS(pass.run(feeds, out), k3::UsageError);
   CHECK(a.position() == 0);
   CHECK(b.position() == 0);
   // The same session twice in a pass.
   const std::vector<k3::BatchFeed> twice = {{&a, ok}, {&a, ok}};
-  CHECK_THROWS_AS(pass.run(twice, logits), k3::RuntimeError);
+  CHECK_THROWS_AS(pass.run(twice, out), k3::RuntimeError);
   // A tentative feed must be closed before the session is fed again.
   const std::vector<k3::BatchFeed> tentative = {{&a, ok, false, true}};
-  pass.run(tentative, logits);
-  CHECK(logits.size() == 3 * static_cast<std::size_t>(m.config().vocab_size));  // every row of a tentative feed
+  pass.run(tentative, out);
+  CHECK(out.logits.size() == 3 * static_cast<std::size_t>(m.config().vocab_size));  // every row of a tentative feed
   CHECK_THROWS_AS(a.feed(ok, false, logits), k3::RuntimeError);
   CHECK_THROWS_AS(a.keep_tentative(4), k3::RuntimeError);
   a.keep_tentative(1);
@@ -244,7 +248,7 @@ TEST_CASE("a batched pass reads each streamed trunk layer once and each routed e
   k3::BatchForward pass(m, kSequences, kContext, kSequences);
   RoutedExperts routed;
   for (auto& s : sessions) s->set_routing_listener(&routed);
-  std::vector<float> logits;
+  k3::PassOutput out;
   std::uint64_t x = 5;
   // One pass of `n` sequences, a token each (their second: the first pass filled the pipes);
   // what it read.
@@ -257,9 +261,9 @@ TEST_CASE("a batched pass reads each streamed trunk layer once and each routed e
     }
     routed = {};
     const k3::StreamStats before = m.stream_stats();
-    pass.run(feeds, logits);
+    pass.run(feeds, out);
     const k3::StreamStats after = m.stream_stats();
-    CHECK(logits.size() == n * static_cast<std::size_t>(c.vocab_size));
+    CHECK(out.logits.size() == n * static_cast<std::size_t>(c.vocab_size));
     return std::pair{after.trunk_bytes - before.trunk_bytes, after.expert_bytes - before.expert_bytes};
   };
   one_pass(kSequences);  // every session at position 1
@@ -277,4 +281,72 @@ TEST_CASE("a batched pass reads each streamed trunk layer once and each routed e
   CHECK(routed.distinct.size() * 3 <= routed.requests * 2);
   CHECK(experts_all > experts_one);
   CHECK(experts_all <= routed.distinct.size() * m.plan().expert_slot_bytes);
+}
+
+TEST_CASE("a pass picks what a caller draws from each row fed alone, and answers only the logits a feed asks for",
+          "[model][batch][sampling]") {
+  k3::PluginHost host;
+  k3::Model m(k3::test::test_model("tiny"), host, resident("scalar", 1));
+  const auto V = static_cast<std::size_t>(m.config().vocab_size);
+  // Settings that use every part of the sampler, the repeat penalty's context included.
+  k3::SamplingSettings sampled{.temperature = 0.9,
+                               .top_k = 40,
+                               .top_p = 0.95,
+                               .min_p = 0.01,
+                               .repeat_penalty = 1.4,
+                               .repeat_last_n = 6,
+                               .seed = 11};
+  k3::SamplingSettings greedy{.repeat_penalty = 1.6, .repeat_last_n = -1};
+  const auto ids = prompts(m.config());
+  // The reference: each sequence fed a token at a time alone, each row drawn by the caller
+  // at the position after its token, on every id up to it.
+  const auto drawn_alone = [&](const std::vector<std::uint32_t>& p, const k3::SamplingSettings& s) {
+    k3::Session alone(m, kContext);
+    std::vector<float> row;
+    std::vector<std::uint32_t> picks;
+    for (std::uint32_t id : p) {
+      alone.feed({&id, 1}, false, row);
+      picks.push_back(k3::sample_token(row.data(), V, s, alone.position(), alone.tokens()));
+    }
+    return std::pair{picks, row};
+  };
+  const std::vector<std::uint32_t> picks0 = drawn_alone(ids[0], sampled).first;
+  const std::vector<std::uint32_t> picks1 = drawn_alone(ids[1], greedy).first;
+  const std::vector<std::uint32_t> picks2 = drawn_alone(ids[2], sampled).first;
+  // The sampled draws are not all the greedy pick: the settings reach the sampler.
+  CHECK(picks0 != drawn_alone(ids[0], greedy).first);
+
+  k3::Session a(m, kContext), b(m, kContext), c(m, kContext);
+  k3::BatchForward pass(m, 24, kContext, 3);
+  k3::PassOutput out;
+  // A 4-token prefix of each first, then: a every row picked without logits, b a tentative
+  // chunk picked with its logits, c its last row picked with its logits.
+  const std::span<const std::uint32_t> a0(ids[0].data(), 4), b0(ids[1].data(), 4), c0(ids[2].data(), 4);
+  const std::vector<k3::BatchFeed> first = {{&a, a0, false, false, false, nullptr},
+                                            {&b, b0, false, false, false, nullptr},
+                                            {&c, c0, false, false, true, &sampled}};
+  pass.run(first, out);
+  REQUIRE(out.picks.size() == 1);
+  CHECK(out.picks[0] == picks2[3]);
+  CHECK(out.logits.size() == V);  // c's last row; a and b asked for nothing
+  const std::span<const std::uint32_t> a1(ids[0].data() + 4, 5), b1(ids[1].data() + 4, 3), c1(ids[2].data() + 4, 2);
+  const std::vector<k3::BatchFeed> second = {{&a, a1, true, false, false, &sampled},
+                                             {&b, b1, false, true, true, &greedy},
+                                             {&c, c1, false, false, true, &sampled}};
+  pass.run(second, out);
+  b.keep_tentative(3);
+  const std::vector<std::uint32_t> want = {picks0[4], picks0[5], picks0[6], picks0[7], picks0[8],
+                                           picks1[4], picks1[5], picks1[6], picks2[5]};
+  CHECK(out.picks == want);
+  // b's three rows, then c's one: the last of each is the alone run's row at that position.
+  REQUIRE(out.logits.size() == 4 * V);
+  const auto row_of = [&](std::size_t r) {
+    return std::vector<float>(out.logits.begin() + static_cast<std::ptrdiff_t>(r * V),
+                              out.logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * V));
+  };
+  const auto prefix = [&](std::size_t i, std::size_t n) {
+    return std::vector<std::uint32_t>(ids[i].begin(), ids[i].begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  CHECK(same_bits(row_of(3), drawn_alone(prefix(2, 6), sampled).second));
+  CHECK(same_bits(row_of(2), drawn_alone(prefix(1, 7), greedy).second));
 }

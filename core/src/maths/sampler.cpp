@@ -10,7 +10,7 @@
 #include <numeric>
 #include <vector>
 
-#include <k3/generate.hpp>
+#include <k3/sampler.hpp>
 
 namespace k3 {
 namespace {
