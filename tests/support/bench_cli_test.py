@@ -53,7 +53,7 @@ import time
 
 PROMPT_IDS = "5,17,99,123,7,300,42,250,11,64,480,3,77,150,222,333,444,12,91,500,8,260,199,31,400,55,170,290,13,360,88,245"
 METRICS = ["prefill_tokens_per_second", "decode_tokens_per_second", "seconds_per_token", "io_wait_per_token",
-           "hit_rate", "prefetch_hit_rate", "expert_bytes_per_token", "trunk_bytes_per_token",
+           "expert_io_wait_per_token", "hit_rate", "prefetch_hit_rate", "expert_bytes_per_token", "trunk_bytes_per_token",
            "table_bytes_per_token", "peak_rss_bytes"]
 
 
@@ -153,6 +153,10 @@ def check_json_result(j, run, labels, reps, new_tokens):
                 check(close(m[key], d[raw] / s["decode_forwards"]), where + ": " + key, run)
             check(close(m["io_wait_per_token"], d["io_wait_seconds"] / s["decode_forwards"]),
                   where + ": I/O wait per token", run)
+            check(close(m["expert_io_wait_per_token"], d["expert_io_wait_seconds"] / s["decode_forwards"]),
+                  where + ": expert I/O wait per token", run)
+            check(0 <= d["expert_io_wait_seconds"] <= d["io_wait_seconds"] + 1e-6,
+                  where + ": the experts' I/O wait is part of the whole", run)
             if d["expert_requests"] == 0:
                 check(m["hit_rate"] is None, where + ": a hit rate without expert requests", run)
                 check(m["prefetch_hit_rate"] is None, where + ": a prefetch hit rate without expert requests", run)

@@ -67,6 +67,7 @@ struct BenchIo {
   std::uint64_t expert_requests = 0, expert_hits = 0;
   std::uint64_t prefetch_hits = 0;  ///< requests served by an expert the router lookahead read ahead
   double io_wait_seconds = 0;
+  double expert_wait_seconds = 0;  ///< of io_wait_seconds, for routed experts
 };
 
 /// One timed repetition. The derived metrics below are what bench prints.
@@ -91,15 +92,16 @@ enum class BenchMetric : int {
   prefill_tokens_per_second,
   decode_tokens_per_second,
   seconds_per_token,
-  io_wait_per_token,       ///< seconds the compute waited on storage ÷ decode forwards
-  hit_rate,                ///< expert-cache true hits ÷ requests over the decode forwards
-  prefetch_hit_rate,       ///< requests served by a router-lookahead prefetch ÷ requests
-  expert_bytes_per_token,  ///< decode forwards only, like the two below
+  io_wait_per_token,         ///< seconds the compute waited on storage ÷ decode forwards
+  expert_io_wait_per_token,  ///< of those, the waits for routed experts ÷ decode forwards
+  hit_rate,                  ///< expert-cache true hits ÷ requests over the decode forwards
+  prefetch_hit_rate,         ///< requests served by a router-lookahead prefetch ÷ requests
+  expert_bytes_per_token,    ///< decode forwards only, like the two below
   trunk_bytes_per_token,
   table_bytes_per_token,  ///< embedding rows, lm_head, global norms
   peak_rss_bytes,
 };
-inline constexpr int bench_metric_count = 10;
+inline constexpr int bench_metric_count = 11;
 
 struct BenchMetricInfo {
   const char* key;    ///< JSON and CSV name: "decode_tokens_per_second"

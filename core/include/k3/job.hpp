@@ -41,6 +41,7 @@ struct StepIo {
   std::uint64_t expert_bytes = 0, trunk_bytes = 0, table_bytes = 0;
   std::uint64_t expert_requests = 0, expert_hits = 0;
   double io_wait_seconds = 0;
+  double expert_wait_seconds = 0;  ///< of io_wait_seconds, for routed experts
   /// True resident hit rate: requests served by an expert already in the cache (nothing is
   /// read speculatively, so every hit is a true one); 0 when there were no requests.
   [[nodiscard]] double hit_rate() const {

@@ -96,7 +96,10 @@ struct StreamStats {
   /// routed, and both (recall = correct/routed, precision = correct/predicted).
   std::uint64_t lookahead_predicted = 0, lookahead_routed = 0, lookahead_correct = 0;
   double io_wait_seconds = 0;  ///< the compute thread waited for storage
-  double read_seconds = 0;     ///< time inside storage reads, all threads
+  /// Of io_wait_seconds, the waits for routed experts (the rest: trunk layers and the
+  /// embedding and lm_head tables).
+  double expert_wait_seconds = 0;
+  double read_seconds = 0;  ///< time inside storage reads, all threads
   /// Time spent checking the bytes read from a packed trunk against its checksums, all
   /// threads (0 without model.packed_trunk); the reader threads' part overlaps the compute.
   double verify_seconds = 0;

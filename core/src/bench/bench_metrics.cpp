@@ -17,6 +17,7 @@ constexpr BenchMetricInfo metric_table[bench_metric_count] = {
     {"decode_tokens_per_second", "decode tokens/s", false},
     {"seconds_per_token", "s/token", false},
     {"io_wait_per_token", "I/O wait/token", false},
+    {"expert_io_wait_per_token", "expert I/O wait/token", false},
     {"hit_rate", "expert-cache hit rate", false},
     {"prefetch_hit_rate", "prefetch hit rate", false},
     {"expert_bytes_per_token", "experts read/token", true},
@@ -36,6 +37,7 @@ double bench_metric(const BenchSample& s, BenchMetric m) {
     case BenchMetric::decode_tokens_per_second: return per(forwards, s.decode.seconds);
     case BenchMetric::seconds_per_token: return per(s.decode.seconds, forwards);
     case BenchMetric::io_wait_per_token: return per(s.decode_io.io_wait_seconds, forwards);
+    case BenchMetric::expert_io_wait_per_token: return per(s.decode_io.expert_wait_seconds, forwards);
     case BenchMetric::hit_rate:
       // A resident model asks no cache for experts: there is no rate, not a rate of 0.
       return per(static_cast<double>(s.decode_io.expert_hits), static_cast<double>(s.decode_io.expert_requests));

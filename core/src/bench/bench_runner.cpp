@@ -24,6 +24,7 @@ BenchIo io_between(const StreamStats& a, const StreamStats& b) {
   io.expert_hits = b.expert_hits - a.expert_hits;
   io.prefetch_hits = b.prefetch_hits - a.prefetch_hits;
   io.io_wait_seconds = b.io_wait_seconds - a.io_wait_seconds;
+  io.expert_wait_seconds = b.expert_wait_seconds - a.expert_wait_seconds;
   return io;
 }
 

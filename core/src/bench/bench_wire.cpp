@@ -4,9 +4,10 @@ namespace k3 {
 namespace {
 
 nlohmann::json io_json(const BenchIo& io) {
-  return {{"expert_bytes", io.expert_bytes},       {"trunk_bytes", io.trunk_bytes}, {"table_bytes", io.table_bytes},
-          {"expert_requests", io.expert_requests}, {"expert_hits", io.expert_hits}, {"prefetch_hits", io.prefetch_hits},
-          {"io_wait_seconds", io.io_wait_seconds}};
+  return {{"expert_bytes", io.expert_bytes},       {"trunk_bytes", io.trunk_bytes},
+          {"table_bytes", io.table_bytes},         {"expert_requests", io.expert_requests},
+          {"expert_hits", io.expert_hits},         {"prefetch_hits", io.prefetch_hits},
+          {"io_wait_seconds", io.io_wait_seconds}, {"expert_io_wait_seconds", io.expert_wait_seconds}};
 }
 
 BenchIo io_of(const nlohmann::json& j) {
@@ -18,6 +19,7 @@ BenchIo io_of(const nlohmann::json& j) {
   j.at("expert_hits").get_to(io.expert_hits);
   j.at("prefetch_hits").get_to(io.prefetch_hits);
   j.at("io_wait_seconds").get_to(io.io_wait_seconds);
+  j.at("expert_io_wait_seconds").get_to(io.expert_wait_seconds);
   return io;
 }
 

@@ -164,6 +164,7 @@ StreamStats Model::stream_stats() const {
   s.lookahead_routed = c.lookahead_routed;
   s.lookahead_correct = c.lookahead_correct;
   s.io_wait_seconds = static_cast<double>(c.io_wait_ns.load()) * 1e-9;
+  s.expert_wait_seconds = static_cast<double>(c.expert_wait_ns.load()) * 1e-9;
   s.read_seconds = static_cast<double>(c.read_ns.load()) * 1e-9;
   s.verify_seconds = static_cast<double>(c.verify_ns.load()) * 1e-9;
   std::lock_guard<std::mutex> lk(c.failures_mutex);

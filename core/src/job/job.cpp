@@ -197,7 +197,8 @@ void report_generation(JobReport& rep, Runtime& runtime, const GenerateSettings&
     const StreamStats &a = marks[i], &b = marks[i + 1];
     rep.step_io.push_back({b.expert_bytes - a.expert_bytes, b.trunk_bytes - a.trunk_bytes,
                            b.table_bytes - a.table_bytes, b.expert_requests - a.expert_requests,
-                           b.expert_hits - a.expert_hits, b.io_wait_seconds - a.io_wait_seconds});
+                           b.expert_hits - a.expert_hits, b.io_wait_seconds - a.io_wait_seconds,
+                           b.expert_wait_seconds - a.expert_wait_seconds});
   }
   rep.wall_seconds = rep.load_seconds +
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded).count();
@@ -341,6 +342,7 @@ nlohmann::json steps_json(const JobReport& r) {
       step["expert_hits"] = io.expert_hits;
       step["true_hit_rate"] = io.hit_rate();
       step["io_wait_seconds"] = io.io_wait_seconds;
+      step["expert_io_wait_seconds"] = io.expert_wait_seconds;
     }
     steps.push_back(step);
   }
@@ -481,6 +483,7 @@ std::string report_json(const JobReport& r) {
       r.io.expert_requests ? static_cast<double>(r.io.expert_hits) / static_cast<double>(r.io.expert_requests) : 0.0;
   j["prefetch"] = prefetch_json(r);
   j["io_wait_seconds"] = r.io.io_wait_seconds;
+  j["expert_io_wait_seconds"] = r.io.expert_wait_seconds;
   j["read_seconds"] = r.io.read_seconds;
   j["wall_seconds"] = r.wall_seconds;
   j["io_share"] = r.io_share;

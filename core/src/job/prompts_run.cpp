@@ -59,6 +59,7 @@ StreamStats minus(const StreamStats& b, const StreamStats& a) {
   d.expert_requests -= a.expert_requests;
   d.expert_hits -= a.expert_hits;
   d.io_wait_seconds -= a.io_wait_seconds;
+  d.expert_wait_seconds -= a.expert_wait_seconds;
   d.read_seconds -= a.read_seconds;
   return d;
 }

@@ -364,6 +364,7 @@ void ExpertCache::make_room(std::unique_lock<std::mutex>& lk, std::size_t layer,
   }
   if (room >= missing) return;
   streaming::ScopedTimer t(counters_.io_wait_ns);
+  streaming::ScopedTimer e(counters_.expert_wait_ns);
   reader_.wait(lk, [&] { return prefetch_loading_ == 0; });
 }
 
@@ -605,6 +606,7 @@ maths::ExpertWeights ExpertCache::Lease::wait_one(std::size_t i) {
   auto lk = c.reader_.lock();
   if (c.slot_[s].state == State::loading) {
     streaming::ScopedTimer t(c.counters_.io_wait_ns);
+    streaming::ScopedTimer e(c.counters_.expert_wait_ns);
     c.reader_.wait(lk, [&] { return c.slot_[s].state != State::loading; });
   }
   if (c.slot_[s].state != State::ready) {

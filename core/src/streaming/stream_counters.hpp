@@ -28,9 +28,10 @@ struct StreamCounters {
   std::atomic<std::uint64_t> lookahead_predicted{0};
   std::atomic<std::uint64_t> lookahead_routed{0};
   std::atomic<std::uint64_t> lookahead_correct{0};
-  std::atomic<std::uint64_t> io_wait_ns{0};  ///< compute thread blocked on storage
-  std::atomic<std::uint64_t> read_ns{0};     ///< inside storage reads, any thread
-  std::atomic<std::uint64_t> verify_ns{0};   ///< checking packed-trunk bytes against trunk.json, any thread
+  std::atomic<std::uint64_t> io_wait_ns{0};      ///< compute thread blocked on storage
+  std::atomic<std::uint64_t> expert_wait_ns{0};  ///< of io_wait_ns: waiting for routed experts
+  std::atomic<std::uint64_t> read_ns{0};         ///< inside storage reads, any thread
+  std::atomic<std::uint64_t> verify_ns{0};       ///< checking packed-trunk bytes against trunk.json, any thread
 
   std::mutex failures_mutex;
   std::vector<std::string> expert_failures;  ///< "layer L expert E: detail"

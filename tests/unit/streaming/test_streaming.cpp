@@ -442,3 +442,35 @@ TEST_CASE("dtype mixes: compact and f32 give the release mix's bits, resident, s
     }
   }
 }
+
+TEST_CASE("tiny: the I/O wait is split: the waits for routed experts are counted apart from the trunk's") {
+  const auto& dir = k3::test::test_model("tiny");
+  k3::PluginHost host;
+  if (!has_plugin(host, k3::PluginKind::storage, "throttle")) {
+    WARN("SKIP: the throttle storage plugin is not built");
+    return;
+  }
+  // A slow disk, so that the compute thread waits for what it reads.
+  const auto slow = [](k3::ModelSettings s) {
+    s.storage = "throttle";
+    s.storage_params = {{"bandwidth_mbps", "4"}};
+    return s;
+  };
+  const RunResult base = run(dir, host, resident_settings(), 3);
+  // The trunk pinned whole, the experts streamed: every wait is one for experts.
+  const RunResult experts = run(dir, host, slow(streamed_settings("tiny", 1.0, 3, false)), 3);
+  require_same(base, experts);
+  CHECK_FALSE(experts.plan.streams_trunk());
+  REQUIRE(experts.plan.streams_experts());
+  const k3::StreamStats& e = experts.after;
+  CHECK(e.expert_wait_seconds > 0);
+  CHECK(e.expert_wait_seconds <= e.io_wait_seconds);
+  CHECK(e.io_wait_seconds - e.expert_wait_seconds < 0.01 * e.io_wait_seconds + 1e-3);
+  // The trunk streamed too: its waits count in the whole, not in the experts'.
+  const RunResult both = run(dir, host, slow(streamed_settings("tiny", 0.0, 3, false)), 3);
+  require_same(base, both);
+  REQUIRE(both.plan.streams_trunk());
+  const k3::StreamStats& b = both.after;
+  CHECK(b.expert_wait_seconds > 0);
+  CHECK(b.io_wait_seconds - b.expert_wait_seconds > 0.01);
+}
