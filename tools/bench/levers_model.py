@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Full K3 at `laptop` with the levers on: predicted s/token at several disk speeds
-(docs/benchmarks.md, "Full K3 geometry, every lever"). Not a measurement: it combines the
+(docs/benchmarks-log.md, "Every lever at full scale"). Not a measurement: it combines the
 measured figures below, each from its own benchmark, by the streaming design's rule.
 
 Inputs (defaults: the measured figures, docs/benchmarks-log.md):
