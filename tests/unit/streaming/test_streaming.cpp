@@ -457,7 +457,7 @@ TEST_CASE("tiny: the I/O wait is split: the waits for routed experts are counted
     return s;
   };
   const RunResult base = run(dir, host, resident_settings(), 3);
-  // The trunk pinned whole, the experts streamed: every wait is one for experts.
+  // The trunk pinned whole, the experts streamed: nearly every wait is one for experts.
   const RunResult experts = run(dir, host, slow(streamed_settings("tiny", 1.0, 3, false)), 3);
   require_same(base, experts);
   CHECK_FALSE(experts.plan.streams_trunk());
@@ -465,7 +465,8 @@ TEST_CASE("tiny: the I/O wait is split: the waits for routed experts are counted
   const k3::StreamStats& e = experts.after;
   CHECK(e.expert_wait_seconds > 0);
   CHECK(e.expert_wait_seconds <= e.io_wait_seconds);
-  CHECK(e.io_wait_seconds - e.expert_wait_seconds < 0.01 * e.io_wait_seconds + 1e-3);
+  // What is not an expert wait here is the embedding rows' (read on demand): a sliver.
+  CHECK(e.io_wait_seconds - e.expert_wait_seconds < 0.1 * e.io_wait_seconds);
   // The trunk streamed too: its waits count in the whole, not in the experts'.
   const RunResult both = run(dir, host, slow(streamed_settings("tiny", 0.0, 3, false)), 3);
   require_same(base, both);
@@ -473,4 +474,5 @@ TEST_CASE("tiny: the I/O wait is split: the waits for routed experts are counted
   const k3::StreamStats& b = both.after;
   CHECK(b.expert_wait_seconds > 0);
   CHECK(b.io_wait_seconds - b.expert_wait_seconds > 0.01);
+  CHECK(b.io_wait_seconds - b.expert_wait_seconds > 3 * (e.io_wait_seconds - e.expert_wait_seconds));
 }
