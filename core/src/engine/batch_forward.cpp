@@ -103,7 +103,8 @@ void BatchForward::answer(std::span<const BatchFeed> feeds, std::span<const floa
                        std::to_string(total));
   out.picks.clear();
   out.picks.reserve(picks);
-  // Picks first: `logits` may be out.logits itself, compacted below.
+  // `logits` is out.logits itself only when every feed keeps its rows (run()): then
+  // nothing moves below.
   std::size_t row = 0;
   for (std::size_t i = 0; i < feeds.size(); ++i) {
     const BatchFeed& f = feeds[i];
@@ -131,7 +132,6 @@ void BatchForward::answer(std::span<const BatchFeed> feeds, std::span<const floa
   for (const BatchFeed& f : feeds) {
     const std::size_t n = answered_rows(f);
     if (f.logits) {
-      // Rows only move towards the front: a forward copy is safe in place.
       std::copy(logits.begin() + static_cast<std::ptrdiff_t>(row * V),
                 logits.begin() + static_cast<std::ptrdiff_t>((row + n) * V),
                 out.logits.begin() + static_cast<std::ptrdiff_t>(to * V));
