@@ -50,6 +50,11 @@ struct CoreInfo {
 };
 CoreInfo probe_cores(const std::filesystem::path& root = "/");
 
+/// The compute threads a run uses for the `threads` setting: the setting itself, or for 0
+/// every CPU OpenMP may use (omp_get_num_procs: the affinity mask). The model and the memory
+/// plan both ask here, so the plan counts the per-thread buffers the model allocates.
+int compute_threads(std::int64_t setting);
+
 /// "0-3,5,7-8" → 6 CPUs; nullopt for text that is not a CPU list.
 std::optional<unsigned> count_cpu_list(const std::string& text);
 

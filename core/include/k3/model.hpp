@@ -27,12 +27,20 @@ namespace k3 {
 
 class PassLink;
 
+/// ModelSettings::min_parallel_work's default: about 0.1 ms of fp64 work on one core here.
+inline constexpr std::size_t kMinParallelWork = std::size_t{1} << 17;
+
 struct ModelSettings {
   std::string storage = "posix";  ///< storage plugin name
   PluginParams storage_params;
   std::string kernels = "auto";  ///< kernel set name or "auto" (highest score that runs here)
   PluginParams kernel_params;
   int threads = 0;  ///< 0 = every core
+  /// Multiply-adds below which a matrix product, or a pass's per-sequence attention and
+  /// recurrence, runs on the calling thread: waking a sleeping thread costs more than such
+  /// work (docs/benchmarks-log.md, "Small work on one thread"). Never changes a bit; 0 splits
+  /// everything, which tests use to run the threaded paths on small models.
+  std::size_t min_parallel_work = kMinParallelWork;
   /// Memory budgets (docs/streaming.md). The default sizes both budgets from the available
   /// memory ("fit"); a plan that holds everything keeps the model resident, otherwise the
   /// trunk and the routed experts stream. A plan that does not fit is refused (exit 3).

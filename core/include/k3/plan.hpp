@@ -34,6 +34,7 @@ struct PlanInputs {
   std::uint64_t row_chunk_bytes = 0;   ///< per row-chunk buffer; 0 = 32 MiB
   std::int64_t context = 4096;         ///< positions of MLA latent KV to reserve
   std::int64_t prefill_chunk = 64;     ///< tokens per forward call (activation buffers)
+  std::int64_t threads = 1;            ///< compute threads (each has its own attention scratch)
   std::int64_t speculative_draft = 0;  ///< job.speculative.max_draft: verification journals
   /// Sequences decoded together (serve.parallel, for `serve` and `--prompts`), each with its
   /// own KDA state, MLA latent KV of `context` positions and journals; 0 = auto: the most, up
@@ -111,13 +112,13 @@ struct RunBufferSizes {
   } attn_res;
   struct Kda {
     std::uint64_t q = 0, k = 0, v = 0, z = 0, g = 0, y = 0;  ///< [chunk, H·D] each
-    std::uint64_t fa = 0, b = 0, u = 0;                      ///< [chunk, D], [chunk, H], [D]
-    std::uint64_t alpha = 0, bk = 0;                         ///< doubles: [H·D], [D]
+    std::uint64_t fa = 0, b = 0, u = 0;                      ///< [chunk, D], [chunk, H], [lanes, D]
+    std::uint64_t alpha = 0, bk = 0;                         ///< doubles: [lanes, D] each
   } kda;
   struct Mla {
     std::uint64_t ql = 0, q = 0, ckv = 0, gate = 0, y = 0;  ///< [chunk, …] projections
-    std::uint64_t qlat = 0, cbar = 0;                       ///< [kv_lora]
-    std::uint64_t scores = 0, acc = 0;                      ///< doubles: [positions], [8·kv_lora]
+    std::uint64_t qlat = 0, cbar = 0;                       ///< [lanes, kv_lora]
+    std::uint64_t scores = 0, acc = 0;                      ///< doubles: [lanes, positions], [lanes, 8·kv_lora]
   } mla;
   struct Moe {
     std::uint64_t logits = 0, z = 0, r = 0, shared_gate = 0, shared_up = 0, shared_out = 0;
@@ -135,8 +136,11 @@ struct RunBufferSizes {
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
-/// The run buffers for chunks of up to `chunk` tokens and `positions` positions.
-RunBufferSizes run_buffer_sizes(const ModelConfig& config, std::int64_t chunk, std::int64_t positions);
+/// The run buffers for chunks of up to `chunk` tokens and `positions` positions, on `lanes`
+/// compute threads: each thread that runs a sequence's attention or recurrence has scratch
+/// of its own (maths/parallel_items.hpp).
+RunBufferSizes run_buffer_sizes(const ModelConfig& config, std::int64_t chunk, std::int64_t positions,
+                                std::int64_t lanes);
 
 struct MemoryPlan {
   std::uint64_t available = 0;

@@ -53,8 +53,8 @@ BatchForward::BatchForward(Model& model, std::size_t rows, std::int64_t position
   if (rows == 0 || positions < 1 || sequences == 0)
     throw UsageError("a batched pass needs room for at least one token of one sequence");
   impl_ = std::make_unique<Impl>(model, positions,
-                                 maths::RunBuffers(
-                                     run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows), positions)));
+                                 maths::RunBuffers(run_buffer_sizes(model.config(), static_cast<std::int64_t>(rows),
+                                                                    positions, model.threads())));
   impl_->slices.reserve(sequences);
   impl_->tokens.reserve(rows);
   impl_->listeners.reserve(sequences);
@@ -218,7 +218,8 @@ void BatchForward::run_stage(std::span<const BatchFeed> feeds, std::span<const f
   // prompt) grows them: at least doubled, so that growing passes reallocate rarely.
   if (rows > b.buffers.sizes().chunk) {
     const auto grown = std::max<std::uint64_t>(rows, 2 * b.buffers.sizes().chunk);
-    b.buffers = maths::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions));
+    b.buffers =
+        maths::RunBuffers(run_buffer_sizes(c, static_cast<std::int64_t>(grown), b.positions, b.model.threads()));
   }
   b.observer.set(b.listeners);
   b.observer.set_rows(b.slices);

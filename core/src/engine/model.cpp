@@ -1,4 +1,4 @@
-#include <omp.h>
+#include <k3/machine.hpp>
 
 #include <algorithm>
 
@@ -57,8 +57,9 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
           " bytes sampled)");
   // Then the plan: a model that does not fit is refused before the weights are allocated.
   PlanInputs memory = settings.memory;
-  memory.lookahead = settings.prefetch_depth > 0;  // router copies serve the lookahead alone
-  if (settings.layers) {                           // a rank of a model split over ranks holds its range only
+  memory.lookahead = settings.prefetch_depth > 0;               // router copies serve the lookahead alone
+  memory.threads = machine::compute_threads(settings.threads);  // each has its own attention scratch
+  if (settings.layers) {  // a rank of a model split over ranks holds its range only
     const auto [first, last] = settings.layers(m.config);
     memory.first_layer = first;
     memory.last_layer = last;
@@ -67,8 +68,8 @@ Model::Model(const std::string& uri, const std::function<ModelPlugins()>& make_p
   require_fit(m.plan);
   m.kernel_name = std::move(plugins.kernel_name);
   m.kernels = std::move(plugins.kernels);
-  m.threads = settings.threads > 0 ? settings.threads : omp_get_num_procs();
-  m.ops = std::make_unique<maths::Ops>(*m.kernels, m.threads);
+  m.threads = static_cast<int>(memory.threads);
+  m.ops = std::make_unique<maths::Ops>(*m.kernels, m.threads, settings.min_parallel_work);
   m.counters = std::make_unique<streaming::StreamCounters>();
   auto policy = std::move(plugins.cache);
   if (!policy && !m.plan.resident())

@@ -76,7 +76,8 @@ void prepare_feed(Session::Impl& s, std::span<const std::uint32_t> tokens) {
     const std::int64_t grown = have == 0 ? std::max<std::int64_t>(planned, static_cast<std::int64_t>(tokens.size()))
                                          : std::max<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
                                                                   2 * static_cast<std::int64_t>(have));
-    s.buffers = maths::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions));
+    s.buffers =
+        maths::RunBuffers(run_buffer_sizes(c, std::min(grown, s.max_positions), s.max_positions, s.model.threads()));
   }
 }
 

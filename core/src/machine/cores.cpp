@@ -1,6 +1,7 @@
 // probe_cores(): online CPUs, physical cores (distinct package and core ids in the
 // topology folder), this process's affinity mask, and a cgroup CPU quota (v2 cpu.max, the
 // tightest on the path up; v1 cpu.cfs_quota_us / cpu.cfs_period_us).
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -139,6 +140,10 @@ CoreInfo probe_cores(const fs::path& root) {
       }
     }
   return c;
+}
+
+int compute_threads(std::int64_t setting) {
+  return setting > 0 ? static_cast<int>(setting) : std::max(1, omp_get_num_procs());
 }
 
 }  // namespace k3::machine

@@ -39,10 +39,16 @@ struct Matrix {
 
 class Ops {
  public:
-  Ops(const sdk::KernelSet& kernels, int threads) : k_(kernels), threads_(threads < 1 ? 1 : threads) {}
+  /// min_parallel_work: multiply-adds below which work runs on the calling thread
+  /// (ModelSettings::min_parallel_work).
+  Ops(const sdk::KernelSet& kernels, int threads, std::size_t min_parallel_work)
+      : k_(kernels), threads_(threads < 1 ? 1 : threads), min_parallel_work_(min_parallel_work) {}
 
   [[nodiscard]] const sdk::KernelSet& kernels() const noexcept { return k_; }
   [[nodiscard]] int threads() const noexcept { return threads_; }
+  /// The threads for `items` independent items of `work` multiply-adds in all: 1 for a
+  /// single item or below min_parallel_work, else up to threads(), never more than the items.
+  [[nodiscard]] int threads_for(std::size_t items, std::size_t work) const noexcept;
 
   /// Y[b, :] = W · X[b, :] for b < batch. X [batch, cols], Y [batch, rows].
   void matmul(const Matrix& w, const float* x, std::size_t batch, float* y) const;
@@ -57,6 +63,7 @@ class Ops {
  private:
   const sdk::KernelSet& k_;
   int threads_;
+  std::size_t min_parallel_work_;
 };
 
 // Elementwise functions: fp64 inside, one rounding at the end.

@@ -14,6 +14,7 @@
 
 #include <k3/error.hpp>
 #include <k3/geometry.hpp>
+#include <k3/machine.hpp>
 #include <k3/pipeline.hpp>
 #include <k3/units.hpp>
 
@@ -204,6 +205,7 @@ PlanInputs plan_inputs(const Pipeline& p) {
   in.context = p.get_int("memory.context");
   in.row_chunk_bytes = static_cast<std::uint64_t>(std::llround(p.get_double("memory.row_chunk_mb") * 1e6));
   in.prefill_chunk = p.get_int("job.prefill_chunk");
+  in.threads = machine::compute_threads(p.get_int("threads"));
   in.speculative_draft = p.get_string("job.mode") == "incremental" ? p.get_int("job.speculative.max_draft") : 0;
   const std::string budgets_for = p.get_string("memory.budgets_for");
   if (budgets_for != "model") in.budgets_for = budgets_of(budgets_for);
@@ -328,7 +330,7 @@ void size_sequences(MemoryPlan& p, const ModelConfig& c, const PlanInputs& in, s
   // Activations for one pass of T tokens: the run buffers every block works in
   // (plan_buffers.cpp), allocated once, plus the logits: one sequence's last row and the
   // generator's copy, or every row of a step of several sequences and a copy.
-  p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context);
+  p.buffers = run_buffer_sizes(c, static_cast<std::int64_t>(T), in.context, in.threads);
   p.buffer_bytes = p.buffers.bytes() + (N == 1 ? 2 : T + 1) * V * 4;
 }
 

@@ -12,8 +12,9 @@ using U = std::uint64_t;
 
 }  // namespace
 
-RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::int64_t positions) {
+RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::int64_t positions, std::int64_t lanes) {
   RunBufferSizes b;
+  const U N = static_cast<U>(std::max<std::int64_t>(1, lanes));
   const U T = static_cast<U>(std::max<std::int64_t>(1, chunk));
   b.chunk = T;
   b.positions = static_cast<U>(std::max<std::int64_t>(1, positions));
@@ -32,9 +33,7 @@ RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::i
   b.kda.q = b.kda.k = b.kda.v = b.kda.z = b.kda.g = b.kda.y = T * P;
   b.kda.fa = T * D;
   b.kda.b = T * H;
-  b.kda.u = D;
-  b.kda.alpha = P;
-  b.kda.bk = D;
+  b.kda.u = b.kda.alpha = b.kda.bk = N * D;
 
   const U MH = static_cast<U>(c.num_attention_heads), KVL = static_cast<U>(c.kv_lora_rank);
   const U HQ = static_cast<U>(c.qk_nope_head_dim + c.qk_rope_head_dim), HV = static_cast<U>(c.v_head_dim);
@@ -42,9 +41,9 @@ RunBufferSizes run_buffer_sizes(const ModelConfig& c, std::int64_t chunk, std::i
   b.mla.q = T * MH * HQ;
   b.mla.ckv = T * (KVL + static_cast<U>(c.qk_rope_head_dim));
   b.mla.gate = b.mla.y = T * MH * HV;
-  b.mla.qlat = b.mla.cbar = KVL;
-  b.mla.scores = b.positions;
-  b.mla.acc = 8 * KVL;
+  b.mla.qlat = b.mla.cbar = N * KVL;
+  b.mla.scores = N * b.positions;
+  b.mla.acc = N * 8 * KVL;
 
   const U NE = static_cast<U>(c.num_experts), K = static_cast<U>(c.num_experts_per_token);
   const U I = static_cast<U>(c.moe_intermediate_size), L = static_cast<U>(c.routed_expert_hidden_size);

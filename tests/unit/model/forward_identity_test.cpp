@@ -49,6 +49,7 @@ k3::ModelSettings settings(const std::string& kernels, int threads) {
   k3::ModelSettings s;
   s.kernels = kernels;
   s.threads = threads;
+  s.min_parallel_work = 0;  // every product and per-sequence item split over the threads
   return s;
 }
 

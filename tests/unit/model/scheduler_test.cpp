@@ -35,6 +35,7 @@ k3::ModelSettings resident(const std::string& kernels, int threads) {
   k3::ModelSettings s;
   s.kernels = kernels;
   s.threads = threads;
+  s.min_parallel_work = 0;  // every product and per-sequence item split over the threads
   s.memory.trunk_gb = 1000;
   s.memory.expert_cache_gb = 1000;
   s.memory.context = kContext;

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "maths/blocks/blocks.hpp"
+#include "maths/parallel_items.hpp"
 
 namespace k3::maths {
 namespace {
@@ -74,30 +75,44 @@ void l2norm_heads(const Ops& ops, float* x, std::size_t H, std::size_t D, double
 
 namespace {
 
-/// The recurrence of one slice (the tokens of one sequence, in order) over its rows of the
-/// projections q, k, v, z, braw, graw (the whole chunk's), writing its rows of y.
-void kda_recurrence(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& live, const KdaRecord& record,
-                    std::size_t first, std::size_t T, KdaBuffers& b) {
+/// A tentative slice runs on a scratch copy of its live state (which stays as it is), with
+/// its journal sized for the slice. Before any head of the slice runs.
+void begin_recurrence(const ModelConfig& c, KdaState& live, const KdaRecord& record, std::size_t T) {
+  KdaJournal* journal = record.journal;
+  if (journal == nullptr) return;
+  const std::size_t H = static_cast<std::size_t>(c.kda_num_heads);
+  const std::size_t P = H * static_cast<std::size_t>(c.kda_head_dim);
+  record.scratch->S = live.S;
+  record.scratch->conv_q = live.conv_q;
+  record.scratch->conv_k = live.conv_k;
+  record.scratch->conv_v = live.conv_v;
+  journal->tokens = T;
+  for (auto* v : {&journal->raw_q, &journal->raw_k, &journal->raw_v, &journal->k, &journal->u})
+    if (v->size() < T * P) v->resize(T * P);
+  if (journal->alpha.size() < T * P) journal->alpha.resize(T * P);
+  if (journal->beta.size() < T * H) journal->beta.resize(T * H);
+}
+
+/// Where one lane's scratch is: u [D] floats, alpha and bk [D] doubles each.
+struct KdaLane {
+  float* u;
+  double* alpha;
+  double* bk;
+};
+
+/// The recurrence of head h of one slice (the tokens of one sequence, in order) over its rows
+/// of the projections q, k, v, z, braw, graw (the whole chunk's), writing its rows of y. A
+/// head's channels h·D … h·D+D-1 depend on no other head's, so heads run in any order, on
+/// any thread, with the same bits as all heads token by token.
+void kda_head(const Ops& ops, const ModelConfig& c, const KdaWeights& w, KdaState& st, KdaJournal* journal,
+              std::size_t first, std::size_t T, std::size_t h, KdaBuffers& b, KdaLane lane) {
   const auto H = static_cast<std::size_t>(c.kda_num_heads);
   const auto D = static_cast<std::size_t>(c.kda_head_dim);
   const auto K = static_cast<std::size_t>(c.short_conv_kernel_size);
   const std::size_t P = H * D;
-  KdaJournal* journal = record.journal;
-  if (journal != nullptr) {
-    // A tentative chunk: the live state stays as it is; the chunk runs on a copy.
-    record.scratch->S = live.S;
-    record.scratch->conv_q = live.conv_q;
-    record.scratch->conv_k = live.conv_k;
-    record.scratch->conv_v = live.conv_v;
-    journal->tokens = T;
-    for (auto* v : {&journal->raw_q, &journal->raw_k, &journal->raw_v, &journal->k, &journal->u})
-      if (v->size() < T * P) v->resize(T * P);
-    if (journal->alpha.size() < T * P) journal->alpha.resize(T * P);
-    if (journal->beta.size() < T * H) journal->beta.resize(T * H);
-  }
-  KdaState& st = journal != nullptr ? *record.scratch : live;
+  const std::size_t c0 = h * D;  // the head's first channel
   auto rec = [&](std::vector<float> KdaJournal::*field, std::size_t t) -> float* {
-    return journal != nullptr ? (journal->*field).data() + t * P : nullptr;
+    return journal != nullptr ? (journal->*field).data() + t * P + c0 : nullptr;
   };
 
   // This slice's rows of the chunk's projections.
@@ -108,52 +123,45 @@ void kda_recurrence(const Ops& ops, const ModelConfig& c, const KdaWeights& w, K
   const float* braw = b.b.data() + first * H;
   const float* graw = b.g.data() + first * P;
   float* y = b.y.data() + first * P;
-  double* bk = b.bk.data();
-  float* u = b.u.data();
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(D));
   const double lb = c.gate_lower_bound;
+  const double a = std::exp(double{w.A_log[h]});
+  float* S = st.S.data() + h * D * D;  // S[j*D + i] = S_math[i][j]
+  const auto conv = [&](const F32Vector& taps, std::vector<float>& history, float* x, float* raw) {
+    short_conv_silu(taps.data() + c0 * K, history.data() + c0 * (K - 1), D, K, x + c0, raw);
+  };
 
   for (std::size_t t = 0; t < T; ++t) {  // the recurrence walks tokens in order
-    float* qt = q + t * P;
-    float* kt = k + t * P;
-    float* vt = v + t * P;
-    short_conv_silu(w.q_conv.data(), st.conv_q.data(), P, K, qt, rec(&KdaJournal::raw_q, t));
-    short_conv_silu(w.k_conv.data(), st.conv_k.data(), P, K, kt, rec(&KdaJournal::raw_k, t));
-    short_conv_silu(w.v_conv.data(), st.conv_v.data(), P, K, vt, rec(&KdaJournal::raw_v, t));
-    l2norm_heads(ops, qt, H, D, q_scale);
-    l2norm_heads(ops, kt, H, D, 1.0);
+    float* qh = q + t * P + c0;
+    float* kh = k + t * P + c0;
+    conv(w.q_conv, st.conv_q, q + t * P, rec(&KdaJournal::raw_q, t));
+    conv(w.k_conv, st.conv_k, k + t * P, rec(&KdaJournal::raw_k, t));
+    conv(w.v_conv, st.conv_v, v + t * P, rec(&KdaJournal::raw_v, t));
+    l2norm_heads(ops, qh, 1, D, q_scale);
+    l2norm_heads(ops, kh, 1, D, 1.0);
 
-    double* alpha = journal ? journal->alpha.data() + t * P : b.alpha.data();
-    for (std::size_t h = 0; h < H; ++h) {
-      const double a = std::exp(double{w.A_log[h]});
-      for (std::size_t d = 0; d < D; ++d) {
-        const std::size_t ch = h * D + d;
-        const double g = lb * sigmoid64(a * (double{z[t * P + ch]} + double{w.dt_bias[ch]}));
-        alpha[ch] = std::exp(g);
-      }
+    double* alpha = journal ? journal->alpha.data() + t * P + c0 : lane.alpha;
+    for (std::size_t d = 0; d < D; ++d) {
+      const std::size_t ch = c0 + d;
+      const double g = lb * sigmoid64(a * (double{z[t * P + ch]} + double{w.dt_bias[ch]}));
+      alpha[d] = std::exp(g);
     }
 
-    for (std::size_t h = 0; h < H; ++h) {
-      const double beta = sigmoid64(braw[t * H + h]);
-      float* S = st.S.data() + h * D * D;  // S[j*D + i] = S_math[i][j]
-      const float* kh = kt + h * D;
-      const float* qh = qt + h * D;
-      const float* vh = vt + h * D;
-      float* uh = journal ? journal->u.data() + t * P + h * D : u;
-      decay(S, alpha + h * D, D);
-      for (std::size_t j = 0; j < D; ++j)  // u = v − Sᵀk
-        uh[j] = static_cast<float>(double{vh[j]} - ops.dot(S + j * D, kh, D));
-      add_outer(S, beta, kh, uh, bk, D);
-      if (journal != nullptr) {
-        journal->beta[t * H + h] = beta;
-        std::copy_n(kh, D, journal->k.data() + t * P + h * D);
-      }
-      float* yh = y + t * P + h * D;
-      for (std::size_t j = 0; j < D; ++j) yh[j] = static_cast<float>(ops.dot(S + j * D, qh, D));  // o = Sᵀq
-      ops.rmsnorm(yh, w.o_norm.data(), c.rms_norm_eps, D, yh);
-      for (std::size_t j = 0; j < D; ++j)
-        yh[j] = static_cast<float>(double{yh[j]} * sigmoid64(graw[t * P + h * D + j]));
+    const double beta = sigmoid64(braw[t * H + h]);
+    const float* vh = v + t * P + c0;
+    float* uh = journal ? journal->u.data() + t * P + c0 : lane.u;
+    decay(S, alpha, D);
+    for (std::size_t j = 0; j < D; ++j)  // u = v − Sᵀk
+      uh[j] = static_cast<float>(double{vh[j]} - ops.dot(S + j * D, kh, D));
+    add_outer(S, beta, kh, uh, lane.bk, D);
+    if (journal != nullptr) {
+      journal->beta[t * H + h] = beta;
+      std::copy_n(kh, D, journal->k.data() + t * P + c0);
     }
+    float* yh = y + t * P + c0;
+    for (std::size_t j = 0; j < D; ++j) yh[j] = static_cast<float>(ops.dot(S + j * D, qh, D));  // o = Sᵀq
+    ops.rmsnorm(yh, w.o_norm.data(), c.rms_norm_eps, D, yh);
+    for (std::size_t j = 0; j < D; ++j) yh[j] = static_cast<float>(double{yh[j]} * sigmoid64(graw[t * P + c0 + j]));
   }
 }
 
@@ -170,12 +178,26 @@ void kda(const Ops& ops, const ModelConfig& c, const KdaWeights& w, std::size_t 
   ops.matmul(w.f_b_proj, b.fa.data(), T, b.z.data());
   ops.matmul(w.b_proj, x, T, b.b.data());
   ops.matmul(w.g_proj, x, T, b.g.data());
-  // The recurrence, sequence by sequence, each on its own state.
+  // The recurrence, sequence by sequence, each on its own state; every (slice, head) is an
+  // item of its own, over the threads when there is enough of them (parallel_items.hpp).
+  const auto H = static_cast<std::size_t>(c.kda_num_heads);
+  const auto D = static_cast<std::size_t>(c.kda_head_dim);
   for (const SeqSlice& s : slices) {
     TentativeChunk* tc = s.tentative;
     const KdaRecord record = tc != nullptr ? KdaRecord{&tc->kda[layer], &tc->scratch} : KdaRecord{};
-    kda_recurrence(ops, c, w, s.state->kda[layer], record, s.first, s.rows, b);
+    begin_recurrence(c, s.state->kda[layer], record, s.rows);
   }
+  const std::size_t items = slices.size() * H;
+  const std::size_t lanes = b.u.size() / D;  // one scratch per thread (run_buffer_sizes)
+  const int threads = std::min(ops.threads_for(items, T * H * 4 * D * D), static_cast<int>(lanes));
+  for_items(items, threads, [&](std::size_t item, std::size_t l) {
+    const SeqSlice& s = slices[item / H];
+    TentativeChunk* tc = s.tentative;  // runs on its scratch copy (begin_recurrence)
+    KdaState& st = tc != nullptr ? tc->scratch : s.state->kda[layer];
+    KdaJournal* journal = tc != nullptr ? &tc->kda[layer] : nullptr;
+    const KdaLane lane{b.u.data() + l * D, b.alpha.data() + l * D, b.bk.data() + l * D};
+    kda_head(ops, c, w, st, journal, s.first, s.rows, item % H, b, lane);
+  });
   ops.matmul(w.o_proj, b.y.data(), T, out);
 }
 
