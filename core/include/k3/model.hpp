@@ -28,7 +28,7 @@ namespace k3 {
 class PassLink;
 
 /// ModelSettings::min_parallel_work's default: about 0.1 ms of fp64 work on one core here.
-inline constexpr std::size_t kMinParallelWork = std::size_t{1} << 17;
+inline constexpr std::size_t kMinParallelWork = std::size_t{1} << 19;
 
 struct ModelSettings {
   std::string storage = "posix";  ///< storage plugin name
