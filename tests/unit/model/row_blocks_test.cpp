@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "maths/parallel_items.hpp"
 #include "maths/row_blocks.hpp"
 
 using k3::maths::BlockShares;
@@ -81,4 +82,24 @@ TEST_CASE("a slow thread's blocks are taken over by the fast one", "[model][row_
   }
   CHECK(by_thread[0].load() + by_thread[1].load() == 64);
   CHECK(by_thread[1].load() > 48);
+}
+
+TEST_CASE("independent items run exactly once each, every lane below the thread count", "[model][row_blocks]") {
+  // maths/parallel_items.hpp: the KDA and MLA (sequence, head) items. A lane indexes the
+  // thread's own scratch, so one at or past the thread count would write past the buffers.
+  for (const std::size_t items : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{97}}) {
+    for (const int threads : {1, 2, 3, 8}) {
+      std::vector<std::atomic<int>> hits(items);
+      std::atomic<int> bad_lanes{0};
+      k3::maths::for_items(items, threads, [&](std::size_t i, std::size_t lane) {
+        if (lane >= static_cast<std::size_t>(threads)) ++bad_lanes;
+        ++hits.at(i);
+      });
+      INFO(items << " items on " << threads << " threads");
+      CHECK(bad_lanes.load() == 0);
+      std::size_t wrong = 0;
+      for (const auto& h : hits) wrong += h.load() != 1;
+      CHECK(wrong == 0);
+    }
+  }
 }

@@ -294,3 +294,24 @@ TEST_CASE(
   in.parallel = 1;
   CHECK(k3::plan_memory(c, in).fits());
 }
+
+TEST_CASE("plan: every compute thread has its own attention and recurrence scratch") {
+  // Each thread running a (sequence, head) item of KDA or MLA (maths/parallel_items.hpp) has
+  // u, alpha and bk of one KDA head, and qlat, cbar, the scores over the context and the
+  // 8-way partition of one MLA head.
+  const k3::ModelConfig& c = geometry_config("k3");
+  k3::PlanInputs in;
+  in.available = kPlenty;
+  in.trunk_gb = 8;  // fixed budgets: the scratch is the only difference between the plans
+  in.expert_cache_gb = 4;
+  in.context = 8192;
+  in.threads = 1;
+  const k3::MemoryPlan one = k3::plan_memory(c, in);
+  in.threads = 4;
+  const k3::MemoryPlan four = k3::plan_memory(c, in);
+  const auto D = static_cast<std::uint64_t>(c.kda_head_dim);
+  const auto KVL = static_cast<std::uint64_t>(c.kv_lora_rank);
+  const std::uint64_t lane = D * 4 + D * 8 * 2 + KVL * 4 * 2 + 8192 * 8 + 8 * KVL * 8;
+  CHECK(four.buffer_bytes - one.buffer_bytes == 3 * lane);
+  CHECK(four.total - one.total == 3 * lane);
+}
