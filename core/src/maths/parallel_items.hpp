@@ -11,7 +11,6 @@
 #pragma once
 #include <omp.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 
